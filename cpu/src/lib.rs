@@ -1,0 +1,1 @@
+//! `qkern-cpu` owns the CPU backend.
