@@ -71,10 +71,15 @@ pub trait ActBlock: Pod + Send + Sync + 'static {
     fn has_minus_128(&self) -> bool;
 }
 
-/// Copy a byte slice into blocks (any alignment). The caller has checked the length.
-fn blocks_of<B: Pod>(bytes: &[u8]) -> Vec<B> {
+/// View a byte slice as blocks: borrowed when it is aligned for `B`, copied otherwise.
+/// Trailing bytes that do not fill a block are ignored (callers check lengths first).
+pub fn blocks_of<B: Pod>(bytes: &[u8]) -> std::borrow::Cow<'_, [B]> {
     let n = core::mem::size_of::<B>();
-    bytes.chunks_exact(n).map(bytemuck::pod_read_unaligned).collect()
+    let whole = &bytes[..bytes.len() / n * n];
+    match bytemuck::try_cast_slice(whole) {
+        Ok(b) => std::borrow::Cow::Borrowed(b),
+        Err(_) => std::borrow::Cow::Owned(whole.chunks_exact(n).map(bytemuck::pod_read_unaligned).collect()),
+    }
 }
 
 /// Run `f` with the weight-block type of `format`, or return `None` for a non-weight format.

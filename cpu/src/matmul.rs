@@ -1,0 +1,198 @@
+//! Row-parallel matmul, dequantize and activation quantize on one CPU path.
+
+use std::ops::Range;
+
+use qkern_formats::reference::{ActBlock, WeightBlock, blocks_of};
+use qkern_formats::{Format, ShapeError, reference, with_act_block, with_weight_block};
+
+use crate::{CpuError, CpuPath, require};
+
+/// A CPU backend: one kernel path and a thread pool (none when `threads == 1`).
+pub struct CpuBackend {
+    path: CpuPath,
+    threads: usize,
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend").field("path", &self.path).field("threads", &self.threads).finish()
+    }
+}
+
+/// A raw output pointer shared by the row tasks of one matmul.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the pointer is only written through `OutPtr::write`, at indices `t * rows + r`
+// where each task owns a disjoint range of `r` (see `CpuBackend::matmul`), and the slice it
+// points into outlives the scoped parallel section.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl CpuBackend {
+    /// A backend on `path` with `threads` worker threads (`None`: the machine's cores).
+    pub fn new(path: CpuPath, threads: Option<usize>) -> Result<CpuBackend, CpuError> {
+        let path = require(path)?;
+        let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+        let pool = if threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("qkern-cpu-{i}"))
+                    .build()
+                    .map_err(|e| CpuError::Pool(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(CpuBackend { path, threads, pool })
+    }
+
+    pub fn path(&self) -> CpuPath {
+        self.path
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// `out[t * rows + r] = vec_dot(weight row r, activation row t)` for a `rows` x `cols`
+    /// weight matrix of `format` (raw ggml blocks) and `nt = out.len() / rows` activation rows
+    /// of `format.vec_dot_type()`. Lengths are validated; the bits do not depend on the path,
+    /// the thread count or the row split.
+    pub fn matmul(
+        &self,
+        format: Format,
+        rows: usize,
+        cols: usize,
+        weights: &[u8],
+        acts: &[u8],
+        out: &mut [f32],
+    ) -> Result<(), CpuError> {
+        let act = format.vec_dot_type().ok_or(ShapeError::Role { format, role: "weight" })?;
+        let wb = format.matrix_bytes(rows, cols)?;
+        if weights.len() != wb {
+            return Err(ShapeError::ByteLength { what: "weights", expected: wb, got: weights.len() }.into());
+        }
+        if out.is_empty() || out.len() % rows != 0 {
+            return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: rows, got: out.len() }.into());
+        }
+        let nt = out.len() / rows;
+        let ab = act.row_bytes(cols)?;
+        let total = ab.checked_mul(nt).ok_or(ShapeError::Overflow)?;
+        if acts.len() != total {
+            return Err(ShapeError::ByteLength { what: "activations", expected: total, got: acts.len() }.into());
+        }
+        let optr = OutPtr(out.as_mut_ptr());
+        with_weight_block!(format, B => self.matmul_typed::<B>(rows, cols, weights, acts, nt, optr))
+            .ok_or(ShapeError::Role { format, role: "weight" })?;
+        Ok(())
+    }
+
+    fn matmul_typed<B: WeightBlock>(&self, rows: usize, cols: usize, w: &[u8], a: &[u8], nt: usize, out: OutPtr) {
+        let w = blocks_of::<B>(w);
+        let a = blocks_of::<B::Act>(a);
+        let bpr = cols / B::ELEMS;
+        let apr = cols / <B::Act as ActBlock>::ELEMS;
+        let path = self.path;
+        let run = |r: Range<usize>| rows_kernel::<B>(path, &w, bpr, &a, apr, nt, rows, r, out);
+        match &self.pool {
+            None => run(0..rows),
+            Some(pool) => {
+                // Tasks of at least 16 rows, about 4 per thread for balance.
+                let chunk = rows.div_ceil(self.threads * 4).max(16);
+                let tasks = rows.div_ceil(chunk);
+                pool.scope(|s| {
+                    for i in 0..tasks {
+                        let r = i * chunk..((i + 1) * chunk).min(rows);
+                        let run = &run;
+                        s.spawn(move |_| run(r));
+                    }
+                });
+            }
+        }
+    }
+
+    /// Dequantize `out.len()` elements (whole rows) of `format` to f32.
+    pub fn dequantize(&self, format: Format, bytes: &[u8], out: &mut [f32]) -> Result<(), CpuError> {
+        Ok(reference::dequantize_row(format, bytes, out)?)
+    }
+
+    /// Quantize `nt = x.len() / cols` activation rows to `act` (q8_0, q8_1, q8_K).
+    pub fn quantize(&self, act: Format, cols: usize, x: &[f32], out: &mut [u8]) -> Result<(), CpuError> {
+        if !act.is_activation() {
+            return Err(ShapeError::Role { format: act, role: "activation" }.into());
+        }
+        let rb = act.row_bytes(cols)?;
+        if x.is_empty() || x.len() % cols != 0 {
+            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: cols, got: x.len() }.into());
+        }
+        let nt = x.len() / cols;
+        let total = rb.checked_mul(nt).ok_or(ShapeError::Overflow)?;
+        if out.len() != total {
+            return Err(ShapeError::ByteLength { what: "quantized activations", expected: total, got: out.len() }.into());
+        }
+        with_act_block!(act, B => {
+            // Quantize straight into `out` when it is aligned for the block type.
+            match bytemuck::try_cast_slice_mut::<u8, B>(out) {
+                Ok(blocks) => {
+                    for (xr, br) in x.chunks_exact(cols).zip(blocks.chunks_exact_mut(rb / act.block_bytes())) {
+                        B::quantize(xr, br);
+                    }
+                }
+                Err(_) => {
+                    for (xr, or) in x.chunks_exact(cols).zip(out.chunks_exact_mut(rb)) {
+                        reference::quantize_row(act, xr, or)?;
+                    }
+                }
+            }
+            Ok::<(), CpuError>(())
+        })
+        .ok_or(ShapeError::Role { format: act, role: "activation" })?
+    }
+}
+
+/// Check imported activation bytes for -128 quants (see `qkern_formats::reference`).
+pub fn check_activations(act: Format, cols: usize, bytes: &[u8]) -> Result<(), CpuError> {
+    let rb = act.row_bytes(cols)?;
+    if bytes.is_empty() || bytes.len() % rb != 0 {
+        return Err(ShapeError::ByteLength { what: "activations", expected: rb, got: bytes.len() }.into());
+    }
+    with_act_block!(act, B => {
+        let blocks = blocks_of::<B>(bytes);
+        let per = rb / act.block_bytes();
+        match blocks.iter().position(|b| b.has_minus_128()) {
+            Some(i) => Err(CpuError::Minus128(act, i / per, i % per)),
+            None => Ok(()),
+        }
+    })
+    .ok_or(CpuError::Shape(ShapeError::Role { format: act, role: "activation" }))?
+}
+
+/// Rows `r` of the output on one path.
+#[allow(clippy::too_many_arguments)]
+fn rows_kernel<B: WeightBlock>(
+    path: CpuPath,
+    w: &[B],
+    bpr: usize,
+    a: &[B::Act],
+    apr: usize,
+    nt: usize,
+    rows: usize,
+    r: Range<usize>,
+    out: OutPtr,
+) {
+    match path {
+        CpuPath::Scalar | CpuPath::Avx2 | CpuPath::Avx512 => {
+            for row in r {
+                let wr = &w[row * bpr..(row + 1) * bpr];
+                for t in 0..nt {
+                    let v = B::vec_dot(wr, &a[t * apr..(t + 1) * apr]);
+                    // SAFETY: t < nt and row < rows, so the index is inside the `nt * rows`
+                    // output slice; this task alone owns rows in `r` (OutPtr's contract).
+                    unsafe { out.0.add(t * rows + row).write(v) };
+                }
+            }
+        }
+    }
+}

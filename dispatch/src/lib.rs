@@ -1,0 +1,423 @@
+//! `qkern` is the facade an inference engine embeds: device selection (CPU paths with
+//! runtime feature detection; CUDA and wgpu behind cargo features), and one API for
+//! resident weights, quantized activations, `matmul` and `dequantize`.
+//!
+//! Every result is bit-identical to ggml 0.26.0's x86 AVX2 kernels (`vec_dot` per weight
+//! row and token), on every backend, path, thread count and token count.
+//!
+//! ```
+//! use qkern::{Device, Format, WeightsRef};
+//! # fn main() -> Result<(), qkern::Error> {
+//! let dev = Device::cpu()?;
+//! let (rows, cols) = (4, 64);
+//! let bytes = vec![0u8; Format::Q8_0.matrix_bytes(rows, cols)?];
+//! // Weights resident on the device (borrowed on the CPU when aligned).
+//! let w = dev.upload(WeightsRef::new(Format::Q8_0, rows, cols, &bytes)?)?;
+//! // A reusable activation buffer for up to 8 tokens, quantized on the device.
+//! let mut acts = dev.activations_for(&w, 8)?;
+//! let x = vec![0.5f32; 2 * cols]; // 2 tokens, token-major
+//! dev.quantize(&x, &mut acts)?;
+//! let mut out = vec![0f32; 2 * rows]; // [tokens][rows]
+//! dev.matmul(&w, &acts, &mut out)?;
+//! # Ok(()) }
+//! ```
+//!
+//! The hot path (`quantize`, `matmul`) allocates nothing: buffers are created once
+//! (`upload`, `activations`) and reused, which is how an MoE engine runs hundreds of small
+//! expert matrices with only the tokens routed to each.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use qkern_cpu::{CpuPath, Features as CpuFeatures};
+pub use qkern_formats::{Format, FormatError, ShapeError};
+
+mod buf;
+mod spec;
+
+pub use buf::AlignedBuf;
+pub use spec::{BackendSpec, available_backends};
+
+/// Everything that can go wrong in qkern's public API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    #[error("unknown backend {0:?} (expected cpu, cpu-scalar, cpu-avx2, cpu-avx512, cuda, cuda:N, wgpu or wgpu:N)")]
+    UnknownBackend(String),
+    #[error("qkern was not built with {0} (enable the `{0}` cargo feature)")]
+    NotBuilt(&'static str),
+    #[error("backend {backend} is not available: {reason}")]
+    Unavailable { backend: String, reason: String },
+    #[error("CPU backend: {0}")]
+    Cpu(qkern_cpu::CpuError),
+    #[error("{what} belongs to another device ({owner}), not {this}")]
+    WrongDevice { what: &'static str, owner: String, this: String },
+    #[error("{got} tokens exceed the activation buffer's capacity of {capacity}")]
+    Capacity { capacity: usize, got: usize },
+    #[error("the activation buffer holds no tokens yet (call quantize or import first)")]
+    NoTokens,
+    #[error("weights have {weights} columns but activations have {acts}")]
+    Cols { weights: usize, acts: usize },
+}
+
+impl From<qkern_cpu::CpuError> for Error {
+    fn from(e: qkern_cpu::CpuError) -> Self {
+        match e {
+            qkern_cpu::CpuError::Shape(s) => Error::Shape(s),
+            e => Error::Cpu(e),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Validated host weights: `rows` x `cols` of `format` as raw ggml blocks, row-major.
+#[derive(Clone, Copy, Debug)]
+pub struct WeightsRef<'a> {
+    format: Format,
+    rows: usize,
+    cols: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> WeightsRef<'a> {
+    /// Checks that `format` is a weight format, `cols` a multiple of its block, and that
+    /// `bytes` holds exactly `rows` rows.
+    pub fn new(format: Format, rows: usize, cols: usize, bytes: &'a [u8]) -> Result<WeightsRef<'a>> {
+        if !format.is_weight() {
+            return Err(ShapeError::Role { format, role: "quantized weight" }.into());
+        }
+        let n = format.matrix_bytes(rows, cols)?;
+        if n != bytes.len() {
+            return Err(ShapeError::ByteLength { what: "weights", expected: n, got: bytes.len() }.into());
+        }
+        Ok(WeightsRef { format, rows, cols, bytes })
+    }
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+enum HostBytes<'a> {
+    Borrowed(&'a [u8]),
+    Owned(AlignedBuf),
+}
+
+impl HostBytes<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            HostBytes::Borrowed(b) => b,
+            HostBytes::Owned(b) => b.as_slice(),
+        }
+    }
+}
+
+enum WeightStorage<'a> {
+    Host(HostBytes<'a>),
+}
+
+/// Weights resident on a device.
+pub struct Weights<'a> {
+    format: Format,
+    rows: usize,
+    cols: usize,
+    device: u64,
+    storage: WeightStorage<'a>,
+}
+
+impl std::fmt::Debug for Weights<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Weights({} {}x{}, device {})", self.format, self.rows, self.cols, self.device)
+    }
+}
+
+impl Weights<'_> {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// The activation format these weights are dotted with (ggml's `vec_dot_type`).
+    pub fn act_format(&self) -> Format {
+        self.format.vec_dot_type().unwrap_or(Format::Q8_0)
+    }
+    /// Bytes of weight data.
+    pub fn byte_len(&self) -> usize {
+        self.rows * self.format.row_bytes(self.cols).unwrap_or(0)
+    }
+}
+
+enum ActStorage {
+    Host(AlignedBuf),
+}
+
+/// A reusable buffer of quantized activations: up to `capacity` tokens of `cols` elements
+/// in an activation format (q8_0, q8_1, q8_K), resident on a device.
+pub struct Activations {
+    format: Format,
+    cols: usize,
+    capacity: usize,
+    tokens: usize,
+    device: u64,
+    storage: ActStorage,
+}
+
+impl std::fmt::Debug for Activations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Activations({} x{} of {}, cap {})", self.format, self.tokens, self.cols, self.capacity)
+    }
+}
+
+impl Activations {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// Tokens currently held (set by the last `quantize` or `import`).
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+    fn row_bytes(&self) -> usize {
+        self.format.row_bytes(self.cols).unwrap_or(0)
+    }
+    /// The quantized bytes of the tokens held (host backends only).
+    pub fn host_bytes(&self) -> Option<&[u8]> {
+        match &self.storage {
+            ActStorage::Host(b) => Some(&b.as_slice()[..self.tokens * self.row_bytes()]),
+        }
+    }
+}
+
+enum Inner {
+    Cpu(qkern_cpu::CpuBackend),
+}
+
+/// A compute device: a CPU path with its thread pool, or (with features) a GPU.
+pub struct Device {
+    id: u64,
+    spec: BackendSpec,
+    inner: Inner,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({})", self.name())
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Options for opening a device.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceOptions {
+    /// CPU worker threads (`None`: the machine's cores).
+    pub threads: Option<usize>,
+}
+
+impl Device {
+    /// The default CPU device: `QKERN_CPU` if set, else the fastest path; all cores.
+    pub fn cpu() -> Result<Device> {
+        Device::open(BackendSpec::Cpu(None), DeviceOptions::default())
+    }
+
+    /// A CPU device on a forced path with `threads` workers.
+    pub fn cpu_with(path: CpuPath, threads: Option<usize>) -> Result<Device> {
+        Device::open(BackendSpec::Cpu(Some(path)), DeviceOptions { threads })
+    }
+
+    /// The best backend present (a GPU where built and available, else the CPU).
+    pub fn best() -> Result<Device> {
+        Device::open(BackendSpec::Cpu(None), DeviceOptions::default())
+    }
+
+    /// Open a device by name (`cpu`, `cpu-scalar`, `cpu-avx2`, `cpu-avx512`, `cuda`,
+    /// `cuda:N`, `wgpu`, `wgpu:N`).
+    pub fn parse(name: &str, opts: DeviceOptions) -> Result<Device> {
+        Device::open(name.parse()?, opts)
+    }
+
+    /// Open a device.
+    pub fn open(spec: BackendSpec, opts: DeviceOptions) -> Result<Device> {
+        let inner = match spec {
+            BackendSpec::Cpu(path) => {
+                let path = match path {
+                    Some(p) => p,
+                    None => qkern_cpu::default_path()?,
+                };
+                Inner::Cpu(qkern_cpu::CpuBackend::new(path, opts.threads)?)
+            }
+            BackendSpec::Cuda(_) => return Err(Error::NotBuilt("cuda")),
+            BackendSpec::Wgpu(_) => return Err(Error::NotBuilt("wgpu")),
+        };
+        let spec = match (&spec, &inner) {
+            (BackendSpec::Cpu(_), Inner::Cpu(c)) => BackendSpec::Cpu(Some(c.path())),
+            _ => spec,
+        };
+        Ok(Device { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), spec, inner })
+    }
+
+    /// The backend this device runs, with the CPU path resolved (`cpu-avx2`, `cuda:0`, ...).
+    pub fn spec(&self) -> BackendSpec {
+        self.spec
+    }
+
+    /// A human-readable name: backend, path and threads or adapter.
+    pub fn name(&self) -> String {
+        match &self.inner {
+            Inner::Cpu(c) => format!("{} ({} threads)", self.spec, c.threads()),
+        }
+    }
+
+    fn check_owner(&self, what: &'static str, owner: u64) -> Result<()> {
+        if owner != self.id {
+            return Err(Error::WrongDevice { what, owner: format!("device #{owner}"), this: format!("device #{}", self.id) });
+        }
+        Ok(())
+    }
+
+    /// Make weights resident on this device. On the CPU, aligned bytes are borrowed (no
+    /// copy); unaligned ones are copied once into an aligned buffer.
+    pub fn upload<'a>(&self, w: WeightsRef<'a>) -> Result<Weights<'a>> {
+        let storage = match &self.inner {
+            Inner::Cpu(_) => {
+                if w.bytes.as_ptr().align_offset(4) == 0 {
+                    WeightStorage::Host(HostBytes::Borrowed(w.bytes))
+                } else {
+                    WeightStorage::Host(HostBytes::Owned(AlignedBuf::copy_from(w.bytes)))
+                }
+            }
+        };
+        Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
+    }
+
+    /// Like [`Device::upload`] but always owning a copy (`Weights<'static>`).
+    pub fn upload_owned(&self, w: WeightsRef<'_>) -> Result<Weights<'static>> {
+        let storage = match &self.inner {
+            Inner::Cpu(_) => WeightStorage::Host(HostBytes::Owned(AlignedBuf::copy_from(w.bytes))),
+        };
+        Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
+    }
+
+    /// A reusable activation buffer of `format` (q8_0, q8_1 or q8_K) for up to `capacity`
+    /// tokens of `cols` elements.
+    pub fn activations(&self, format: Format, cols: usize, capacity: usize) -> Result<Activations> {
+        if !format.is_activation() {
+            return Err(ShapeError::Role { format, role: "activation" }.into());
+        }
+        if capacity == 0 {
+            return Err(ShapeError::ZeroTokens.into());
+        }
+        let bytes = format.row_bytes(cols)?.checked_mul(capacity).ok_or(ShapeError::Overflow)?;
+        let storage = match &self.inner {
+            Inner::Cpu(_) => ActStorage::Host(AlignedBuf::zeroed(bytes)),
+        };
+        Ok(Activations { format, cols, capacity, tokens: 0, device: self.id, storage })
+    }
+
+    /// An activation buffer in the format and width that `w` pairs with.
+    pub fn activations_for(&self, w: &Weights<'_>, capacity: usize) -> Result<Activations> {
+        self.activations(w.act_format(), w.cols, capacity)
+    }
+
+    /// Quantize `x` (`tokens x cols` f32, token-major) into `acts`, exactly as ggml-cpu's x86
+    /// `from_float`. Sets `acts.tokens()`.
+    pub fn quantize(&self, x: &[f32], acts: &mut Activations) -> Result<()> {
+        self.check_owner("activation buffer", acts.device)?;
+        if x.is_empty() || x.len() % acts.cols != 0 {
+            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: acts.cols, got: x.len() }.into());
+        }
+        let nt = x.len() / acts.cols;
+        if nt > acts.capacity {
+            return Err(Error::Capacity { capacity: acts.capacity, got: nt });
+        }
+        let rb = acts.row_bytes();
+        match (&self.inner, &mut acts.storage) {
+            (Inner::Cpu(c), ActStorage::Host(b)) => {
+                c.quantize(acts.format, acts.cols, x, &mut b.as_mut_slice()[..nt * rb])?;
+            }
+        }
+        acts.tokens = nt;
+        Ok(())
+    }
+
+    /// Import activations already quantized elsewhere (`tokens` rows of raw blocks). Bytes of
+    /// -128 are rejected: ggml's quantizers never emit them, and ggml's AVX2 sign trick gives
+    /// them an artefactual sign (see `qkern_formats::reference`).
+    pub fn import_activations(&self, bytes: &[u8], acts: &mut Activations) -> Result<()> {
+        self.check_owner("activation buffer", acts.device)?;
+        let rb = acts.row_bytes();
+        if bytes.is_empty() || bytes.len() % rb != 0 {
+            return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
+        }
+        let nt = bytes.len() / rb;
+        if nt > acts.capacity {
+            return Err(Error::Capacity { capacity: acts.capacity, got: nt });
+        }
+        qkern_cpu::check_activations(acts.format, acts.cols, bytes)?;
+        match &mut acts.storage {
+            ActStorage::Host(b) => b.as_mut_slice()[..bytes.len()].copy_from_slice(bytes),
+        }
+        acts.tokens = nt;
+        Ok(())
+    }
+
+    /// `out[t * rows + r] = vec_dot(weight row r, token t)` for every token held by `acts`;
+    /// `out.len()` must be `acts.tokens() * w.rows()`.
+    pub fn matmul(&self, w: &Weights<'_>, acts: &Activations, out: &mut [f32]) -> Result<()> {
+        self.check_owner("weights", w.device)?;
+        self.check_owner("activation buffer", acts.device)?;
+        if acts.tokens == 0 {
+            return Err(Error::NoTokens);
+        }
+        if acts.format != w.act_format() {
+            return Err(ShapeError::Pairing { weights: w.format, expected: w.act_format(), got: acts.format }.into());
+        }
+        if acts.cols != w.cols {
+            return Err(Error::Cols { weights: w.cols, acts: acts.cols });
+        }
+        let want = acts.tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+        if out.len() != want {
+            return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: want, got: out.len() }.into());
+        }
+        match (&self.inner, &w.storage, &acts.storage) {
+            (Inner::Cpu(c), WeightStorage::Host(wb), ActStorage::Host(ab)) => {
+                let a = &ab.as_slice()[..acts.tokens * acts.row_bytes()];
+                c.matmul(w.format, w.rows, w.cols, wb.as_slice(), a, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Dequantize all weights to f32 (`out.len() == rows * cols`), as ggml's `to_float`.
+    pub fn dequantize(&self, w: &Weights<'_>, out: &mut [f32]) -> Result<()> {
+        self.check_owner("weights", w.device)?;
+        let want = w.rows.checked_mul(w.cols).ok_or(ShapeError::Overflow)?;
+        if out.len() != want {
+            return Err(ShapeError::Length { what: "dequantize output", expected: want, got: out.len() }.into());
+        }
+        match (&self.inner, &w.storage) {
+            (Inner::Cpu(c), WeightStorage::Host(wb)) => c.dequantize(w.format, wb.as_slice(), out)?,
+        }
+        Ok(())
+    }
+}
