@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what qkern's builds and tests need on a fresh Debian machine of this kind:
+# cmake + libclang-dev (ggml's reference build through llama-cpp-sys-2 and bindgen),
+# mesa-vulkan-drivers + libvulkan1 (lavapipe, the software Vulkan adapter for the wgpu tests).
+# Idempotent: installs only what is missing.
+set -euo pipefail
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
+ls /usr/lib/x86_64-linux-gnu/libvulkan.so.1* >/dev/null 2>&1 || need+=(libvulkan1)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
