@@ -54,6 +54,8 @@ pub enum Error {
     Cpu(qkern_cpu::CpuError),
     #[error("{what} belongs to another device ({owner}), not {this}")]
     WrongDevice { what: &'static str, owner: String, this: String },
+    #[error("{backend}: {message}")]
+    Backend { backend: &'static str, message: String },
     #[error("{got} tokens exceed the activation buffer's capacity of {capacity}")]
     Capacity { capacity: usize, got: usize },
     #[error("the activation buffer holds no tokens yet (call quantize or import first)")]
@@ -125,6 +127,10 @@ impl HostBytes<'_> {
 
 enum WeightStorage<'a> {
     Host(HostBytes<'a>),
+    #[cfg(feature = "cuda")]
+    Cuda(qkern_cuda::CudaWeights),
+    #[cfg(feature = "wgpu")]
+    Wgpu(qkern_wgpu::WgpuWeights),
 }
 
 /// Weights resident on a device.
@@ -164,6 +170,10 @@ impl Weights<'_> {
 
 enum ActStorage {
     Host(AlignedBuf),
+    #[cfg(feature = "cuda")]
+    Cuda(qkern_cuda::CudaActs),
+    #[cfg(feature = "wgpu")]
+    Wgpu(qkern_wgpu::WgpuActs),
 }
 
 /// A reusable buffer of quantized activations: up to `capacity` tokens of `cols` elements
@@ -200,16 +210,34 @@ impl Activations {
     fn row_bytes(&self) -> usize {
         self.format.row_bytes(self.cols).unwrap_or(0)
     }
-    /// The quantized bytes of the tokens held (host backends only).
+    /// The quantized bytes of the tokens held (host backends only; see
+    /// [`Device::read_activations`] for any backend).
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match &self.storage {
             ActStorage::Host(b) => Some(&b.as_slice()[..self.tokens * self.row_bytes()]),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 }
 
 enum Inner {
     Cpu(qkern_cpu::CpuBackend),
+    #[cfg(feature = "cuda")]
+    Cuda(qkern_cuda::CudaBackend),
+    #[cfg(feature = "wgpu")]
+    Wgpu(qkern_wgpu::WgpuBackend),
+}
+
+/// Calls `$e` on a GPU backend value `$b` bound from `$inner`, mapping its error; used for
+/// every operation so that each GPU backend crate offers the same small interface:
+/// `new(index)`, `name()`, `upload_weights`, `alloc_acts`, `quantize`, `import`,
+/// `read_acts`, `matmul`, `dequantize` (see `cuda/` and `wgpu/`).
+#[allow(unused_macros)]
+macro_rules! gpu_err {
+    ($name:literal) => {
+        |e| Error::Backend { backend: $name, message: e.to_string() }
+    };
 }
 
 /// A compute device: a CPU path with its thread pool, or (with features) a GPU.
@@ -266,7 +294,19 @@ impl Device {
                 };
                 Inner::Cpu(qkern_cpu::CpuBackend::new(path, opts.threads)?)
             }
+            #[cfg(feature = "cuda")]
+            BackendSpec::Cuda(n) => Inner::Cuda(qkern_cuda::CudaBackend::new(n).map_err(|e| Error::Unavailable {
+                backend: spec.to_string(),
+                reason: e.to_string(),
+            })?),
+            #[cfg(not(feature = "cuda"))]
             BackendSpec::Cuda(_) => return Err(Error::NotBuilt("cuda")),
+            #[cfg(feature = "wgpu")]
+            BackendSpec::Wgpu(n) => Inner::Wgpu(qkern_wgpu::WgpuBackend::new(n).map_err(|e| Error::Unavailable {
+                backend: spec.to_string(),
+                reason: e.to_string(),
+            })?),
+            #[cfg(not(feature = "wgpu"))]
             BackendSpec::Wgpu(_) => return Err(Error::NotBuilt("wgpu")),
         };
         let spec = match (&spec, &inner) {
@@ -285,6 +325,10 @@ impl Device {
     pub fn name(&self) -> String {
         match &self.inner {
             Inner::Cpu(c) => format!("{} ({} threads)", self.spec, c.threads()),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => format!("{} ({})", self.spec, c.name()),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => format!("{} ({})", self.spec, c.name()),
         }
     }
 
@@ -306,6 +350,14 @@ impl Device {
                     WeightStorage::Host(HostBytes::Owned(AlignedBuf::copy_from(w.bytes)))
                 }
             }
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => WeightStorage::Cuda(
+                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?,
+            ),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => WeightStorage::Wgpu(
+                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?,
+            ),
         };
         Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
     }
@@ -314,6 +366,14 @@ impl Device {
     pub fn upload_owned(&self, w: WeightsRef<'_>) -> Result<Weights<'static>> {
         let storage = match &self.inner {
             Inner::Cpu(_) => WeightStorage::Host(HostBytes::Owned(AlignedBuf::copy_from(w.bytes))),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => WeightStorage::Cuda(
+                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?,
+            ),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => WeightStorage::Wgpu(
+                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?,
+            ),
         };
         Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
     }
@@ -330,6 +390,10 @@ impl Device {
         let bytes = format.row_bytes(cols)?.checked_mul(capacity).ok_or(ShapeError::Overflow)?;
         let storage = match &self.inner {
             Inner::Cpu(_) => ActStorage::Host(AlignedBuf::zeroed(bytes)),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => ActStorage::Cuda(c.alloc_acts(format, cols, capacity).map_err(gpu_err!("cuda"))?),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => ActStorage::Wgpu(c.alloc_acts(format, cols, capacity).map_err(gpu_err!("wgpu"))?),
         };
         Ok(Activations { format, cols, capacity, tokens: 0, device: self.id, storage })
     }
@@ -355,6 +419,12 @@ impl Device {
             (Inner::Cpu(c), ActStorage::Host(b)) => {
                 c.quantize(acts.format, acts.cols, x, &mut b.as_mut_slice()[..nt * rb])?;
             }
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), ActStorage::Cuda(a)) => c.quantize(x, a).map_err(gpu_err!("cuda"))?,
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), ActStorage::Wgpu(a)) => c.quantize(x, a).map_err(gpu_err!("wgpu"))?,
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
         }
         acts.tokens = nt;
         Ok(())
@@ -374,8 +444,14 @@ impl Device {
             return Err(Error::Capacity { capacity: acts.capacity, got: nt });
         }
         qkern_cpu::check_activations(acts.format, acts.cols, bytes)?;
-        match &mut acts.storage {
-            ActStorage::Host(b) => b.as_mut_slice()[..bytes.len()].copy_from_slice(bytes),
+        match (&self.inner, &mut acts.storage) {
+            (Inner::Cpu(_), ActStorage::Host(b)) => b.as_mut_slice()[..bytes.len()].copy_from_slice(bytes),
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), ActStorage::Cuda(a)) => c.import(bytes, a).map_err(gpu_err!("cuda"))?,
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), ActStorage::Wgpu(a)) => c.import(bytes, a).map_err(gpu_err!("wgpu"))?,
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
         }
         acts.tokens = nt;
         Ok(())
@@ -404,6 +480,16 @@ impl Device {
                 let a = &ab.as_slice()[..acts.tokens * acts.row_bytes()];
                 c.matmul(w.format, w.rows, w.cols, wb.as_slice(), a, out)?;
             }
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), WeightStorage::Cuda(wb), ActStorage::Cuda(a)) => {
+                c.matmul(wb, a, acts.tokens, out).map_err(gpu_err!("cuda"))?
+            }
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), WeightStorage::Wgpu(wb), ActStorage::Wgpu(a)) => {
+                c.matmul(wb, a, acts.tokens, out).map_err(gpu_err!("wgpu"))?
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
         }
         Ok(())
     }
@@ -417,7 +503,38 @@ impl Device {
         }
         match (&self.inner, &w.storage) {
             (Inner::Cpu(c), WeightStorage::Host(wb)) => c.dequantize(w.format, wb.as_slice(), out)?,
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), WeightStorage::Cuda(wb)) => c.dequantize(wb, out).map_err(gpu_err!("cuda"))?,
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), WeightStorage::Wgpu(wb)) => c.dequantize(wb, out).map_err(gpu_err!("wgpu"))?,
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
         }
         Ok(())
+    }
+
+    /// The quantized bytes of the tokens `acts` holds, copied to the host (for checks and
+    /// debugging; `out.len()` must be `tokens * row bytes`).
+    pub fn read_activations(&self, acts: &Activations, out: &mut [u8]) -> Result<()> {
+        self.check_owner("activation buffer", acts.device)?;
+        let n = acts.tokens * acts.row_bytes();
+        if out.len() != n {
+            return Err(ShapeError::ByteLength { what: "activation read-back", expected: n, got: out.len() }.into());
+        }
+        match (&self.inner, &acts.storage) {
+            (Inner::Cpu(_), ActStorage::Host(b)) => out.copy_from_slice(&b.as_slice()[..n]),
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), ActStorage::Cuda(a)) => c.read_acts(a, acts.tokens, out).map_err(gpu_err!("cuda"))?,
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), ActStorage::Wgpu(a)) => c.read_acts(a, acts.tokens, out).map_err(gpu_err!("wgpu"))?,
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
+        }
+        Ok(())
+    }
+
+    #[allow(dead_code)]
+    fn mixed(&self) -> Error {
+        Error::WrongDevice { what: "buffer", owner: "another backend".into(), this: self.name() }
     }
 }
