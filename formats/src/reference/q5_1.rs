@@ -24,8 +24,8 @@ fn quants(b: &BlockQ5_1) -> [u8; 32] {
     })
 }
 
-/// `dequantize_row_q5_1`. `x0*d + m` is not contracted: ggml-base is built without FMA
-/// (measured against live ggml: the unfused form matches).
+/// `dequantize_row_q5_1`. Whether gcc contracts `x0*d + m` does not matter: a 5-bit
+/// quant times an fp16 scale is exact in f32 (both forms checked against live ggml).
 pub fn dequantize_q5_1(x: &[BlockQ5_1], y: &mut [f32]) {
     debug_check("q5_1 dequantize", x.len() * 32, y.len());
     for (b, out) in x.iter().zip(y.chunks_exact_mut(32)) {
@@ -44,8 +44,11 @@ pub fn vec_dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     let mut summs = 0f32;
     for (bx, by) in x.iter().zip(y) {
         let dx = f16_to_f32(bx.d);
-        // `summs += m * s;` SUMMS_FUSED
-        summs = SUMMS(f16_to_f32(bx.m), f16_to_f32(by.s), summs);
+        // `summs += m * s;`
+        let (m, s) = (f16_to_f32(bx.m), f16_to_f32(by.s));
+        // Contracted or not, the bits are the same: the product of two fp16 values has at
+        // most 22 significant bits, so `m * s` is exact in f32 (checked both against ggml).
+        summs += m * s;
         let q = cvt_i32x8(&mul_sum_us8_pairs(&quants(bx), &by.qs));
         // `acc = _mm256_fmadd_ps(q, _mm256_mul_ps(dx, dy), acc)`
         let d = dx * f16_to_f32(by.d);

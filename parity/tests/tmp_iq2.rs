@@ -1,0 +1,92 @@
+//! Live properties against ggml 0.26.0 (x86 AVX2 build): dequantize, activation quantize and
+//! dot for every format, random blocks and random activations, NT 1..8, shrinking on.
+//! Run with `cargo test -p qkern-parity --features ggml`.
+#![cfg(feature = "ggml")]
+
+use proptest::prelude::*;
+use qkern_formats::{Format, reference};
+use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
+use qkern_parity::{bits_equal, ggml};
+
+fn cases() -> u32 { std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256) }
+
+/// Weights for one case: ggml-quantized floats of a distribution, or raw random blocks.
+fn weights(f: Format, rng: &mut Rng, rows: usize, cols: usize, dist: Option<Dist>) -> Vec<u8> {
+    match dist {
+        Some(d) => {
+            let x = floats(rng, d, rows * cols);
+            let im: Option<Vec<f32>> =
+                ggml::requires_imatrix(f).then(|| (0..cols).map(|_| 0.1 + rng.uniform()).collect());
+            ggml::quantize(f, &x, cols, im.as_deref()).expect("ggml quantize")
+        }
+        None => random_blocks(rng, f, rows * cols / f.block_elems(), false),
+    }
+}
+
+/// One activation row: ggml-quantized floats (checked against ours), or raw random blocks
+/// (which may contain -128 bytes: the reference must match ggml's sign-trick wart too).
+fn activation(act: Format, rng: &mut Rng, cols: usize, dist: Option<Dist>) -> Result<Vec<u8>, String> {
+    match dist {
+        Some(d) => {
+            let x = floats(rng, d, cols);
+            let rb = act.row_bytes(cols).map_err(|e| e.to_string())?;
+            let mut theirs = vec![0u8; rb];
+            ggml::from_float(act, &x, &mut theirs).map_err(|e| e.to_string())?;
+            Ok(theirs)
+        }
+        None => Ok(random_blocks(rng, act, cols / act.block_elems(), false)),
+    }
+}
+
+fn weight_case(f: Format, seed: u64, nblocks: usize, nt: usize, wdist: usize, adist: usize) -> Result<(), String> {
+    let act = f.vec_dot_type().unwrap();
+    let unit = f.block_elems().max(act.block_elems());
+    let cols = nblocks * unit;
+    let mut rng = Rng::new(seed);
+    let pick = |i: usize| Dist::ALL.get(i).copied();
+    let w = weights(f, &mut rng, 1, cols, pick(wdist));
+
+    // dequantize
+    let mut theirs = vec![0f32; cols];
+    ggml::to_float(f, &w, &mut theirs).map_err(|e| e.to_string())?;
+    let mut ours = vec![0f32; cols];
+    reference::dequantize_row(f, &w, &mut ours).map_err(|e| e.to_string())?;
+    bits_equal(format!("dequantize {f} cols={cols}"), cols, &theirs, &ours).map_err(|m| m.to_string())?;
+
+    // activations for nt tokens, then dot
+    let mut acts = Vec::new();
+    for _ in 0..nt {
+        acts.extend(activation(act, &mut rng, cols, pick(adist))?);
+    }
+    let ab = act.row_bytes(cols).unwrap();
+    let expected: Vec<f32> =
+        acts.chunks_exact(ab).map(|a| ggml::vec_dot(f, cols, &w, a).expect("ggml vec_dot")).collect();
+    let mut got = vec![0f32; nt];
+    reference::dot_tokens(f, cols, &w, &acts, &mut got).map_err(|e| e.to_string())?;
+    bits_equal(format!("dot {f} cols={cols} nt={nt}"), 1, &expected, &got).map_err(|m| m.to_string())
+}
+
+macro_rules! live_weight_tests {
+    ($($name:ident => $fmt:expr),* $(,)?) => {$(
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+            #[test]
+            fn $name(
+                seed in any::<u64>(),
+                nblocks in 1usize..=12,
+                nt in 1usize..=8,
+                wdist in 0usize..=Dist::ALL.len(),
+                adist in 0usize..=Dist::ALL.len(),
+            ) {
+                let r = weight_case($fmt, seed, nblocks, nt, wdist, adist);
+                prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+            }
+        }
+    )*};
+}
+
+live_weight_tests! {
+    live_iq2_xxs => Format::IQ2_XXS,
+    live_iq2_xs => Format::IQ2_XS,
+    live_iq2_s => Format::IQ2_S,
+}
