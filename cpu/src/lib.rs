@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use qkern_formats::{Format, ShapeError};
 
 mod matmul;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 pub use matmul::check_activations;
 
 pub use matmul::CpuBackend;

@@ -89,7 +89,7 @@ impl CpuBackend {
         Ok(())
     }
 
-    fn matmul_typed<B: WeightBlock>(&self, rows: usize, cols: usize, w: &[u8], a: &[u8], nt: usize, out: OutPtr) {
+    fn matmul_typed<B: Kernels>(&self, rows: usize, cols: usize, w: &[u8], a: &[u8], nt: usize, out: OutPtr) {
         let w = blocks_of::<B>(w);
         let a = blocks_of::<B::Act>(a);
         let bpr = cols / B::ELEMS;
@@ -169,9 +169,69 @@ pub fn check_activations(act: Format, cols: usize, bytes: &[u8]) -> Result<(), C
     .ok_or(CpuError::Shape(ShapeError::Role { format: act, role: "activation" }))?
 }
 
+/// The per-format kernels of the SIMD paths, with the scalar fallback made explicit: a
+/// format whose entry is `None` runs the scalar reference on that path.
+pub(crate) trait Kernels: WeightBlock {
+    /// The AVX2 dot kernel (one row, 1..=`MAX_NT` tokens), or `None`: scalar fallback.
+    const AVX2_DOT: Option<ChunkFn<Self>>;
+}
+
+/// One weight row against a chunk of 1..=`MAX_NT` tokens: `out[t] = vec_dot(w, token t)`,
+/// token t's activation row being `a[t * apr..][..apr]`.
+///
+/// # Safety
+/// The CPU must support the kernel's path (`CpuPath::supported`).
+pub(crate) type ChunkFn<B> = unsafe fn(w: &[B], a: &[<B as WeightBlock>::Act], apr: usize, out: &mut [f32]);
+
+/// The largest chunk of tokens one kernel call takes.
+pub(crate) const MAX_NT: usize = 8;
+
+macro_rules! kernels {
+    ($($B:ident => $avx2:expr;)*) => {
+        $(
+            impl Kernels for qkern_formats::blocks::$B {
+                #[cfg(target_arch = "x86_64")]
+                const AVX2_DOT: Option<ChunkFn<Self>> = $avx2;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX2_DOT: Option<ChunkFn<Self>> = None;
+            }
+        )*
+    };
+}
+
+// `None` = no SIMD kernel yet: the scalar reference runs on the AVX2 path for that format.
+kernels! {
+    BlockQ8_0 => Some(crate::x86::q8_0::chunk_avx2);
+    BlockQ5_1 => None;
+    BlockQ4K => None;
+    BlockQ5K => None;
+    BlockQ6K => None;
+    BlockIq2Xxs => None;
+    BlockIq2Xs => None;
+    BlockIq2S => None;
+    BlockIq3Xxs => None;
+    BlockIq3S => None;
+    BlockIq4Nl => None;
+    BlockIq4Xs => None;
+    BlockNvfp4 => None;
+}
+
+/// Split `nt` tokens into `ceil(nt / MAX_NT)` chunks of near-equal size (e.g. 9 -> 5 + 4),
+/// so that no chunk runs a much less efficient small-`NT` kernel.
+pub(crate) fn token_chunks(nt: usize) -> impl Iterator<Item = Range<usize>> {
+    let k = nt.div_ceil(MAX_NT).max(1);
+    let (base, rem) = (nt / k, nt % k);
+    (0..k).scan(0, move |t0, i| {
+        let c = base + usize::from(i < rem);
+        let r = *t0..*t0 + c;
+        *t0 += c;
+        Some(r)
+    })
+}
+
 /// Rows `r` of the output on one path.
 #[allow(clippy::too_many_arguments)]
-fn rows_kernel<B: WeightBlock>(
+fn rows_kernel<B: Kernels>(
     path: CpuPath,
     w: &[B],
     bpr: usize,
@@ -182,8 +242,33 @@ fn rows_kernel<B: WeightBlock>(
     r: Range<usize>,
     out: OutPtr,
 ) {
-    match path {
-        CpuPath::Scalar | CpuPath::Avx2 | CpuPath::Avx512 => {
+    let simd = match path {
+        CpuPath::Scalar => None,
+        // The AVX-512 path runs the AVX2 kernels until it has kernels of its own.
+        CpuPath::Avx2 | CpuPath::Avx512 => B::AVX2_DOT,
+    };
+    match simd {
+        Some(kernel) => {
+            let mut buf = [0f32; MAX_NT];
+            for row in r {
+                let wr = &w[row * bpr..(row + 1) * bpr];
+                for c in token_chunks(nt) {
+                    let o = &mut buf[..c.len()];
+                    // SAFETY: `path` is held by a `CpuBackend`, which `require`d it, so this
+                    // CPU has the kernel's features; `c.len()` is in 1..=MAX_NT and the
+                    // activation slice holds the chunk's `c.len() * apr` blocks.
+                    unsafe { kernel(wr, &a[c.start * apr..c.end * apr], apr, o) };
+                    for (t, &v) in c.zip(o.iter()) {
+                        // SAFETY: t < nt and row < rows: inside the `nt * rows` output; this
+                        // task alone owns the rows in `r` (OutPtr's contract).
+                        unsafe { out.0.add(t * rows + row).write(v) };
+                    }
+                }
+            }
+        }
+        // The scalar reference: the Scalar path, and the explicit fallback for a format
+        // without a SIMD kernel on this path.
+        None => {
             for row in r {
                 let wr = &w[row * bpr..(row + 1) * bpr];
                 for t in 0..nt {
@@ -193,6 +278,26 @@ fn rows_kernel<B: WeightBlock>(
                     unsafe { out.0.add(t * rows + row).write(v) };
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_tokens() {
+        for nt in 1..100 {
+            let cs: Vec<_> = token_chunks(nt).collect();
+            assert_eq!(cs.len(), nt.div_ceil(MAX_NT));
+            assert_eq!(cs[0].start, 0);
+            assert_eq!(cs.last().unwrap().end, nt);
+            for w in cs.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+            }
+            let (lo, hi) = (cs.iter().map(|c| c.len()).min().unwrap(), cs.iter().map(|c| c.len()).max().unwrap());
+            assert!(lo >= 1 && hi <= MAX_NT && hi - lo <= 1, "{nt}: {cs:?}");
         }
     }
 }

@@ -6,6 +6,8 @@
 
 pub mod compare;
 pub mod inputs;
+pub mod run;
+pub mod vectors;
 #[cfg(feature = "ggml")]
 pub mod ggml;
 

@@ -1,0 +1,87 @@
+//! `qkern parity`: the committed ggml reference vectors (`parity/vectors/*.qkv`) on every
+//! backend present (or those named): a table of format x backend x NT with bit-equal / total
+//! counts; exit code 1 on any difference.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use qkern::BackendSpec;
+
+use crate::args;
+use crate::error::stdout_error;
+use crate::{CliError, Result};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A backend to check (repeatable). Default: every backend present.
+    #[arg(long = "backend", value_name = "B", value_parser = args::parse_backend)]
+    pub backends: Vec<BackendSpec>,
+    /// The vectors directory. Default: parity/vectors, found next to the executable, the
+    /// cargo manifest or the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub vectors: Option<PathBuf>,
+    /// CPU worker threads (default: all cores).
+    #[arg(long, value_name = "N", value_parser = args::parse_threads)]
+    pub threads: Option<usize>,
+}
+
+pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
+    let dir = vectors_dir(a.vectors.as_deref())?;
+    let specs = if a.backends.is_empty() {
+        qkern::available_backends().into_iter().filter(|b| b.1.is_ok()).map(|b| b.0).collect()
+    } else {
+        a.backends.clone()
+    };
+    let mut head = String::new();
+    head.push_str(&super::formats::cpu_lines());
+    head.push_str(&format!("vectors: {}\n", dir.display()));
+    out.write_all(head.as_bytes()).map_err(stdout_error)?;
+    let _ = specs;
+    Err(CliError::new("the parity runner (qkern_parity::run) is not built yet"))
+}
+
+/// Whether `dir` is a directory holding at least one `*.qkv` file.
+fn has_vectors(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().any(|e| e.path().extension().is_some_and(|x| x == "qkv") && e.path().is_file())
+    })
+}
+
+/// The vectors directory: `--vectors`, else the first `parity/vectors` with vector files
+/// among: the executable's ancestors (`target/release/qkern` -> the workspace), the
+/// `CARGO_MANIFEST_DIR` of the run and of the build, and the current directory.
+pub fn vectors_dir(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(d) = given {
+        if !d.is_dir() {
+            return Err(CliError::new(format_args!("vectors directory {} does not exist", d.display())));
+        }
+        if !has_vectors(d) {
+            return Err(CliError::new(format_args!("vectors directory {} holds no .qkv files", d.display())));
+        }
+        return Ok(d.to_path_buf());
+    }
+    let mut tried: Vec<PathBuf> = Vec::new();
+    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+        for anc in exe_dir.ancestors() {
+            tried.push(anc.join("parity").join("vectors"));
+        }
+    }
+    if let Ok(m) = std::env::var("CARGO_MANIFEST_DIR") {
+        let m = PathBuf::from(m);
+        tried.push(m.join("parity").join("vectors"));
+        tried.push(m.join("..").join("parity").join("vectors"));
+    }
+    tried.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("parity").join("vectors"));
+    if let Ok(cwd) = std::env::current_dir() {
+        tried.push(cwd.join("parity").join("vectors"));
+        tried.push(cwd.join("vectors"));
+    }
+    if let Some(d) = tried.iter().find(|d| has_vectors(d)) {
+        return Ok(d.clone());
+    }
+    Err(CliError::new(format_args!(
+        "no parity vectors found (looked for *.qkv in parity/vectors beside the executable, the cargo manifest \
+         and the current directory); pass --vectors DIR"
+    )))
+}

@@ -1,0 +1,262 @@
+//! x86-64 SIMD kernels (AVX2 + FMA + F16C), bit-identical to the scalar reference in
+//! `qkern_formats::reference`, which is bit-identical to ggml 0.26.0's AVX2 kernels
+//! (ggml/src/ggml-cpu/arch/x86/quants.c, the `#if defined(__AVX2__)` branches).
+//!
+//! ## Shape of a dot kernel
+//!
+//! Every weight format has one function `dot::<NT>` per token count `NT = 1..=8`
+//! (const generics): it walks one weight row once, loads and unpacks each weight block
+//! once, and uses it for all `NT` tokens, each of which keeps its own accumulators in a
+//! `[__m256; NT]` array. All loops over tokens run over the const `NT`, so after unrolling
+//! every array index is a constant and LLVM keeps the array in registers (checked by
+//! `scripts/spill-check.sh`). Per token the lane assignment and the float operation order
+//! are exactly ggml's `vec_dot` for that token alone: tokens never mix, and integer work
+//! (exact, wrapping) may be regrouped where the float order is untouched.
+//!
+//! [`ChunkFn`] is the type-erased entry point used by `matmul.rs`: one weight row against
+//! 1..=8 tokens; the caller splits larger token counts into chunks.
+//!
+//! ## Safety
+//!
+//! Functions with `#[target_feature(enable = "avx2,fma,f16c")]` are only called after
+//! runtime detection: `CpuBackend` holds a path only once `CpuPath::supported` said yes
+//! (`crate::require`), and only the AVX2/AVX-512 paths reach this module. Loads from
+//! block fields go through the small helpers below, which take fixed-size array
+//! references, so every unaligned load reads exactly the bytes of a live array.
+
+use core::arch::x86_64::*;
+
+use half::f16;
+
+// (more formats below as they land)
+pub(crate) mod q8_0;
+
+/// The largest token count with its own specialised kernel; `matmul.rs` chunks beyond it.
+
+/// Dispatch a chunk of `1..=MAX_NT` tokens to the const-generic kernel `$dot::<NT>`:
+/// `$dot(w, a, apr, &mut [f32; NT])`. Expands inside a `#[target_feature]` function.
+macro_rules! nt_dispatch {
+    ($dot:ident, $w:expr, $a:expr, $apr:expr, $out:expr) => {{
+        let out: &mut [f32] = $out;
+        macro_rules! arm {
+            ($n:literal) => {{
+                let mut o = [0f32; $n];
+                $dot::<$n>($w, $a, $apr, &mut o);
+                out.copy_from_slice(&o);
+            }};
+        }
+        match out.len() {
+            1 => arm!(1),
+            2 => arm!(2),
+            3 => arm!(3),
+            4 => arm!(4),
+            5 => arm!(5),
+            6 => arm!(6),
+            7 => arm!(7),
+            8 => arm!(8),
+            // matmul.rs never passes more than MAX_NT tokens (nor zero).
+            _ => debug_assert!(false, "chunk of {} tokens", out.len()),
+        }
+    }};
+}
+pub(crate) use nt_dispatch;
+
+/// Define the `ChunkFn` entry point `$name` for the AVX2 kernel `$dot`.
+macro_rules! avx2_chunk_fn {
+    ($name:ident, $dot:ident, $W:ty, $A:ty) => {
+        /// One weight row against a chunk of 1..=8 tokens (`ChunkFn`).
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.supported()`).
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) unsafe fn $name(w: &[$W], a: &[$A], apr: usize, out: &mut [f32]) {
+            $crate::x86::nt_dispatch!($dot, w, a, apr, out)
+        }
+    };
+}
+pub(crate) use avx2_chunk_fn;
+
+/// The activation rows of `NT` tokens (`apr` blocks apart in `a`), each `n` blocks long.
+/// Slicing here, once per row, lets the block loops index without per-token checks.
+#[inline(always)]
+pub(crate) fn token_rows<A, const NT: usize>(a: &[A], apr: usize, n: usize) -> [&[A]; NT] {
+    core::array::from_fn(|t| &a[t * apr..t * apr + n])
+}
+
+// ---------------------------------------------------------------------------------------
+// Loads and conversions.
+
+/// `_mm256_loadu_si256` of 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_i8x32(x: &[i8; 32]) -> __m256i {
+    // SAFETY: `x` is a live 32-byte array; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_si256(x.as_ptr().cast()) }
+}
+
+/// `_mm256_loadu_si256` of 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_u8x32(x: &[u8; 32]) -> __m256i {
+    // SAFETY: `x` is a live 32-byte array; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_si256(x.as_ptr().cast()) }
+}
+
+/// `_mm_loadu_si128` of 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_u8x16(x: &[u8; 16]) -> __m128i {
+    // SAFETY: `x` is a live 16-byte array; `loadu` has no alignment requirement.
+    unsafe { _mm_loadu_si128(x.as_ptr().cast()) }
+}
+
+/// `_mm_loadu_si128` of 16 signed bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_i8x16(x: &[i8; 16]) -> __m128i {
+    // SAFETY: `x` is a live 16-byte array; `loadu` has no alignment requirement.
+    unsafe { _mm_loadu_si128(x.as_ptr().cast()) }
+}
+
+/// `_mm256_loadu_ps` of 8 floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_f32x8(x: &[f32; 8]) -> __m256 {
+    // SAFETY: `x` is a live array of 8 f32; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_ps(x.as_ptr()) }
+}
+
+/// `_mm256_storeu_ps` of 8 floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn store_f32x8(out: &mut [f32; 8], v: __m256) {
+    // SAFETY: `out` is a live, exclusively borrowed array of 8 f32; no alignment needed.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
+}
+
+/// `_mm256_storeu_si256` of 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn store_i8x32(out: &mut [i8; 32], v: __m256i) {
+    // SAFETY: `out` is a live, exclusively borrowed 32-byte array; no alignment needed.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) }
+}
+
+/// `GGML_CPU_FP16_TO_FP32` in ggml's F16C build: `_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(x)))`.
+/// Exact, as the reference's `f16::to_f32`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_to_f32(h: f16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
+}
+
+/// `GGML_CPU_FP32_TO_FP16` in ggml's F16C build: `_mm_cvtps_ph(_mm_set_ss(x), 0)`
+/// (round to nearest even), as the reference's `f16::from_f32`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f32_to_f16(x: f32) -> f16 {
+    f16::from_bits(_mm_extract_epi16::<0>(_mm_cvtps_ph::<0>(_mm_set_ss(x))) as u16)
+}
+
+// ---------------------------------------------------------------------------------------
+// ggml's AVX2 helpers (quants.c, top of file), one for one.
+
+/// `hsum_float_8`: `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_float_8(x: __m256) -> f32 {
+    let mut res = _mm256_extractf128_ps::<1>(x);
+    res = _mm_add_ps(res, _mm256_castps256_ps128(x));
+    res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+    res = _mm_add_ss(res, _mm_movehdup_ps(res));
+    _mm_cvtss_f32(res)
+}
+
+/// `mul_sum_us8_pairs_float` without the final conversion: `madd(ones, maddubs(ax, sy))`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn mul_sum_us8_pairs(ax: __m256i, sy: __m256i) -> __m256i {
+    let dot = _mm256_maddubs_epi16(ax, sy);
+    _mm256_madd_epi16(_mm256_set1_epi16(1), dot)
+}
+
+/// `mul_sum_i8_pairs_float` (AVX2 branch, no VNNI): the sign trick, then
+/// `cvtepi32_ps(madd(ones, maddubs(|x|, sign(y, x))))`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
+    let ax = _mm256_sign_epi8(x, x);
+    let sy = _mm256_sign_epi8(y, x);
+    _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, sy))
+}
+
+/// `bytes_from_nibbles_32`: 16 bytes -> 32 bytes, low nibbles first, then high nibbles.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn bytes_from_nibbles_32(x: &[u8; 16]) -> __m256i {
+    let tmp = load_u8x16(x);
+    let bytes = _mm256_set_m128i(_mm_srli_epi16::<4>(tmp), tmp);
+    _mm256_and_si256(_mm256_set1_epi8(0xF), bytes)
+}
+
+/// `bytes_from_bits_32`: bit j of the little-endian `x` -> byte j of 0xFF or 0x00.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn bytes_from_bits_32(x: &[u8; 4]) -> __m256i {
+    let x32 = u32::from_le_bytes(*x);
+    let shuf_mask =
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+    let mut bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x32 as i32), shuf_mask);
+    let bit_mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    bytes = _mm256_or_si256(bytes, bit_mask);
+    _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
+}
+
+// ---------------------------------------------------------------------------------------
+// Activation quantizers (quants.c `quantize_row_q8_0` / `quantize_row_q8_1`, AVX2 branch).
+
+/// One 32-float block of the x86 q8 quantizers: `(d, [i0, i1, i2, i3])`, the scale and
+/// the four vectors of unsaturated int32 quants (`_mm256_cvtps_epi32(round(v * id))`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q8_block(x: &[f32; 32]) -> (f32, [__m256i; 4]) {
+    let x8: &[[f32; 8]; 4] = bytemuck::cast_ref(x);
+    let v: [__m256; 4] = core::array::from_fn(|k| load_f32x8(&x8[k]));
+    // Compute max(abs(e)) for the block
+    let sign_bit = _mm256_set1_ps(-0.0);
+    let mut max_abs = _mm256_andnot_ps(sign_bit, v[0]);
+    max_abs = _mm256_max_ps(max_abs, _mm256_andnot_ps(sign_bit, v[1]));
+    max_abs = _mm256_max_ps(max_abs, _mm256_andnot_ps(sign_bit, v[2]));
+    max_abs = _mm256_max_ps(max_abs, _mm256_andnot_ps(sign_bit, v[3]));
+    let mut max4 = _mm_max_ps(_mm256_extractf128_ps::<1>(max_abs), _mm256_castps256_ps128(max_abs));
+    max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
+    max4 = _mm_max_ss(max4, _mm_movehdup_ps(max4));
+    let max_scalar = _mm_cvtss_f32(max4);
+    let d = max_scalar / 127.0;
+    let id = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
+    let mul = _mm256_set1_ps(id);
+    let q = v.map(|vk| _mm256_cvtps_epi32(_mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(vk, mul))));
+    (d, q)
+}
+
+/// The saturating packs and the order fix of the x86 q8 quantizers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q8_pack(i: [__m256i; 4]) -> __m256i {
+    let i0 = _mm256_packs_epi32(i[0], i[1]);
+    let i2 = _mm256_packs_epi32(i[2], i[3]);
+    let i0 = _mm256_packs_epi16(i0, i2);
+    let perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_permutevar8x32_epi32(i0, perm)
+}
+
+/// `hsum_i32_8`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32_8(a: __m256i) -> i32 {
+    let sum128 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
+    let hi64 = _mm_unpackhi_epi64(sum128, sum128);
+    let sum64 = _mm_add_epi32(hi64, sum128);
+    let hi32 = _mm_shuffle_epi32::<0b10_11_00_01>(sum64);
+    _mm_cvtsi128_si32(_mm_add_epi32(sum64, hi32))
+}

@@ -1,0 +1,70 @@
+//! q8_0 on AVX2: the dot kernel (quants.c `ggml_vec_dot_q8_0_q8_0`, AVX2 branch), the x86
+//! activation quantizer (`quantize_row_q8_0`, AVX2 branch) and `dequantize_row_q8_0`.
+
+use core::arch::x86_64::*;
+
+use qkern_formats::blocks::BlockQ8_0;
+
+use super::{
+    avx2_chunk_fn, f16_to_f32, f32_to_f16, hsum_float_8, load_i8x16, load_i8x32, mul_sum_i8_pairs_float, q8_block,
+    q8_pack, store_f32x8, store_i8x32, token_rows,
+};
+
+/// `ggml_vec_dot_q8_0_q8_0` for `NT` tokens at once. Per block: `qx` loaded once; per
+/// token `acc[t] = fma(set1(dx * dy), mul_sum_i8_pairs_float(qx, qy), acc[t])`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, out: &mut [f32; NT]) {
+    let n = w.len();
+    let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, n);
+    let mut acc = [_mm256_setzero_ps(); NT];
+    for (i, x) in w.iter().enumerate() {
+        let dx = f16_to_f32(x.d);
+        let qx = load_i8x32(&x.qs);
+        for t in 0..NT {
+            let y = &ys[t][i];
+            // `_mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d))`
+            let d = _mm256_set1_ps(dx * f16_to_f32(y.d));
+            let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
+            acc[t] = _mm256_fmadd_ps(d, q, acc[t]);
+        }
+    }
+    for t in 0..NT {
+        out[t] = hsum_float_8(acc[t]);
+    }
+}
+
+avx2_chunk_fn!(chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
+
+/// x86 `quantize_row_q8_0` (AVX2 branch) of one row; `x.len() == y.len() * 32`.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_avx2(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (xb, b) in x.as_chunks::<32>().0.iter().zip(y.iter_mut()) {
+        let (d, q) = q8_block(xb);
+        b.d = f32_to_f16(d);
+        store_i8x32(&mut b.qs, q8_pack(q));
+    }
+}
+
+/// `dequantize_row_q8_0`: `y = q * d`; `y.len() == x.len() * 32`.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ8_0], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<32>().0) {
+        let d = _mm256_set1_ps(f16_to_f32(b.d));
+        let q: &[[i8; 16]; 2] = bytemuck::cast_ref(&b.qs);
+        let out: &mut [[f32; 8]; 4] = bytemuck::cast_mut(out);
+        for h in 0..2 {
+            let v = load_i8x16(&q[h]);
+            let lo = _mm256_cvtepi8_epi32(v);
+            let hi = _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v));
+            store_f32x8(&mut out[2 * h], _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+            store_f32x8(&mut out[2 * h + 1], _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+        }
+    }
+}
