@@ -45,13 +45,24 @@ impl CpuPath {
             .ok_or_else(|| CpuError::UnknownPath(s.to_string()))
     }
 
-    /// Whether this CPU can run the path.
+    /// Whether this CPU can run the path (and the path is built).
     pub fn supported(self) -> bool {
+        self.cpu_has_features()
+            && match self {
+                CpuPath::Scalar => true,
+                CpuPath::Avx2 => IMPLEMENTED_AVX2,
+                CpuPath::Avx512 => IMPLEMENTED_AVX512,
+            }
+    }
+
+    /// Whether this CPU has the instruction-set features the path's kernels use, whether
+    /// or not the path is complete yet (see [`CpuBackend::new_unfinished`]).
+    pub fn cpu_has_features(self) -> bool {
         let f = features();
         match self {
             CpuPath::Scalar => true,
-            CpuPath::Avx2 => f.avx2 && f.fma && f.f16c && IMPLEMENTED_AVX2,
-            CpuPath::Avx512 => f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma && f.f16c && IMPLEMENTED_AVX512,
+            CpuPath::Avx2 => f.avx2 && f.fma && f.f16c,
+            CpuPath::Avx512 => f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma && f.f16c,
         }
     }
 }

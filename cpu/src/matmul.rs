@@ -32,7 +32,22 @@ unsafe impl Sync for OutPtr {}
 impl CpuBackend {
     /// A backend on `path` with `threads` worker threads (`None`: the machine's cores).
     pub fn new(path: CpuPath, threads: Option<usize>) -> Result<CpuBackend, CpuError> {
-        let path = require(path)?;
+        Self::build(require(path)?, threads)
+    }
+
+    /// As [`CpuBackend::new`], but accepts a path that the CPU can run and that is not
+    /// complete yet (formats without a SIMD kernel run the scalar reference). For the
+    /// crate's tests while SIMD kernels land; not for production use.
+    #[doc(hidden)]
+    pub fn new_unfinished(path: CpuPath, threads: Option<usize>) -> Result<CpuBackend, CpuError> {
+        if !path.cpu_has_features() {
+            return Err(CpuError::Unsupported(path, crate::features().to_string()));
+        }
+        Self::build(path, threads)
+    }
+
+    /// `path` must have passed a feature check: every kernel call relies on it.
+    fn build(path: CpuPath, threads: Option<usize>) -> Result<CpuBackend, CpuError> {
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
         let pool = if threads > 1 {
             Some(
@@ -115,6 +130,27 @@ impl CpuBackend {
 
     /// Dequantize `out.len()` elements (whole rows) of `format` to f32.
     pub fn dequantize(&self, format: Format, bytes: &[u8], out: &mut [f32]) -> Result<(), CpuError> {
+        if self.path != CpuPath::Scalar {
+            // Validated as `reference::dequantize_row` does: whole blocks, exact byte count.
+            let rb = format.row_bytes(out.len())?;
+            if bytes.len() != rb {
+                return Err(ShapeError::ByteLength { what: "dequantize input", expected: rb, got: bytes.len() }.into());
+            }
+            let done = with_weight_block!(format, B => match B::AVX2_DEQUANTIZE {
+                Some(f) => {
+                    // SAFETY: `CpuBackend::build` only holds a path whose features this CPU has
+                    // (`cpu_has_features`, via `require` or `new_unfinished`); the lengths match
+                    // (`out.len() == blocks * ELEMS`, checked above).
+                    unsafe { f(&blocks_of::<B>(bytes), out) };
+                    true
+                }
+                // No SIMD dequantizer for this format: the scalar reference below.
+                None => false,
+            });
+            if done == Some(true) {
+                return Ok(());
+            }
+        }
         Ok(reference::dequantize_row(format, bytes, out)?)
     }
 
@@ -132,17 +168,31 @@ impl CpuBackend {
         if out.len() != total {
             return Err(ShapeError::ByteLength { what: "quantized activations", expected: total, got: out.len() }.into());
         }
+        let path = self.path;
         with_act_block!(act, B => {
+            let per = rb / act.block_bytes();
+            // The path's quantizer for one row (`xr.len() == br.len() * ELEMS`).
+            let quantize_row = |xr: &[f32], br: &mut [B]| match (path, B::AVX2_QUANTIZE) {
+                (CpuPath::Avx2 | CpuPath::Avx512, Some(f)) => {
+                    // SAFETY: `CpuBackend::build` only holds a path whose features this CPU has
+                    // (AVX2, FMA, F16C for these two); `xr.len() == br.len() * ELEMS` (chunked below).
+                    unsafe { f(xr, br) }
+                }
+                // The Scalar path, and the explicit fallback where no SIMD quantizer exists.
+                _ => B::quantize(xr, br),
+            };
             // Quantize straight into `out` when it is aligned for the block type.
             match bytemuck::try_cast_slice_mut::<u8, B>(out) {
                 Ok(blocks) => {
-                    for (xr, br) in x.chunks_exact(cols).zip(blocks.chunks_exact_mut(rb / act.block_bytes())) {
-                        B::quantize(xr, br);
+                    for (xr, br) in x.chunks_exact(cols).zip(blocks.chunks_exact_mut(per)) {
+                        quantize_row(xr, br);
                     }
                 }
                 Err(_) => {
+                    let mut tmp = vec![<B as bytemuck::Zeroable>::zeroed(); per];
                     for (xr, or) in x.chunks_exact(cols).zip(out.chunks_exact_mut(rb)) {
-                        reference::quantize_row(act, xr, or)?;
+                        quantize_row(xr, &mut tmp);
+                        or.copy_from_slice(bytemuck::cast_slice(&tmp));
                     }
                 }
             }
@@ -174,7 +224,27 @@ pub fn check_activations(act: Format, cols: usize, bytes: &[u8]) -> Result<(), C
 pub(crate) trait Kernels: WeightBlock {
     /// The AVX2 dot kernel (one row, 1..=`MAX_NT` tokens), or `None`: scalar fallback.
     const AVX2_DOT: Option<ChunkFn<Self>>;
+    /// The AVX2 `dequantize_row_*`, or `None`: scalar fallback.
+    const AVX2_DEQUANTIZE: Option<DequantizeFn<Self>>;
 }
+
+/// The activation quantizers of the SIMD paths (`None`: the scalar reference).
+pub(crate) trait ActKernels: ActBlock {
+    /// The AVX2 x86 `quantize_row_*`, or `None`: scalar fallback.
+    const AVX2_QUANTIZE: Option<QuantizeFn<Self>>;
+}
+
+/// `dequantize_row_*` of one or more rows: `out.len() == blocks.len() * ELEMS`.
+///
+/// # Safety
+/// The CPU must support the function's path.
+pub(crate) type DequantizeFn<B> = unsafe fn(blocks: &[B], out: &mut [f32]);
+
+/// x86 `quantize_row_*` of one row: `x.len() == out.len() * ELEMS`.
+///
+/// # Safety
+/// The CPU must support the function's path.
+pub(crate) type QuantizeFn<B> = unsafe fn(x: &[f32], out: &mut [B]);
 
 /// One weight row against a chunk of 1..=`MAX_NT` tokens: `out[t] = vec_dot(w, token t)`,
 /// token t's activation row being `a[t * apr..][..apr]`.
@@ -187,33 +257,58 @@ pub(crate) type ChunkFn<B> = unsafe fn(w: &[B], a: &[<B as WeightBlock>::Act], a
 pub(crate) const MAX_NT: usize = 8;
 
 macro_rules! kernels {
-    ($($B:ident => $avx2:expr;)*) => {
+    ($($B:ident => dot $dot:expr, dequantize $dq:expr;)*) => {
         $(
             impl Kernels for qkern_formats::blocks::$B {
                 #[cfg(target_arch = "x86_64")]
-                const AVX2_DOT: Option<ChunkFn<Self>> = $avx2;
+                const AVX2_DOT: Option<ChunkFn<Self>> = $dot;
                 #[cfg(not(target_arch = "x86_64"))]
                 const AVX2_DOT: Option<ChunkFn<Self>> = None;
+                #[cfg(target_arch = "x86_64")]
+                const AVX2_DEQUANTIZE: Option<DequantizeFn<Self>> = $dq;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX2_DEQUANTIZE: Option<DequantizeFn<Self>> = None;
             }
         )*
     };
 }
 
-// `None` = no SIMD kernel yet: the scalar reference runs on the AVX2 path for that format.
+macro_rules! act_kernels {
+    ($($B:ident => quantize $q:expr;)*) => {
+        $(
+            impl ActKernels for qkern_formats::blocks::$B {
+                #[cfg(target_arch = "x86_64")]
+                const AVX2_QUANTIZE: Option<QuantizeFn<Self>> = $q;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX2_QUANTIZE: Option<QuantizeFn<Self>> = None;
+            }
+        )*
+    };
+}
+
+// `None` = no SIMD kernel: the scalar reference runs on the AVX2 path for that format
+// (explicit fallback, see `rows_kernel`, `CpuBackend::dequantize`, `CpuBackend::quantize`).
 kernels! {
-    BlockQ8_0 => Some(crate::x86::q8_0::chunk_avx2);
-    BlockQ5_1 => None;
-    BlockQ4K => None;
-    BlockQ5K => None;
-    BlockQ6K => None;
-    BlockIq2Xxs => None;
-    BlockIq2Xs => None;
-    BlockIq2S => None;
-    BlockIq3Xxs => None;
-    BlockIq3S => None;
-    BlockIq4Nl => None;
-    BlockIq4Xs => None;
-    BlockNvfp4 => None;
+    BlockQ8_0 => dot Some(crate::x86::q8_0::chunk_avx2), dequantize Some(crate::x86::q8_0::dequantize_avx2);
+    BlockQ5_1 => dot None, dequantize None;
+    BlockQ4K => dot None, dequantize None;
+    BlockQ5K => dot None, dequantize None;
+    BlockQ6K => dot None, dequantize None;
+    BlockIq2Xxs => dot None, dequantize None;
+    BlockIq2Xs => dot None, dequantize None;
+    BlockIq2S => dot None, dequantize None;
+    BlockIq3Xxs => dot None, dequantize None;
+    BlockIq3S => dot None, dequantize None;
+    BlockIq4Nl => dot None, dequantize None;
+    BlockIq4Xs => dot None, dequantize None;
+    BlockNvfp4 => dot None, dequantize None;
+}
+
+act_kernels! {
+    BlockQ8_0 => quantize Some(crate::x86::q8_0::quantize_avx2);
+    BlockQ8_1 => quantize None;
+    // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one: the reference it is.
+    BlockQ8K => quantize None;
 }
 
 /// Split `nt` tokens into `ceil(nt / MAX_NT)` chunks of near-equal size (e.g. 9 -> 5 + 4),
@@ -254,8 +349,8 @@ fn rows_kernel<B: Kernels>(
                 let wr = &w[row * bpr..(row + 1) * bpr];
                 for c in token_chunks(nt) {
                     let o = &mut buf[..c.len()];
-                    // SAFETY: `path` is held by a `CpuBackend`, which `require`d it, so this
-                    // CPU has the kernel's features; `c.len()` is in 1..=MAX_NT and the
+                    // SAFETY: `path` is held by a `CpuBackend`, whose constructor checked that this
+                    // CPU has the path's features (`cpu_has_features`); `c.len()` is in 1..=MAX_NT and the
                     // activation slice holds the chunk's `c.len() * apr` blocks.
                     unsafe { kernel(wr, &a[c.start * apr..c.end * apr], apr, o) };
                     for (t, &v) in c.zip(o.iter()) {
