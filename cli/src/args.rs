@@ -94,5 +94,8 @@ pub fn chunk_len(total: usize, item_bytes: usize, budget: usize) -> usize {
     (budget / item_bytes.max(1)).clamp(1, total.max(1))
 }
 
-/// Memory budget of one chunk of f32 inputs or outputs.
-pub const CHUNK_BYTES: usize = 64 << 20;
+/// Memory budget of one chunk of f32 inputs or outputs: 64 MiB, or `QKERN_CHUNK_BYTES`
+/// (a test knob: the CLI tests set it small to run the multi-chunk path on small data).
+pub fn chunk_bytes() -> usize {
+    std::env::var("QKERN_CHUNK_BYTES").ok().and_then(|v| v.trim().parse().ok()).filter(|&n| n > 0).unwrap_or(64 << 20)
+}

@@ -26,13 +26,9 @@ pub fn open_sized(path: &Path, what: &str, expected: usize, shape: &str) -> Resu
     Ok(file)
 }
 
-/// Read a whole file whose size has been checked by [`open_sized`].
-pub fn read_sized(path: &Path, what: &str, expected: usize, shape: &str) -> Result<Vec<u8>> {
-    let mut file = open_sized(path, what, expected, shape)?;
-    let mut buf = Vec::new();
-    buf.try_reserve_exact(expected)
-        .map_err(|_| CliError::new(format_args!("{what}: cannot allocate {expected} bytes")))?;
-    buf.resize(expected, 0);
+/// Read the whole of a file opened by [`open_sized`] (`expected` bytes).
+pub fn read_whole(mut file: File, path: &Path, what: &str, expected: usize) -> Result<Vec<u8>> {
+    let mut buf = alloc::<u8>(expected, what)?;
     let p = path.display();
     file.read_exact(&mut buf).map_err(|e| CliError::new(format_args!("reading {what} file {p}: {e}")))?;
     // The file must not have grown since its size was checked.
@@ -76,15 +72,15 @@ impl F32Reader {
     pub fn read(&mut self, out: &mut [f32]) -> Result<()> {
         let n = out.len() * 4;
         if self.bytes.len() < n {
-            self.bytes.try_reserve_exact(n - self.bytes.len()).map_err(|_| {
-                CliError::new(format_args!("{}: cannot allocate {n} bytes", self.what))
-            })?;
+            self.bytes
+                .try_reserve_exact(n - self.bytes.len())
+                .map_err(|_| CliError::new(format_args!("{}: cannot allocate {n} bytes", self.what)))?;
             self.bytes.resize(n, 0);
         }
         let buf = &mut self.bytes[..n];
-        self.inner.read_exact(buf).map_err(|e| {
-            CliError::new(format_args!("reading {} file {}: {e}", self.what, self.path.display()))
-        })?;
+        self.inner
+            .read_exact(buf)
+            .map_err(|e| CliError::new(format_args!("reading {} file {}: {e}", self.what, self.path.display())))?;
         for (v, b) in out.iter_mut().zip(buf.chunks_exact(4)) {
             *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         }

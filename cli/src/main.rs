@@ -18,7 +18,7 @@ pub use error::{CliError, Result};
 /// Bit-exact ggml quantized kernels: dot products, dequantization, activation quantization and
 /// the parity check against ggml 0.26.0's reference vectors.
 #[derive(Debug, Parser)]
-#[command(name = "qkern", version, about, propagate_version = true)]
+#[command(name = "qkern", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: cmd::Command,

@@ -290,7 +290,7 @@ macro_rules! act_kernels {
 // (explicit fallback, see `rows_kernel`, `CpuBackend::dequantize`, `CpuBackend::quantize`).
 kernels! {
     BlockQ8_0 => dot Some(crate::x86::q8_0::chunk_avx2), dequantize Some(crate::x86::q8_0::dequantize_avx2);
-    BlockQ5_1 => dot None, dequantize None;
+    BlockQ5_1 => dot Some(crate::x86::q5_1::chunk_avx2), dequantize Some(crate::x86::q5_1::dequantize_avx2);
     BlockQ4K => dot None, dequantize None;
     BlockQ5K => dot None, dequantize None;
     BlockQ6K => dot None, dequantize None;
@@ -299,14 +299,14 @@ kernels! {
     BlockIq2S => dot None, dequantize None;
     BlockIq3Xxs => dot None, dequantize None;
     BlockIq3S => dot None, dequantize None;
-    BlockIq4Nl => dot None, dequantize None;
+    BlockIq4Nl => dot Some(crate::x86::iq4_nl::chunk_avx2), dequantize Some(crate::x86::iq4_nl::dequantize_avx2);
     BlockIq4Xs => dot None, dequantize None;
-    BlockNvfp4 => dot None, dequantize None;
+    BlockNvfp4 => dot Some(crate::x86::nvfp4::chunk_avx2), dequantize Some(crate::x86::nvfp4::dequantize_avx2);
 }
 
 act_kernels! {
     BlockQ8_0 => quantize Some(crate::x86::q8_0::quantize_avx2);
-    BlockQ8_1 => quantize None;
+    BlockQ8_1 => quantize Some(crate::x86::q5_1::quantize_q8_1_avx2);
     // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one: the reference it is.
     BlockQ8K => quantize None;
 }

@@ -127,7 +127,11 @@ impl fmt::Display for Report {
     /// first mismatch of each failing line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bw = self.lines.iter().map(|l| l.backend.len()).max().unwrap_or(7).max(7);
-        writeln!(f, "{:<8} | {:<bw$} | {:>2} | {:>13} | {:>11} | {:>9}", "format", "backend", "NT", "dequant", "quant", "dot")?;
+        writeln!(
+            f,
+            "{:<8} | {:<bw$} | {:>2} | {:>13} | {:>11} | {:>9}",
+            "format", "backend", "NT", "dequant", "quant", "dot"
+        )?;
         writeln!(f, "{:-<8}-|-{:-<bw$}-|-{:->2}-|-{:->13}-|-{:->11}-|-{:->9}", "", "", "", "", "", "")?;
         for l in &self.lines {
             writeln!(

@@ -161,7 +161,11 @@ impl WeightSource {
         }
     }
     pub fn from_code(c: u8) -> Option<WeightSource> {
-        if c == RAW_BLOCKS_CODE { Some(WeightSource::RawBlocks) } else { dist_from_code(c).map(WeightSource::Quantized) }
+        if c == RAW_BLOCKS_CODE {
+            Some(WeightSource::RawBlocks)
+        } else {
+            dist_from_code(c).map(WeightSource::Quantized)
+        }
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -250,8 +254,8 @@ pub fn reseal(bytes: &mut [u8]) {
     }
 }
 
-/// The sizes of a case's five payload sections, checked; `None` on overflow or a shape the
-/// formats do not allow.
+/// The byte sizes of a case's five payload sections, checked: an error on overflow or a
+/// shape the formats do not allow.
 fn section_sizes(format: Format, act: Format, rows: usize, cols: usize, nt: usize) -> Result<[usize; 5], String> {
     if rows == 0 || cols == 0 || nt == 0 {
         return Err(format!("zero dimension (rows {rows}, cols {cols}, nt {nt})"));
@@ -391,9 +395,11 @@ impl VectorFile {
         if version != VERSION {
             return Err(VectorError::Version(version));
         }
-        for (field, off, want) in
-            [("header bytes", 12, HEADER_BYTES as u32), ("case record bytes", 16, CASE_BYTES as u32), ("reserved", 84, 0)]
-        {
+        for (field, off, want) in [
+            ("header bytes", 12, HEADER_BYTES as u32),
+            ("case record bytes", 16, CASE_BYTES as u32),
+            ("reserved", 84, 0),
+        ] {
             let v = u32_at(off);
             if v != want {
                 return Err(hdr_err(field, v.to_string(), want.to_string()));
@@ -467,10 +473,11 @@ impl VectorFile {
             if stored != plen {
                 return Err(bad(format!("payload bytes {stored}, the shape needs {plen}")));
             }
-            expect_off = expect_off
-                .checked_add(plen)
-                .filter(|&e| e <= len)
-                .ok_or(VectorError::Truncated { what: "case payloads", need: off.saturating_add(plen), got: len })?;
+            expect_off = expect_off.checked_add(plen).filter(|&e| e <= len).ok_or(VectorError::Truncated {
+                what: "case payloads",
+                need: off.saturating_add(plen),
+                got: len,
+            })?;
             recs.push(Rec { rows, cols, nt, ws, ad, imatrix: flags & FLAG_IMATRIX != 0, seed: u64_at(o + 16), sizes });
         }
         let total = expect_off + TRAILER_BYTES as u64;
@@ -579,31 +586,34 @@ pub fn unit_cols(format: Format) -> usize {
 /// The cases every file holds, in order:
 ///
 /// - 16 small cases: each weight source twice, each NT in 1..=8 twice, each activation
-///   distribution (`Ties` included) twice, in shifting pairings; 1, 2, 3 or 5 units long;
-/// - 33 rows of one unit for 2 tokens (so that 2 threads split the rows into several tasks);
-/// - a non-power-of-two length (640 for 32/64-block formats, 2816 = 11 * 256 otherwise)
-///   for 3 tokens;
-/// - 11008 = 43 * 256, one row and one token;
+///   distribution (`Ties` included) twice, in shifting pairings; 1, 2, 3 or 5 units long
+///   (fewer units for more tokens, to keep the files small);
+/// - 20 rows of one unit for 2 tokens (so that 2 threads split the rows into two tasks:
+///   `qkern-cpu` hands out tasks of at least 16 rows);
+/// - a non-power-of-two length (640 for 32/64-block formats, 2816 = 11 * 256 otherwise),
+///   2 rows, 3 tokens;
 /// - 14336 (the longest), one row and one token.
 pub fn plan(format: Format) -> Vec<CasePlan> {
     let u = unit_cols(format);
     let small_rows = if u >= 256 { 2 } else { 4 };
     let mut v = Vec::new();
+    // Units per NT (index nt - 1), one table per half of the small cases.
+    const UNITS: [[usize; 8]; 2] = [[5, 3, 2, 2, 1, 1, 1, 1], [3, 5, 2, 1, 1, 2, 1, 1]];
     for i in 0..16usize {
         let half = i / 8;
+        let nt = 1 + (i * 3 + half) % 8;
         v.push(CasePlan {
             rows: small_rows,
-            cols: u * [1, 2, 3, 5][i % 4],
-            nt: 1 + (i * 3 + half) % 8,
+            cols: u * UNITS[half][nt - 1],
+            nt,
             weights: WEIGHT_SOURCES[i % 8],
             act: Dist::ALL[(i * 5 + 3 * half) % 8],
         });
     }
     let gauss = WeightSource::Quantized(Dist::Gaussian);
-    v.push(CasePlan { rows: 33, cols: u, nt: 2, weights: WeightSource::RawBlocks, act: Dist::Gaussian });
+    v.push(CasePlan { rows: 20, cols: u, nt: 2, weights: WeightSource::RawBlocks, act: Dist::Gaussian });
     let odd = if u >= 256 { 11 * 256 } else { 640 };
     v.push(CasePlan { rows: 2, cols: odd, nt: 3, weights: WeightSource::Quantized(Dist::Outliers), act: Dist::Ties });
-    v.push(CasePlan { rows: 1, cols: 43 * 256, nt: 1, weights: WeightSource::Quantized(Dist::HeavyTailed), act: Dist::Outliers });
     v.push(CasePlan { rows: 1, cols: 14336, nt: 1, weights: gauss, act: Dist::Gaussian });
     v
 }
@@ -639,8 +649,8 @@ mod generate {
             let (weights, imatrix) = match p.weights {
                 WeightSource::Quantized(d) => {
                     let x = floats(&mut rng, d, p.rows * p.cols);
-                    let im: Option<Vec<f32>> = ggml::requires_imatrix(format)
-                        .then(|| (0..p.cols).map(|_| 0.1 + rng.uniform()).collect());
+                    let im: Option<Vec<f32>> =
+                        ggml::requires_imatrix(format).then(|| (0..p.cols).map(|_| 0.1 + rng.uniform()).collect());
                     (ggml::quantize(format, &x, p.cols, im.as_deref())?, im.is_some())
                 }
                 WeightSource::RawBlocks => {

@@ -19,6 +19,24 @@ pub mod candle;
 pub mod ggml;
 pub mod ours;
 
+/// Why a contender has no number for a measurement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Absent {
+    /// The contender's cargo feature is off in this build.
+    NotBuilt,
+    /// The contender has no kernel for this format or shape (with the reason).
+    NotSupported(String),
+}
+
+impl std::fmt::Display for Absent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Absent::NotBuilt => f.write_str("not built"),
+            Absent::NotSupported(why) => write!(f, "not supported ({why})"),
+        }
+    }
+}
+
 /// A weight matrix with its activations, shared by every contender of a measurement.
 pub struct WeightSet {
     pub format: Format,

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use qkern::{Format, WeightsRef};
 
-use crate::args::{self, CHUNK_BYTES, DeviceArgs};
-use crate::io::{self, OutFile};
 use crate::Result;
+use crate::args::{self, DeviceArgs};
+use crate::io::{self, OutFile};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,19 +39,19 @@ pub fn run(a: Args, _out: &mut dyn Write) -> Result<ExitCode> {
     args::mul(args::mul(rows, cols)?, 4)?;
     let row_bytes = a.format.row_bytes(cols)?;
     let shape = format!("{rows} rows x {cols} cols of {}", a.format);
-    let weights = io::read_sized(&a.weights, "weights", w_bytes, &shape)?;
-
+    let w_file = io::open_sized(&a.weights, "weights", w_bytes, &shape)?;
     let dev = a.device.open()?;
+    let weights = io::read_whole(w_file, &a.weights, "weights", w_bytes)?;
     // Rows in chunks keep the f32 output bounded; dequantization is per block, so the bits
     // do not depend on the split.
-    let chunk = args::chunk_len(rows, args::mul(cols, 4)?, CHUNK_BYTES);
+    let chunk = args::chunk_len(rows, args::mul(cols, 4)?, args::chunk_bytes());
     let mut y = io::alloc::<f32>(args::mul(chunk, cols)?, "output")?;
     let mut out = OutFile::create(&a.out)?;
-    for (i, part) in weights.chunks(chunk * row_bytes).enumerate() {
+    for part in weights.chunks(chunk * row_bytes) {
         let n = part.len() / row_bytes;
         let w = dev.upload(WeightsRef::new(a.format, n, cols, part)?)?;
         let y = &mut y[..n * cols];
-        dev.dequantize(&w, y).map_err(|e| crate::CliError::new(format_args!("rows from {}: {e}", i * chunk)))?;
+        dev.dequantize(&w, y)?;
         out.write_f32(y)?;
     }
     out.finish()?;

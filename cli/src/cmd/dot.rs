@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use qkern::{Format, WeightsRef};
 
-use crate::args::{self, CHUNK_BYTES, DeviceArgs};
-use crate::io::{self, F32Reader, OutFile};
 use crate::Result;
+use crate::args::{self, DeviceArgs};
+use crate::io::{self, F32Reader, OutFile};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -47,12 +47,13 @@ pub fn run(a: Args, _out: &mut dyn Write) -> Result<ExitCode> {
     args::mul(tokens, rows)?;
     let w_shape = format!("{rows} rows x {cols} cols of {}", a.format);
     let x_shape = format!("{tokens} tokens x {cols} cols of f32");
+    // Every size is checked (file metadata) and the device opened before anything is read.
+    let w_file = io::open_sized(&a.weights, "weights", w_bytes, &w_shape)?;
     let mut acts_in = F32Reader::open(&a.acts, "activations", x_bytes, &x_shape)?;
-    let weights = io::read_sized(&a.weights, "weights", w_bytes, &w_shape)?;
-
     let dev = a.device.open()?;
+    let weights = io::read_whole(w_file, &a.weights, "weights", w_bytes)?;
     let w = dev.upload(WeightsRef::new(a.format, rows, cols, &weights)?)?;
-    let chunk = args::chunk_len(tokens, 4 * cols.max(rows), CHUNK_BYTES);
+    let chunk = args::chunk_len(tokens, cols.max(rows).saturating_mul(4), args::chunk_bytes());
     let mut acts = dev.activations_for(&w, chunk)?;
     let mut x = io::alloc::<f32>(args::mul(chunk, cols)?, "activations")?;
     let mut y = io::alloc::<f32>(args::mul(chunk, rows)?, "output")?;

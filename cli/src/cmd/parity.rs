@@ -43,9 +43,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
 
 /// Whether `dir` is a directory holding at least one `*.qkv` file.
 fn has_vectors(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|rd| {
-        rd.flatten().any(|e| e.path().extension().is_some_and(|x| x == "qkv") && e.path().is_file())
-    })
+    std::fs::read_dir(dir)
+        .is_ok_and(|rd| rd.flatten().any(|e| e.path().extension().is_some_and(|x| x == "qkv") && e.path().is_file()))
 }
 
 /// The vectors directory: `--vectors`, else the first `parity/vectors` with vector files

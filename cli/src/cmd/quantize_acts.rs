@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use qkern::Format;
 
-use crate::args::{self, CHUNK_BYTES, DeviceArgs};
-use crate::io::{self, F32Reader, OutFile};
 use crate::Result;
+use crate::args::{self, DeviceArgs};
+use crate::io::{self, F32Reader, OutFile};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -42,7 +42,7 @@ pub fn run(a: Args, _out: &mut dyn Write) -> Result<ExitCode> {
     let mut acts_in = F32Reader::open(&a.acts, "activations", x_bytes, &shape)?;
 
     let dev = a.device.open()?;
-    let chunk = args::chunk_len(tokens, args::mul(cols, 4)?, CHUNK_BYTES);
+    let chunk = args::chunk_len(tokens, args::mul(cols, 4)?, args::chunk_bytes());
     let mut acts = dev.activations(a.format, cols, chunk)?;
     let mut x = io::alloc::<f32>(args::mul(chunk, cols)?, "activations")?;
     let mut q = io::alloc::<u8>(args::mul(chunk, row_bytes)?, "quantized activations")?;

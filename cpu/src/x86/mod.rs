@@ -28,7 +28,9 @@ use core::arch::x86_64::*;
 
 use half::f16;
 
-// (more formats below as they land)
+pub(crate) mod iq4_nl;
+pub(crate) mod nvfp4;
+pub(crate) mod q5_1;
 pub(crate) mod q8_0;
 
 /// The largest token count with its own specialised kernel; `matmul.rs` chunks beyond it.
@@ -150,12 +152,11 @@ pub(crate) fn f16_to_f32(h: f16) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
 }
 
-/// `GGML_CPU_FP32_TO_FP16` in ggml's F16C build: `_mm_cvtps_ph(_mm_set_ss(x), 0)`
-/// (round to nearest even), as the reference's `f16::from_f32`.
+/// `GGML_CPU_FP32_TO_FP16` as this ggml build runs it: ggml's software converter (round to
+/// nearest even, canonical NaN), not F16C. One per block, so the scalar one is used as is.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn f32_to_f16(x: f32) -> f16 {
-    f16::from_bits(_mm_extract_epi16::<0>(_mm_cvtps_ph::<0>(_mm_set_ss(x))) as u16)
+    qkern_formats::fp::f32_to_f16(x)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ fn parse_args() -> Result<Args, String> {
             }
             "--only" => {
                 let v = val("--only")?;
-                let fs = v.split(',').map(Format::from_name).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+                let fs =
+                    v.split(',').map(Format::from_name).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
                 if let Some(f) = fs.iter().find(|f| !f.is_weight()) {
                     return Err(format!("--only: {f} is not a weight format"));
                 }
@@ -116,7 +117,12 @@ fn main() -> ExitCode {
         let values: usize = file.cases.iter().map(|c| c.dots.len()).sum();
         if args.check {
             match std::fs::read(&path) {
-                Ok(old) if old == bytes => println!("{:<10} {:>9} bytes  {} cases, {values} dots: same", f.name(), bytes.len(), file.cases.len()),
+                Ok(old) if old == bytes => println!(
+                    "{:<10} {:>9} bytes  {} cases, {values} dots: same",
+                    f.name(),
+                    bytes.len(),
+                    file.cases.len()
+                ),
                 Ok(_) => {
                     println!("{:<10} DIFFERS from {}", f.name(), path.display());
                     failed = true;
@@ -132,7 +138,13 @@ fn main() -> ExitCode {
                 failed = true;
                 continue;
             }
-            println!("{:<10} {:>9} bytes  {} cases, {values} dots -> {}", f.name(), bytes.len(), file.cases.len(), path.display());
+            println!(
+                "{:<10} {:>9} bytes  {} cases, {values} dots -> {}",
+                f.name(),
+                bytes.len(),
+                file.cases.len(),
+                path.display()
+            );
         }
     }
     println!("total {total} bytes ({:.2} MiB)", total as f64 / (1024.0 * 1024.0));

@@ -1,0 +1,103 @@
+//! nvfp4 weights with q8_0 activations on AVX2: the dot kernel (quants.c
+//! `ggml_vec_dot_nvfp4_q8_0`, AVX2 branch) and `dequantize_row_nvfp4` (ggml-quants.c).
+
+use core::arch::x86_64::*;
+
+use qkern_formats::blocks::{BlockNvfp4, BlockQ8_0};
+use qkern_formats::fp::ue4m3_to_f32;
+use qkern_formats::tables::KVALUES_FP4;
+
+use super::{avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8, token_rows};
+
+/// `GGML_CPU_UE4M3_TO_FP32` of every byte (exact values, from the reference's converter).
+static UE4M3: [f32; 256] = {
+    let mut t = [0f32; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = ue4m3_to_f32(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// The block's values as ggml reorders them: `q4_01` (elements 0..32: sub-blocks 0 and 1)
+/// and `q4_23` (elements 32..64), each `MM256_SET_M128I(unpackhi_epi64(lo, hi), unpacklo_epi64(lo, hi))`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn values(x: &BlockNvfp4, values128: __m128i) -> [__m256i; 2] {
+    let m4b = _mm_set1_epi8(0x0f);
+    let qs: &[[u8; 16]; 2] = bytemuck::cast_ref(&x.qs);
+    qs.map(|q| {
+        let q4bits = load_u8x16(&q);
+        let lo = _mm_shuffle_epi8(values128, _mm_and_si128(q4bits, m4b));
+        let hi = _mm_shuffle_epi8(values128, _mm_and_si128(_mm_srli_epi16::<4>(q4bits), m4b));
+        _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi))
+    })
+}
+
+/// The sub-block scales of step k: lanes 0-3 `UE4M3(d[2k])`, lanes 4-7 `UE4M3(d[2k+1])`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scales(x: &BlockNvfp4) -> [__m256; 2] {
+    let u = x.d.map(|b| UE4M3[b as usize]);
+    [_mm256_set_m128(_mm_set1_ps(u[1]), _mm_set1_ps(u[0])), _mm256_set_m128(_mm_set1_ps(u[3]), _mm_set1_ps(u[2]))]
+}
+
+/// `ggml_vec_dot_nvfp4_q8_0` for `NT` tokens: per block values and sub-block scales built
+/// once; per token and q8_0 block k, `accum = fma([u(2k) * dy; 4] ++ [u(2k+1) * dy; 4],
+/// cvtepi32(madd(mul_add_epi8(q4, q8), mone)), accum)` (`s0 = UE4M3(d[0]) * dy0` etc.,
+/// here lane-wise: the same products).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut [f32; NT]) {
+    let n = w.len();
+    let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, 2 * n);
+    let values128 = load_i8x16(&KVALUES_FP4);
+    let mone = _mm256_set1_epi16(1);
+    let mut accum = [_mm256_setzero_ps(); NT];
+    for (i, x) in w.iter().enumerate() {
+        let q4 = values(x, values128);
+        let u = scales(x);
+        for t in 0..NT {
+            for k in 0..2 {
+                let y = &ys[t][2 * i + k];
+                let q8 = load_i8x32(&y.qs);
+                // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)`.
+                let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
+                let p = _mm256_madd_epi16(p16, mone);
+                let s = _mm256_mul_ps(u[k], _mm256_set1_ps(f16_to_f32(y.d)));
+                accum[t] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), accum[t]);
+            }
+        }
+    }
+    for t in 0..NT {
+        out[t] = hsum_float_8(accum[t]);
+    }
+}
+
+avx2_chunk_fn!(chunk_avx2, dot, BlockNvfp4, BlockQ8_0);
+
+/// `dequantize_row_nvfp4`: `kvalues_fp4[q] * UE4M3(d[s])` per sub-block of 16 (element j
+/// the low nibble of byte j, element j+8 the high nibble).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dequantize_avx2(x: &[BlockNvfp4], y: &mut [f32]) {
+    let values128 = load_i8x16(&KVALUES_FP4);
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<64>().0) {
+        // q4[k] holds elements 32k..32k+32 in order.
+        let q4 = values(b, values128);
+        let out: &mut [[f32; 8]; 8] = bytemuck::cast_mut(out);
+        for k in 0..2 {
+            let lo = _mm256_castsi256_si128(q4[k]);
+            let hi = _mm256_extracti128_si256::<1>(q4[k]);
+            let parts = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
+            for (j, p) in parts.into_iter().enumerate() {
+                let d = _mm256_set1_ps(UE4M3[b.d[2 * k + j / 2] as usize]);
+                let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+                store_f32x8(&mut out[4 * k + j], _mm256_mul_ps(v, d));
+            }
+        }
+    }
+}

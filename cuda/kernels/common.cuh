@@ -1,0 +1,230 @@
+// qkern CUDA kernels: the portability layer.
+//
+// Every kernel source is compiled twice: by NVRTC for the GPU (`--fmad=false`, so `a*b+c`
+// is never contracted; every fused step is an explicit qk_fma = __fmaf_rn), and by a host
+// C++ compiler for the emulator in cuda/emu/ (`-ffp-contract=off`), which runs the very same
+// kernel code on the CPU, one fiber per CUDA thread, to check its bits against the Rust
+// reference without a GPU. Kernels therefore use only the helpers below for thread indices,
+// barriers, shuffles and the few intrinsics whose semantics decide the bits.
+//
+// Float rules (shared/REFERENCE.md, "On GPUs"): qk_mul / qk_add / qk_div are single IEEE
+// round-to-nearest operations; qk_fma is one fused multiply-add. No other float operation
+// may appear in a bit-deciding path.
+
+#pragma once
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef short i16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#if defined(__CUDACC__)
+// ------------------------------------------------------------------------------ GPU (NVRTC)
+#define QK_DEV __device__ __forceinline__
+#define QK_SHARED __shared__
+// __grid_constant__: the argument struct stays in parameter space even though kernels index
+// its job array dynamically (no per-thread copy to local memory).
+#define QK_ENTRY(name, ArgT, body) \
+    extern "C" __global__ void name(const __grid_constant__ ArgT args) { body(args); }
+
+QK_DEV u32 qk_tid() { return threadIdx.x; }
+QK_DEV u32 qk_bid() { return blockIdx.x; }
+QK_DEV u32 qk_bdim() { return blockDim.x; }
+QK_DEV u32 qk_gdim() { return gridDim.x; }
+QK_DEV void qk_sync() { __syncthreads(); }
+
+QK_DEV float qk_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+QK_DEV float qk_mul(float a, float b) { return __fmul_rn(a, b); }
+QK_DEV float qk_add(float a, float b) { return __fadd_rn(a, b); }
+QK_DEV float qk_div(float a, float b) { return __fdiv_rn(a, b); }
+QK_DEV float qk_sub(float a, float b) { return __fsub_rn(a, b); }
+QK_DEV float qk_i2f(i32 v) { return __int2float_rn(v); }
+QK_DEV float qk_rint(float v) { return rintf(v); }
+QK_DEV u32 qk_f2u(float f) { return __float_as_uint(f); }
+QK_DEV float qk_u2f(u32 u) { return __uint_as_float(u); }
+QK_DEV i32 qk_dp4a(i32 a, i32 b, i32 c) { return __dp4a(a, b, c); }
+QK_DEV u32 qk_perm(u32 a, u32 b, u32 s) { return __byte_perm(a, b, s); }
+QK_DEV i32 qk_popc(u32 v) { return __popc(v); }
+QK_DEV float qk_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+QK_DEV i32 qk_shfl_xor_i(i32 v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+QK_DEV bool qk_isnan(float f) { return (qk_f2u(f) & 0x7fffffffu) > 0x7f800000u; }
+// fp16 -> f32, exact (cvt.f32.f16). NaN payloads are not part of the contract.
+QK_DEV float qk_h2f(u16 h) {
+    float f;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+template <typename T> QK_DEV T qk_ld(const T* p) { return __ldg(p); }
+
+#else
+// ------------------------------------------------------------------------- host emulator
+#include "emu.h"
+#endif
+
+// ------------------------------------------------------------------------- shared helpers
+
+// fp16 -> f32 in software (exact, for the quantizers' read-back; same bits as qk_h2f on
+// every non-NaN input).
+QK_DEV float qk_h2f_soft(u16 h) {
+    u32 sign = (u32)(h & 0x8000u) << 16;
+    u32 exp = (h >> 10) & 0x1fu;
+    u32 man = h & 0x3ffu;
+    if (exp == 0x1fu) return qk_u2f(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return qk_u2f(sign);
+        // subnormal: man * 2^-24, exact
+        float v = qk_mul((float)man, qk_u2f(0x33800000u));
+        return sign ? -v : v;
+    }
+    return qk_u2f(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// ggml's software fp32 -> fp16 (`ggml_compute_fp32_to_fp16`, ggml-impl.h), which the x86
+// quantizers use: round to nearest even; every NaN becomes sign | 0x7E00.
+QK_DEV u16 qk_f2h(float f) {
+    const float scale_to_inf = qk_u2f(0x77800000u);
+    const float scale_to_zero = qk_u2f(0x08800000u);
+    float base = qk_mul(qk_mul(qk_u2f(qk_f2u(f) & 0x7fffffffu), scale_to_inf), scale_to_zero);
+    const u32 w = qk_f2u(f);
+    const u32 shl1_w = w + w;
+    const u32 sign = w & 0x80000000u;
+    u32 bias = shl1_w & 0xff000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    base = qk_add(qk_u2f((bias >> 1) + 0x07800000u), base);
+    const u32 bits = qk_f2u(base);
+    const u32 exp_bits = (bits >> 13) & 0x00007c00u;
+    const u32 mantissa_bits = bits & 0x00000fffu;
+    const u32 nonsign = exp_bits + mantissa_bits;
+    return (u16)((sign >> 16) | (shl1_w > 0xff000000u ? 0x7e00u : nonsign));
+}
+
+// ggml `ggml_compute_fp32_to_bf16`: round to nearest even, NaN forced quiet.
+QK_DEV u16 qk_f2bf(float f) {
+    const u32 u = qk_f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 64u);
+    return (u16)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+// `ggml_ue4m3_to_fp32` with ggml's x0.5 folded in (qkern_formats::fp::ue4m3_to_f32).
+QK_DEV float qk_ue4m3(u32 x) {
+    x &= 0xffu;
+    if (x == 0 || x == 0x7fu) return 0.0f;
+    const u32 e = (x >> 3) & 0xfu;
+    const u32 man = x & 0x7u;
+    if (e == 0) return qk_mul((float)man, qk_u2f((u32)(127 - 10) << 23));
+    return qk_u2f(((e - 7u - 1u + 127u) << 23) | (man << 20));
+}
+
+// `_mm256_cvtps_epi32` of an already rounded value: NaN and out of range give INT_MIN.
+QK_DEV i32 qk_cvtps_epi32(float x) {
+    if (qk_isnan(x) || x >= 2147483648.0f || x < -2147483648.0f) return (i32)0x80000000u;
+    return (i32)x;
+}
+
+// `_mm_max_ps(a, b)` lane semantics: the second operand wins on NaN and ties.
+QK_DEV float qk_max_ps(float a, float b) { return a > b ? a : b; }
+
+// |x| as `_mm256_andnot_ps(sign_bit, x)`.
+QK_DEV float qk_abs(float x) { return qk_u2f(qk_f2u(x) & 0x7fffffffu); }
+
+// An integer known to lie in [-2^22, 2^22) to f32, exactly, with two full-rate operations
+// instead of the quarter-rate I2F (1.5 * 2^23 magic). Equal to qk_i2f on that range.
+QK_DEV float qk_i2f_small(i32 v) { return qk_add(qk_u2f((u32)(v + 0x4b400000)), -12582912.0f); }
+
+// 0xFF in byte i of the result where bit i (0..3) of `bits4` is set.
+QK_DEV u32 qk_mask4(u32 bits4) { return ((bits4 * 0x00204081u) & 0x01010101u) * 0xffu; }
+
+// Bytes of `g` negated where `m` has 0xFF (bytewise two's complement negation; valid because
+// every grid byte it is used on is nonzero, so no borrow crosses a byte).
+QK_DEV u32 qk_negate_bytes(u32 g, u32 m) { return (g ^ m) + (m & 0x01010101u); }
+
+// 4 nibbles (one in the low 4 bits of each byte of `q`) looked up in a 16-entry byte table
+// held in t[0..4] (little-endian words): __byte_perm on the low 3 bits, select on bit 3.
+QK_DEV u32 qk_lut16(u32 q, const u32* t) {
+    const u32 x = q & 0x07070707u;
+    const u32 y = x | (x >> 4);                      // byte0 = n0|n1<<4, byte2 = n2|n3<<4
+    const u32 sel = (y & 0xffu) | ((y >> 8) & 0xff00u); // 4 selector nibbles
+    const u32 lo = qk_perm(t[0], t[1], sel);
+    const u32 hi = qk_perm(t[2], t[3], sel);
+    const u32 m = ((q >> 3) & 0x01010101u) * 0xffu;
+    return (lo & ~m) | (hi & m);
+}
+
+// Horizontal sum of the 8 lanes of a lane group (lanes l, l^4, l^2, l^1), in ggml's
+// `hsum_float_8` order ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); every lane gets the result
+// (the adds are commutative, so each lane computes the same bits).
+QK_DEV float qk_hsum8(float x) {
+    x = qk_add(x, qk_shfl_xor(x, 4));
+    x = qk_add(x, qk_shfl_xor(x, 2));
+    x = qk_add(x, qk_shfl_xor(x, 1));
+    return x;
+}
+
+// Loads (aligned).
+QK_DEV u32 ld32(const u8* p) { return qk_ld((const u32*)p); }
+QK_DEV u16 ld16(const u8* p) { return qk_ld((const u16*)p); }
+QK_DEV u8 ld8(const u8* p) { return qk_ld(p); }
+
+// ------------------------------------------------------------------ launch arguments
+// Mirrored by #[repr(C)] structs in cuda/src/args.rs (sizes checked there).
+
+#define QK_MAX_JOBS 16
+
+// One matmul job: rows of one weight matrix against `nt` (<= the kernel's NTM) tokens.
+struct MmJob {
+    u64 w;     // weight bodies, row 0 (device layout, see layout.rs)
+    u64 wd;    // the fp16 `d` array for formats stored split (0 otherwise)
+    u64 a_qs;  // activation int8 quants of token 0: [token][cols]
+    u64 a_d;   // activation f32 scales of token 0: [token][blocks]
+    u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16]
+    u64 out;   // f32 out[t * rows + r]
+    u32 rows;
+    u32 nt;
+    u32 cta0;  // first CTA of this job
+    u32 pad;
+};
+
+struct MmArgs {
+    u32 njobs;
+    u32 cols;
+    u32 nb;    // weight blocks per row
+    u32 pad;
+    u64 tab;   // the lookup tables (layout.rs `tables()`)
+    MmJob jobs[QK_MAX_JOBS];
+};
+
+struct QuantArgs {
+    u64 x;     // f32 [tokens][cols]
+    u64 qs;    // i8 [tokens][cols]
+    u64 d16;   // u16 [tokens][blocks]
+    u64 d32;   // f32 [tokens][blocks]
+    u64 x16;   // q8_1: s as u16; q8_K: bsums i16 [tokens][blocks][16]
+    u64 x32;   // q8_1: s as f32
+    u32 cols;
+    u32 tokens;
+};
+
+struct DeqArgs {
+    u64 w;
+    u64 wd;
+    u64 out;   // f32, f16 or bf16 [rows][cols]
+    u64 tab;
+    u32 rows;
+    u32 cols;
+    u32 kind;  // 0 f32, 1 f16, 2 bf16
+    u32 pad;
+};
+
+// Table offsets in 32-bit words (layout.rs `tables()` writes them in this order).
+#define TAB_IQ2XXS 0      // 256 x u64
+#define TAB_IQ2XS 512     // 512 x u64
+#define TAB_IQ2S 1536     // 1024 x u64
+#define TAB_IQ3XXS 3584   // 256 x u32
+#define TAB_IQ3S 3840     // 512 x u32
+#define TAB_IQ4NL 4352    // 16 x i8
+#define TAB_FP4 4356      // 16 x i8
+#define TAB_WORDS 4360

@@ -1,0 +1,88 @@
+// Host emulation of the CUDA subset the qkern kernels use (see common.cuh). Only compiled
+// by the host C++ compiler for the emulator (cuda/emu/emu.cpp); NVRTC never sees it.
+//
+// Model: one CTA at a time; each CUDA thread is a fiber (ucontext); a barrier or a shuffle
+// yields to the scheduler, which resumes the fibers in thread order once all live fibers
+// have arrived. Kernels must reach barriers and shuffles uniformly (the qkern kernels never
+// return early), which the scheduler checks.
+
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace emu {
+extern unsigned g_tid, g_bid, g_bdim, g_gdim;
+extern uint32_t g_xchg[1024];
+void barrier();
+typedef void (*KernelFn)(const void*);
+struct Reg {
+    Reg(const char* name, KernelFn f);
+};
+}  // namespace emu
+
+#define QK_DEV static inline
+#define QK_SHARED static
+#define QK_ENTRY(name, ArgT, body)                                  \
+    static void name##_emu(const void* p) { body(*(const ArgT*)p); } \
+    static emu::Reg name##_reg(#name, name##_emu);
+
+#define __launch_bounds__(...)
+
+QK_DEV unsigned qk_tid() { return emu::g_tid; }
+QK_DEV unsigned qk_bid() { return emu::g_bid; }
+QK_DEV unsigned qk_bdim() { return emu::g_bdim; }
+QK_DEV unsigned qk_gdim() { return emu::g_gdim; }
+QK_DEV void qk_sync() { emu::barrier(); }
+
+QK_DEV float qk_fma(float a, float b, float c) { return std::fma(a, b, c); }
+// Built with -ffp-contract=off: these are single IEEE operations, never fused.
+QK_DEV float qk_mul(float a, float b) { return a * b; }
+QK_DEV float qk_add(float a, float b) { return a + b; }
+QK_DEV float qk_div(float a, float b) { return a / b; }
+QK_DEV float qk_sub(float a, float b) { return a - b; }
+QK_DEV float qk_i2f(int v) { return (float)v; }
+QK_DEV float qk_rint(float v) { return std::nearbyint(v); }
+QK_DEV unsigned qk_f2u(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+QK_DEV float qk_u2f(unsigned u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+QK_DEV int qk_dp4a(int a, int b, int c) {
+    int s = c;
+    for (int i = 0; i < 4; ++i) s += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return s;
+}
+// __byte_perm (prmt, default mode): byte k of the result is byte (s >> 4k) & 7 of {b:a},
+// sign-replicated when bit 3 of that selector nibble is set.
+QK_DEV unsigned qk_perm(unsigned a, unsigned b, unsigned s) {
+    uint64_t v = ((uint64_t)b << 32) | a;
+    unsigned r = 0;
+    for (int k = 0; k < 4; ++k) {
+        unsigned n = (s >> (4 * k)) & 0xf;
+        unsigned byte = (unsigned)(v >> (8 * (n & 7))) & 0xff;
+        if (n & 8) byte = (byte & 0x80) ? 0xff : 0;
+        r |= byte << (8 * k);
+    }
+    return r;
+}
+QK_DEV int qk_popc(unsigned v) { return __builtin_popcount(v); }
+QK_DEV unsigned emu_shfl(unsigned v, int m) {
+    emu::g_xchg[emu::g_tid] = v;
+    emu::barrier();
+    unsigned src = (emu::g_tid & ~31u) | ((emu::g_tid & 31u) ^ (unsigned)m);
+    unsigned r = emu::g_xchg[src];
+    emu::barrier();
+    return r;
+}
+QK_DEV float qk_shfl_xor(float v, int m) { return qk_u2f(emu_shfl(qk_f2u(v), m)); }
+QK_DEV int qk_shfl_xor_i(int v, int m) { return (int)emu_shfl((unsigned)v, m); }
+QK_DEV bool qk_isnan(float f) { return (qk_f2u(f) & 0x7fffffffu) > 0x7f800000u; }
+QK_DEV float qk_h2f_soft(unsigned short h);
+QK_DEV float qk_h2f(unsigned short h) { return qk_h2f_soft(h); }
+template <typename T> QK_DEV T qk_ld(const T* p) { return *p; }

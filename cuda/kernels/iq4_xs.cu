@@ -1,0 +1,69 @@
+// iq4_xs weights x q8_K activations (qkern_formats::reference::iq4_xs).
+// - dequantize: ggml-quants.c `dequantize_row_iq4_xs`: dl = d * (ls - 32),
+//   y = dl * kvalues_iq4nl[nibble]
+// - dot: `ggml_vec_dot_iq4_xs_q8_K` (AVX2): lane L of sub-block ib is the kvalues of the
+//   low (L < 4) or high nibbles of qs[16ib + 4(L&3)..+4] times q8, scaled by ls - 32;
+//   acc = fma(xd*yd, lane, acc); hsum unscaled.
+// Device layout: ggml's 136-byte blocks (d, scales_h, scales_l[4], qs[128]).
+
+#include "mm_common.cuh"
+
+template <int NTM, int S>
+QK_DEV float mm_iq4_xs(const MmArgs& A, const MmCtx& c) {
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u8* w = (const u8*)J.w + (u64)c.row * nb * 136u;
+    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const float* ad = (const float*)J.a_d;
+    u32 kv[4];
+    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
+    float acc[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+    for (u32 b = 0; b < nb; ++b) {
+        const u8* blk = w + 136u * b;
+        const u32 hw = ld32(blk);
+        const float xd = qk_h2f((u16)(hw & 0xffffu));
+        const u32 sh = hw >> 16;
+        const u32 sl = ld32(blk + 4);
+        i32 isum[NTM];
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+#pragma unroll
+        for (int ib = 0; ib < 8; ++ib) {
+            if ((u32)ib % S != c.s) continue;
+            const i32 ls = (i32)((((sl >> (8 * (ib / 2))) >> (4 * (ib & 1))) & 0xfu) | (((sh >> (2 * ib)) & 3u) << 4)) - 32;
+            const u32 qw = ld32(blk + 8 + 16 * ib + 4u * (l & 3u));
+            const i32 v = (i32)qk_lut16((l < 4 ? qw : qw >> 4) & 0x0f0f0f0fu, kv);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                if ((u32)t < c.nt) {
+                    const i32 av = (i32)ld32(aq + (u64)t * cols + 256u * b + 32 * ib);
+                    isum[t] += ls * qk_dp4a(v, av, 0);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            const i32 v = mm_reduce<S>(isum[t]);
+            if ((u32)t < c.nt) {
+                const float d = qk_mul(xd, qk_ld(ad + (u64)t * nb + b));
+                acc[t] = qk_fma(d, qk_i2f(v), acc[t]);
+            }
+        }
+    }
+    return mm_hsum_pick<NTM>(acc, l);
+}
+MM_KERNELS_S(iq4_xs, mm_iq4_xs, 1)
+MM_KERNELS_S(iq4_xs, mm_iq4_xs, 4)
+
+QK_DEV float deq_iq4_xs(const u8* blk, u16, u32 e, const u32* tab) {
+    const u32 ib = e / 32, j = e % 32;
+    const u32 hw = ld32(blk);
+    const u32 ls = ((blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xfu) | ((((hw >> 16) >> (2 * ib)) & 3u) << 4);
+    const float dl = qk_mul(qk_h2f((u16)(hw & 0xffffu)), (float)((i32)ls - 32));
+    const u32 qb = blk[8 + 16 * ib + (j % 16)];
+    const u32 n = j < 16 ? (qb & 0xfu) : (qb >> 4);
+    return qk_mul(dl, (float)(i8)tab_byte(tab + TAB_IQ4NL, n));
+}
+DEQ_KERNEL(iq4_xs, deq_iq4_xs, 256, 136, 0)

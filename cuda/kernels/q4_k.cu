@@ -1,0 +1,78 @@
+// q4_K weights x q8_K activations (qkern_formats::reference::q4_k).
+// - dequantize: ggml-quants.c `dequantize_row_q4_K`: y = (d*sc)*q - (dmin*m), unfused
+// - dot: `ggml_vec_dot_q4_K_q8_K` (AVX2): lane l of a super-block sums, over the 8
+//   sub-blocks, scale * (4 products); acc = fma(yd*xd, lane, acc); the mins go into a 4-lane
+//   chain acc_m = fma(-yd*xdmin, prod, acc_m) (prod from the q8_K bsums), reduced
+//   (m0+m2)+(m1+m3) and added after hsum_float_8.
+// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]).
+
+#include "kquants.cuh"
+
+template <int NTM, int S>
+QK_DEV float mm_q4_k(const MmArgs& A, const MmCtx& c) {
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u8* w = (const u8*)J.w + (u64)c.row * nb * 144u;
+    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const float* ad = (const float*)J.a_d;
+    const bool own = l < c.nt;
+    const i16* bs = (const i16*)J.a_x + (u64)l * nb * 16u;
+    float acc[NTM], accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+    for (u32 b = 0; b < nb; ++b) {
+        const u8* blk = w + 144u * b;
+        const u32 dd = ld32(blk);
+        const float xd = qk_h2f((u16)(dd & 0xffffu)), xdmin = qk_h2f((u16)(dd >> 16));
+        u32 u0, u1, u2, u3;
+        kq_unpack(ld32(blk + 4), ld32(blk + 8), ld32(blk + 12), &u0, &u1, &u2, &u3);
+        i32 isum[NTM];
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if ((u32)j % S != c.s) continue;
+            const u32 qw = ld32(blk + 16 + 32 * j + 4u * l);
+            const i32 lo = (i32)(qw & 0x0f0f0f0fu), hi = (i32)((qw >> 4) & 0x0f0f0f0fu);
+            const i32 sl = (i32)kq_byte(u0, u1, 2 * j), sh = (i32)kq_byte(u0, u1, 2 * j + 1);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                if ((u32)t < c.nt) {
+                    const u8* a = aq + (u64)t * cols + 256u * b + 64 * j;
+                    isum[t] += sl * qk_dp4a(lo, (i32)ld32(a), 0) + sh * qk_dp4a(hi, (i32)ld32(a + 32), 0);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            const i32 v = mm_reduce<S>(isum[t]);
+            if ((u32)t < c.nt) {
+                const float d = qk_mul(qk_ld(ad + (u64)t * nb + b), xd);
+                acc[t] = qk_fma(d, qk_i2f(v), acc[t]);
+            }
+        }
+        if (own) {
+            const float dmin = qk_mul(-qk_ld(ad + (u64)l * nb + b), xdmin);
+            i32 prod[4];
+            kq_mins_prod(bs + 16u * b, u2, u3, prod);
+            for (int m = 0; m < 4; ++m) accm[m] = qk_fma(dmin, qk_i2f(prod[m]), accm[m]);
+        }
+    }
+    const float m = qk_add(qk_add(accm[0], accm[2]), qk_add(accm[1], accm[3]));
+    return qk_add(mm_hsum_pick<NTM>(acc, l), m);
+}
+MM_KERNELS_S(q4_k, mm_q4_k, 1)
+MM_KERNELS_S(q4_k, mm_q4_k, 4)
+
+QK_DEV float deq_q4_k(const u8* blk, u16, u32 e, const u32*) {
+    const u32 dd = ld32(blk);
+    const float d = qk_h2f((u16)(dd & 0xffffu)), mn = qk_h2f((u16)(dd >> 16));
+    const u32 j = e / 64, half = (e % 64) / 32, l = e % 32;
+    u32 sc, m;
+    kq_scale_min(blk + 4, 2 * j + half, &sc, &m);
+    const float d1 = qk_mul(d, (float)sc), m1 = qk_mul(mn, (float)m);
+    const u32 qb = blk[16 + 32 * j + l];
+    const u32 q = half ? (qb >> 4) : (qb & 0xfu);
+    return qk_sub(qk_mul(d1, (float)q), m1);
+}
+DEQ_KERNEL(q4_k, deq_q4_k, 256, 144, 0)

@@ -1,0 +1,143 @@
+// Activation quantizers, bit-identical to ggml-cpu's x86 `from_float`
+// (qkern_formats::reference::{q8_0, q8_1, q8_k}):
+// - q8_0 / q8_1: ggml-cpu/arch/x86/quants.c `quantize_row_q8_0` / `quantize_row_q8_1` (AVX2):
+//   amax folded with `_mm256_max_ps` in ggml's lane order, `d = amax/127`,
+//   `id = amax != 0 ? 127/amax : 0`, `cvtps_epi32(round_ps(v*id, nearest))`, saturating packs;
+//   q8_1 adds `s = fp16(d * (float)sum(unsaturated i32 quants))`.
+// - q8_K: ggml-quants.c `quantize_row_q8_K_ref` (the x86 `quantize_row_q8_K`): signed max (the
+//   first element of largest |x|), `iscale = -127/max`, `nearest_int` (+12582912 magic, not
+//   fused), `MIN(127, v)` stored into int8_t (wrapping), `bsums` per 16, `d = 1/iscale`.
+//
+// Output layout (layout.rs `ActLayout`): quants [t][cols], d as fp16 [t][blocks] and f32
+// [t][blocks]; q8_1 also s (fp16 and f32); q8_K: d f32 and bsums i16 [t][blocks][16].
+
+#include "common.cuh"
+
+// One q8_0 / q8_1 block of 32 per thread.
+template <bool Q81>
+QK_DEV void quant_q8(const QuantArgs& A) {
+    const u32 nb = A.cols / 32;
+    const u32 total = nb * A.tokens;
+    for (u32 i = qk_bid() * qk_bdim() + qk_tid(); i < total; i += qk_bdim() * qk_gdim()) {
+        const u32 t = i / nb, b = i % nb;
+        const float* x = (const float*)A.x + (u64)t * A.cols + 32u * b;
+        float v[32];
+        for (int j = 0; j < 32; ++j) v[j] = x[j];
+        // amax: 4 vectors of 8 lanes folded with max_ps(acc, |v|), then hi/lo, movehl, movehdup
+        float m[8];
+        for (int l = 0; l < 8; ++l) m[l] = qk_abs(v[l]);
+        for (int k = 1; k < 4; ++k)
+            for (int l = 0; l < 8; ++l) m[l] = qk_max_ps(m[l], qk_abs(v[8 * k + l]));
+        float m4[4];
+        for (int l = 0; l < 4; ++l) m4[l] = qk_max_ps(m[4 + l], m[l]);
+        const float a0 = qk_max_ps(m4[0], m4[2]);
+        const float a1 = qk_max_ps(m4[1], m4[3]);
+        const float amax = qk_max_ps(a0, a1);
+        const float d = qk_div(amax, 127.0f);
+        const float id = amax != 0.0f ? qk_div(127.0f, amax) : 0.0f;
+        const u16 dh = qk_f2h(d);
+        i32 sum = 0;
+        u32 words[8];
+        for (int w = 0; w < 8; ++w) {
+            u32 word = 0;
+            for (int k = 0; k < 4; ++k) {
+                const i32 q = qk_cvtps_epi32(qk_rint(qk_mul(v[4 * w + k], id)));
+                sum = (i32)((u32)sum + (u32)q);
+                const i32 s = q < -128 ? -128 : (q > 127 ? 127 : q);
+                word |= ((u32)s & 0xffu) << (8 * k);
+            }
+            words[w] = word;
+        }
+        u32* qs = (u32*)((u8*)A.qs + (u64)t * A.cols + 32u * b);
+        for (int w = 0; w < 8; ++w) qs[w] = words[w];
+        ((u16*)A.d16)[i] = dh;
+        ((float*)A.d32)[i] = qk_h2f_soft(dh);
+        if (Q81) {
+            const float p = qk_mul(d, qk_i2f(sum));
+            // x86 `d * sum`: a NaN made here (Inf * 0) is the default NaN 0xFFC00000, whose
+            // sign survives the fp16 conversion; a NaN `d` (sign clear) propagates.
+            const u16 sh = (qk_isnan(p) && !qk_isnan(d)) ? (u16)0xfe00u : qk_f2h(p);
+            ((u16*)A.x16)[i] = sh;
+            ((float*)A.x32)[i] = qk_h2f_soft(sh);
+        }
+    }
+}
+
+// ggml-quants.c `nearest_int` of `iscale * v` with x86 NaN semantics: a NaN `v` propagates
+// its payload (quieted) through the multiply and the magic add; an `Inf * 0` NaN is the
+// default NaN (0xFFC00000), which gives 0.
+QK_DEV i32 q8k_quant(float iscale, float v) {
+    if (qk_isnan(v)) return (i32)(qk_f2u(v) & 0x3fffffu);
+    const float p = qk_mul(iscale, v);
+    if (qk_isnan(p)) return 0;
+    const float val = qk_add(p, 12582912.0f);
+    return (i32)(qk_f2u(val) & 0x007fffffu) - 0x00400000;
+}
+
+// One q8_K block of 256 per warp; lane k holds elements 8k..8k+8.
+QK_DEV void quant_q8_k(const QuantArgs& A) {
+    const u32 nb = A.cols / 256;
+    const u32 total = nb * A.tokens;
+    const u32 lane = qk_tid() & 31u;
+    const u32 nwarps = qk_bdim() * qk_gdim() / 32u;
+    for (u32 i = (qk_bid() * qk_bdim() + qk_tid()) / 32u; i < total; i += nwarps) {
+        const u32 t = i / nb, b = i % nb;
+        const float* x = (const float*)A.x + (u64)t * A.cols + 256u * b + 8u * lane;
+        float v[8];
+        for (int j = 0; j < 8; ++j) v[j] = x[j];
+        // for (j) { ax = fabsf(x[j]); if (ax > amax) { amax = ax; max = x[j]; } }
+        float amax = 0.0f, mx = 0.0f;
+        i32 idx = 256;
+        for (int j = 0; j < 8; ++j) {
+            const float ax = qk_abs(v[j]);
+            if (ax > amax) {
+                amax = ax;
+                mx = v[j];
+                idx = (i32)(8u * lane) + j;
+            }
+        }
+        // The sequential scan keeps the first index of the largest |x|: reduce (amax, idx).
+        for (int m = 16; m >= 1; m >>= 1) {
+            const float oa = qk_shfl_xor(amax, m);
+            const float om = qk_shfl_xor(mx, m);
+            const i32 oi = qk_shfl_xor_i(idx, m);
+            if (oa > amax || (oa == amax && oi < idx)) {
+                amax = oa;
+                mx = om;
+                idx = oi;
+            }
+        }
+        u8* qs = (u8*)A.qs + (u64)t * A.cols + 256u * b + 8u * lane;
+        i16* bs = (i16*)A.x16 + (u64)i * 16u;
+        if (amax == 0.0f) {
+            ((u32*)qs)[0] = 0;
+            ((u32*)qs)[1] = 0;
+            if ((lane & 1u) == 0) bs[lane / 2] = 0;
+            if (lane == 0) ((float*)A.d32)[i] = 0.0f;
+            continue;
+        }
+        const float iscale = qk_div(-127.0f, mx);
+        i32 s = 0;
+        u32 w0 = 0, w1 = 0;
+        for (int j = 0; j < 8; ++j) {
+            i32 q = q8k_quant(iscale, v[j]);
+            q = q < 127 ? q : 127;
+            const i32 q8 = (i32)(i8)(u8)(u32)q;  // int -> int8_t wraps (gcc)
+            s += q8;
+            if (j < 4) w0 |= ((u32)q8 & 0xffu) << (8 * j);
+            else w1 |= ((u32)q8 & 0xffu) << (8 * (j - 4));
+        }
+        ((u32*)qs)[0] = w0;
+        ((u32*)qs)[1] = w1;
+        s += qk_shfl_xor_i(s, 1);
+        if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
+        if (lane == 0) ((float*)A.d32)[i] = qk_div(1.0f, iscale);
+    }
+}
+
+QK_DEV void quant_q8_0_body(const QuantArgs& A) { quant_q8<false>(A); }
+QK_DEV void quant_q8_1_body(const QuantArgs& A) { quant_q8<true>(A); }
+
+QK_ENTRY(qk_quant_q8_0, QuantArgs, quant_q8_0_body)
+QK_ENTRY(qk_quant_q8_1, QuantArgs, quant_q8_1_body)
+QK_ENTRY(qk_quant_q8_k, QuantArgs, quant_q8_k)

@@ -1,0 +1,245 @@
+//! Kernel argument structs (mirrors of kernels/common.cuh) and launch planning, shared by
+//! the backend and the emulator tests. Device addresses are plain `u64`s here.
+
+use qkern_formats::Format;
+
+/// Jobs per launch (`QK_MAX_JOBS`).
+pub const MAX_JOBS: usize = 16;
+/// Tokens per job (the largest `NTM` instantiated).
+pub const MAX_NT: usize = 8;
+/// Threads per matmul CTA.
+pub const MM_BLOCK: u32 = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MmJob {
+    pub w: u64,
+    pub wd: u64,
+    pub a_qs: u64,
+    pub a_d: u64,
+    pub a_x: u64,
+    pub out: u64,
+    pub rows: u32,
+    pub nt: u32,
+    pub cta0: u32,
+    pub pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MmArgs {
+    pub njobs: u32,
+    pub cols: u32,
+    pub nb: u32,
+    pub pad: u32,
+    pub tab: u64,
+    pub jobs: [MmJob; MAX_JOBS],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuantArgs {
+    pub x: u64,
+    pub qs: u64,
+    pub d16: u64,
+    pub d32: u64,
+    pub x16: u64,
+    pub x32: u64,
+    pub cols: u32,
+    pub tokens: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeqArgs {
+    pub w: u64,
+    pub wd: u64,
+    pub out: u64,
+    pub tab: u64,
+    pub rows: u32,
+    pub cols: u32,
+    pub kind: u32,
+    pub pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<MmJob>() == 64);
+const _: () = assert!(core::mem::size_of::<MmArgs>() == 24 + 64 * MAX_JOBS);
+const _: () = assert!(core::mem::size_of::<QuantArgs>() == 56);
+const _: () = assert!(core::mem::size_of::<DeqArgs>() == 48);
+
+unsafe impl cudarc::driver::DeviceRepr for MmArgs {}
+unsafe impl cudarc::driver::DeviceRepr for QuantArgs {}
+unsafe impl cudarc::driver::DeviceRepr for DeqArgs {}
+
+/// Dequantize output element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeqKind {
+    F32 = 0,
+    F16 = 1,
+    Bf16 = 2,
+}
+
+/// The kernel-name stem of a weight format (`q4_k`, `iq2_xxs`, ...).
+pub fn stem(format: Format) -> String {
+    format.name().to_ascii_lowercase()
+}
+
+/// Whether the format has `S = 4` lane-split kernels (the 256-element super-block formats).
+pub fn has_split(format: Format) -> bool {
+    format.block_elems() == 256
+}
+
+/// The NTM values instantiated.
+pub const NTMS: [u32; 4] = [1, 2, 4, 8];
+
+/// Index of a matmul kernel of a format: `ntm_index * 2 + (S == 4)`.
+pub fn mm_kernel_index(ntm: u32, s: u32) -> usize {
+    let n = match ntm {
+        1 => 0,
+        2 => 1,
+        3 | 4 => 2,
+        _ => 3,
+    };
+    n * 2 + usize::from(s == 4)
+}
+
+/// Every matmul kernel of a format, in `mm_kernel_index` order (`None` where not built).
+pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
+    let st = stem(format);
+    let mut v = Vec::new();
+    for ntm in NTMS {
+        v.push(Some(format!("qk_mm_{st}_n{ntm}_s1")));
+        v.push(has_split(format).then(|| format!("qk_mm_{st}_n{ntm}_s4")));
+    }
+    v
+}
+
+pub fn deq_kernel_name(format: Format) -> String {
+    format!("qk_deq_{}", stem(format))
+}
+
+pub fn quant_kernel_name(act: Format) -> &'static str {
+    match act {
+        Format::Q8_1 => "qk_quant_q8_1",
+        Format::Q8_K => "qk_quant_q8_k",
+        _ => "qk_quant_q8_0",
+    }
+}
+
+/// A matmul to run: one weight matrix against `tokens` activation rows.
+#[derive(Clone, Copy, Debug)]
+pub struct MmJobDesc {
+    pub w: u64,
+    pub wd: u64,
+    pub a_qs: u64,
+    pub a_d: u64,
+    pub a_x: u64,
+    pub out: u64,
+    pub rows: u32,
+    pub tokens: u32,
+}
+
+/// One planned launch.
+#[derive(Clone, Copy, Debug)]
+pub struct MmLaunch {
+    pub kernel: usize,
+    pub grid: u32,
+    pub block: u32,
+}
+
+/// Bytes per token of the activation regions a matmul reads: (qs, d, x).
+fn act_strides(act: Format, cols: usize) -> (u64, u64, u64) {
+    let blocks = (cols / act.block_elems()) as u64;
+    let x = match act {
+        Format::Q8_K => 32 * blocks,
+        Format::Q8_1 => 4 * blocks,
+        _ => 0,
+    };
+    (cols as u64, 4 * blocks, x)
+}
+
+/// Split `jobs` into launches of at most [`MAX_JOBS`] jobs of at most [`MAX_NT`] tokens
+/// each (larger jobs become several token chunks), choose NTM and S, and call `f` for each
+/// launch with its arguments. Allocates nothing.
+///
+/// `s4_rows`: launches with fewer rows in all than this use the S = 4 kernels (where built),
+/// which put 4x more threads on each row.
+pub fn plan_matmul<E>(
+    format: Format,
+    cols: usize,
+    tab: u64,
+    jobs: &[MmJobDesc],
+    s4_rows: u64,
+    mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
+) -> Result<(), E> {
+    let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
+    let (sq, sd, sx) = act_strides(act, cols);
+    let nb = (cols / format.block_elems()) as u32;
+    let mut args = MmArgs { njobs: 0, cols: cols as u32, nb, pad: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
+    let mut max_nt = 0u32;
+    let mut rows_total = 0u64;
+
+    let mut flush = |args: &mut MmArgs, max_nt: &mut u32, rows_total: &mut u64| -> Result<(), E> {
+        if args.njobs == 0 {
+            return Ok(());
+        }
+        let ntm = NTMS.into_iter().find(|&n| n >= *max_nt).unwrap_or(8);
+        let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
+        let rpc = MM_BLOCK / (8 * s);
+        let mut cta = 0u32;
+        for j in &mut args.jobs[..args.njobs as usize] {
+            j.cta0 = cta;
+            cta += j.rows.div_ceil(rpc);
+        }
+        f(MmLaunch { kernel: mm_kernel_index(ntm, s), grid: cta, block: MM_BLOCK }, args)?;
+        args.njobs = 0;
+        *max_nt = 0;
+        *rows_total = 0;
+        Ok(())
+    };
+
+    for j in jobs {
+        let mut t0 = 0u32;
+        while t0 < j.tokens {
+            let nt = (j.tokens - t0).min(MAX_NT as u32);
+            if args.njobs as usize == MAX_JOBS {
+                flush(&mut args, &mut max_nt, &mut rows_total)?;
+            }
+            let t = t0 as u64;
+            args.jobs[args.njobs as usize] = MmJob {
+                w: j.w,
+                wd: j.wd,
+                a_qs: j.a_qs + t * sq,
+                a_d: j.a_d + t * sd,
+                a_x: if sx == 0 { 0 } else { j.a_x + t * sx },
+                out: j.out + t * 4 * j.rows as u64,
+                rows: j.rows,
+                nt,
+                cta0: 0,
+                pad: 0,
+            };
+            args.njobs += 1;
+            max_nt = max_nt.max(nt);
+            rows_total += j.rows as u64;
+            t0 += nt;
+        }
+    }
+    flush(&mut args, &mut max_nt, &mut rows_total)
+}
+
+/// Grid and block of an activation quantize launch.
+pub fn quant_launch(act: Format, cols: usize, tokens: usize) -> (u32, u32) {
+    let units = (tokens * (cols / act.block_elems())) as u32;
+    let block = 128u32;
+    let grid = match act {
+        Format::Q8_K => units.div_ceil(block / 32),
+        _ => units.div_ceil(block),
+    };
+    (grid.clamp(1, 1 << 20), block)
+}
+
+/// Grid and block of a dequantize launch.
+pub fn deq_launch(elems: u64) -> (u32, u32) {
+    let block = 256u32;
+    (elems.div_ceil(block as u64).clamp(1, 65536) as u32, block)
+}

@@ -1,0 +1,710 @@
+//! The CUDA backend: context, stream, modules, buffers, launches.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, result, sys};
+use cudarc::nvrtc::Ptx;
+use qkern_formats::{Format, ShapeError};
+
+use crate::args::{self, DeqArgs, DeqKind, MmJobDesc, QuantArgs};
+use crate::kernels::{self, Module};
+use crate::layout::{ActLayout, WeightLayout};
+use crate::{CudaError, Result, probe};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    let (p, _sync) = s.device_ptr(stream);
+    p
+}
+
+fn invalid(msg: impl Into<String>) -> CudaError {
+    CudaError::Invalid(msg.into())
+}
+
+/// A loaded module's functions.
+struct Loaded {
+    _module: Arc<CudaModule>,
+    /// Matmul kernels in `args::mm_kernel_index` order.
+    mm: Vec<Option<CudaFunction>>,
+    deq: Option<CudaFunction>,
+    /// Quantizers for q8_0, q8_1, q8_K.
+    quant: Vec<CudaFunction>,
+}
+
+/// A CUDA device with its own stream. Buffers made by one backend are used with it only.
+pub struct CudaBackend {
+    id: u64,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    index: usize,
+    name: String,
+    arch: &'static str,
+    sms: u32,
+    _tables: CudaSlice<u32>,
+    tab: u64,
+    modules: Mutex<HashMap<Module, Arc<Loaded>>>,
+    scratch: Mutex<Option<CudaSlice<f32>>>,
+}
+
+/// Weights resident on the device (in the layout of [`crate::layout::WeightLayout`]).
+pub struct CudaWeights {
+    owner: u64,
+    format: Format,
+    rows: usize,
+    cols: usize,
+    _buf: CudaSlice<u8>,
+    w: u64,
+    wd: u64,
+}
+
+/// A reusable activation buffer on the device (regions of [`crate::layout::ActLayout`]),
+/// with a staging area for f32 inputs.
+pub struct CudaActs {
+    owner: u64,
+    layout: ActLayout,
+    _buf: CudaSlice<u8>,
+    base: u64,
+    _staging: CudaSlice<f32>,
+    staging: u64,
+}
+
+/// An f32 buffer on the device (matmul outputs, device-side inputs).
+pub struct CudaF32 {
+    owner: u64,
+    buf: CudaSlice<f32>,
+    ptr: u64,
+    len: usize,
+}
+
+impl std::fmt::Debug for CudaWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaWeights({} {}x{})", self.format, self.rows, self.cols)
+    }
+}
+
+impl std::fmt::Debug for CudaActs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaActs({} x{} cap {})", self.layout.format, self.layout.cols, self.layout.capacity)
+    }
+}
+
+impl std::fmt::Debug for CudaF32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaF32({})", self.len)
+    }
+}
+
+impl CudaWeights {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Bytes of weight data in ggml's format (what a matmul reads).
+    pub fn ggml_bytes(&self) -> usize {
+        self.rows * self.format.row_bytes(self.cols).unwrap_or(0)
+    }
+}
+
+impl CudaActs {
+    pub fn format(&self) -> Format {
+        self.layout.format
+    }
+    pub fn cols(&self) -> usize {
+        self.layout.cols
+    }
+    pub fn capacity(&self) -> usize {
+        self.layout.capacity
+    }
+    fn ptr(&self, off: usize) -> u64 {
+        self.base + off as u64
+    }
+}
+
+impl CudaF32 {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The raw device address (for engines launching their own kernels on it).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// The underlying cudarc slice.
+    pub fn slice(&self) -> &CudaSlice<f32> {
+        &self.buf
+    }
+}
+
+impl CudaBackend {
+    /// Open CUDA device `index`: probes the driver and NVRTC libraries first, so that a
+    /// machine without them gets an error, not cudarc's panic.
+    pub fn new(index: usize) -> Result<CudaBackend> {
+        probe::driver()?;
+        probe::nvrtc()?;
+        let count = probe::devices()?;
+        if index >= count {
+            return Err(CudaError::NoDevice { index, reason: format!("this machine has {count} CUDA device(s)") });
+        }
+        let ctx = CudaContext::new(index).map_err(|e| CudaError::NoDevice { index, reason: e.to_string() })?;
+        // One stream per backend, and buffers never shared between streams: cudarc's
+        // per-buffer event tracking is not needed (and would cost events in the hot path).
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        let name = ctx.name()?;
+        let (major, minor) = ctx.compute_capability()?;
+        let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let tables = stream.clone_htod(&crate::layout::tables())?;
+        let tab = dptr(&tables, &stream);
+        Ok(CudaBackend {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            ctx,
+            stream,
+            index,
+            name,
+            arch: kernels::arch_name(major, minor),
+            sms,
+            _tables: tables,
+            tab,
+            modules: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(None),
+        })
+    }
+
+    /// The device's name and architecture (`NVIDIA H200 (sm_90, 132 SMs)`).
+    pub fn name(&self) -> String {
+        format!("{} ({}, {} SMs)", self.name, self.arch, self.sms)
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    pub fn arch(&self) -> &'static str {
+        self.arch
+    }
+
+    pub fn sm_count(&self) -> u32 {
+        self.sms
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// This backend's stream (every operation is ordered on it).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Compile (once per process) and load (once per backend) every kernel module now,
+    /// compiling in parallel; otherwise each module is built on first use.
+    pub fn warm_up(&self) -> Result<()> {
+        kernels::compile_all(&kernels::all_modules(), self.arch)?;
+        for m in kernels::all_modules() {
+            self.module(m)?;
+        }
+        Ok(())
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.ctx.bind_to_thread()?;
+        Ok(())
+    }
+
+    fn module(&self, m: Module) -> Result<Arc<Loaded>> {
+        let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = mods.get(&m) {
+            return Ok(l.clone());
+        }
+        let ptx = kernels::compile(m, self.arch)?;
+        let module = self.ctx.load_module(Ptx::from_src(ptx.as_str()))?;
+        let load = |n: &str| module.load_function(n).map_err(CudaError::from);
+        let loaded = match m {
+            Module::Quant => Loaded {
+                mm: Vec::new(),
+                deq: None,
+                quant: vec![load("qk_quant_q8_0")?, load("qk_quant_q8_1")?, load("qk_quant_q8_k")?],
+                _module: module.clone(),
+            },
+            Module::Weights(f) => {
+                let mut mm = Vec::new();
+                for n in args::mm_kernel_names(f) {
+                    mm.push(match n {
+                        Some(n) => Some(load(&n)?),
+                        None => None,
+                    });
+                }
+                Loaded { mm, deq: Some(load(&args::deq_kernel_name(f))?), quant: Vec::new(), _module: module.clone() }
+            }
+        };
+        let l = Arc::new(loaded);
+        mods.insert(m, l.clone());
+        Ok(l)
+    }
+
+    fn launch<A>(&self, f: &CudaFunction, grid: u32, block: u32, a: &A) -> Result<()> {
+        let mut params = [a as *const A as *mut c_void];
+        unsafe { result::launch_kernel(f.cu_function(), (grid, 1, 1), (block, 1, 1), 0, self.stream.cu_stream(), &mut params) }?;
+        Ok(())
+    }
+
+    fn check<T: Owned + ?Sized>(&self, what: &str, x: &T) -> Result<()> {
+        if x.owner() != self.id {
+            return Err(invalid(format!("{what} belongs to another CUDA backend")));
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ buffers
+
+    /// Upload `rows x cols` weights of `format` (raw ggml blocks, row-major), once.
+    pub fn upload_weights(&self, format: Format, rows: usize, cols: usize, bytes: &[u8]) -> Result<CudaWeights> {
+        let layout = WeightLayout::of(format)?;
+        let n = format.matrix_bytes(rows, cols)?;
+        if n != bytes.len() {
+            return Err(ShapeError::ByteLength { what: "weights", expected: n, got: bytes.len() }.into());
+        }
+        if rows > u32::MAX as usize || cols > u32::MAX as usize / 2 {
+            return Err(invalid("weight matrix too large for the CUDA kernels (rows and cols must fit in 32 bits)"));
+        }
+        self.bind()?;
+        let nblocks = rows * (cols / format.block_elems());
+        let packed;
+        let dev: &[u8] = if layout.split {
+            packed = layout.pack(bytes);
+            &packed
+        } else {
+            bytes
+        };
+        let buf = self.stream.clone_htod(dev)?;
+        let w = dptr(&buf, &self.stream);
+        let wd = if layout.split { w + layout.d_region(nblocks) as u64 } else { 0 };
+        self.stream.synchronize()?;
+        Ok(CudaWeights { owner: self.id, format, rows, cols, _buf: buf, w, wd })
+    }
+
+    /// A reusable activation buffer of `format` (q8_0, q8_1, q8_K) for up to `capacity`
+    /// tokens of `cols` elements.
+    pub fn alloc_acts(&self, format: Format, cols: usize, capacity: usize) -> Result<CudaActs> {
+        let layout = ActLayout::new(format, cols, capacity)?;
+        if cols > u32::MAX as usize / 2 || capacity > u32::MAX as usize {
+            return Err(invalid("activation buffer too large for the CUDA kernels"));
+        }
+        self.bind()?;
+        let buf = self.stream.alloc_zeros::<u8>(layout.total)?;
+        let staging = self.stream.alloc_zeros::<f32>(capacity * cols)?;
+        let base = dptr(&buf, &self.stream);
+        let st = dptr(&staging, &self.stream);
+        Ok(CudaActs { owner: self.id, layout, _buf: buf, base, _staging: staging, staging: st })
+    }
+
+    /// A zeroed f32 device buffer.
+    pub fn alloc_f32(&self, len: usize) -> Result<CudaF32> {
+        self.bind()?;
+        let buf = self.stream.alloc_zeros::<f32>(len.max(1))?;
+        let ptr = dptr(&buf, &self.stream);
+        Ok(CudaF32 { owner: self.id, buf, ptr, len })
+    }
+
+    /// Copy `x` into a device buffer of at least `x.len()` elements (ordered on the stream).
+    pub fn upload_f32(&self, x: &[f32], dst: &mut CudaF32) -> Result<()> {
+        self.check("f32 buffer", dst)?;
+        if x.len() > dst.len {
+            return Err(invalid(format!("{} floats do not fit a device buffer of {}", x.len(), dst.len)));
+        }
+        self.bind()?;
+        unsafe { result::memcpy_htod_async(dst.ptr, x, self.stream.cu_stream()) }?;
+        Ok(())
+    }
+
+    /// Copy the first `out.len()` elements of a device buffer to the host (waits).
+    pub fn download_f32(&self, src: &CudaF32, out: &mut [f32]) -> Result<()> {
+        self.check("f32 buffer", src)?;
+        if out.len() > src.len {
+            return Err(invalid(format!("cannot read {} floats from a device buffer of {}", out.len(), src.len)));
+        }
+        self.bind()?;
+        unsafe { result::memcpy_dtoh_async(out, src.ptr, self.stream.cu_stream()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Device-to-device copy of `bytes` bytes between f32 buffers (for bandwidth baselines).
+    pub fn copy_f32(&self, src: &CudaF32, dst: &mut CudaF32) -> Result<()> {
+        self.check("f32 buffer", src)?;
+        self.check("f32 buffer", dst)?;
+        let n = src.len.min(dst.len);
+        self.bind()?;
+        unsafe { result::memcpy_dtod_async(dst.ptr, src.ptr, 4 * n, self.stream.cu_stream()) }?;
+        Ok(())
+    }
+
+    /// Wait for everything queued on this backend's stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Milliseconds per call of `f` over `iters` calls, timed with CUDA events on the stream
+    /// (after one untimed call).
+    pub fn time_ms(&self, iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+        self.bind()?;
+        f()?;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(flags)?;
+        let end = self.ctx.new_event(flags)?;
+        start.record(&self.stream)?;
+        for _ in 0..iters.max(1) {
+            f()?;
+        }
+        end.record(&self.stream)?;
+        end.synchronize()?;
+        Ok(start.elapsed_ms(&end)? as f64 / iters.max(1) as f64)
+    }
+
+    // ------------------------------------------------------------------ activations
+
+    /// Quantize `x` (`tokens x cols` f32, token-major, host memory) into `acts` on the device,
+    /// exactly as ggml-cpu's x86 `from_float`. Returns without waiting.
+    pub fn quantize(&self, x: &[f32], acts: &mut CudaActs) -> Result<()> {
+        self.check("activation buffer", acts)?;
+        let nt = self.act_tokens(x.len(), acts)?;
+        self.bind()?;
+        unsafe { result::memcpy_htod_async(acts.staging, x, self.stream.cu_stream()) }?;
+        self.quantize_ptr(acts.staging, nt, acts)
+    }
+
+    /// Quantize `tokens` rows already on the device (`x`: `tokens x cols` f32).
+    pub fn quantize_device(&self, x: &CudaF32, tokens: usize, acts: &mut CudaActs) -> Result<()> {
+        self.check("activation buffer", acts)?;
+        self.check("f32 buffer", x)?;
+        let n = tokens.checked_mul(acts.layout.cols).ok_or(ShapeError::Overflow)?;
+        if n > x.len {
+            return Err(ShapeError::Length { what: "device activations", expected: n, got: x.len }.into());
+        }
+        let nt = self.act_tokens(n, acts)?;
+        self.bind()?;
+        self.quantize_ptr(x.ptr, nt, acts)
+    }
+
+    fn act_tokens(&self, elems: usize, acts: &CudaActs) -> Result<usize> {
+        let cols = acts.layout.cols;
+        if elems == 0 || elems % cols != 0 {
+            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: cols, got: elems }.into());
+        }
+        let nt = elems / cols;
+        if nt > acts.layout.capacity {
+            return Err(invalid(format!("{nt} tokens exceed the activation buffer's capacity of {}", acts.layout.capacity)));
+        }
+        Ok(nt)
+    }
+
+    fn quantize_ptr(&self, x: u64, nt: usize, acts: &CudaActs) -> Result<()> {
+        let l = &acts.layout;
+        let m = self.module(Module::Quant)?;
+        let f = &m.quant[match l.format {
+            Format::Q8_0 => 0,
+            Format::Q8_1 => 1,
+            _ => 2,
+        }];
+        let a = QuantArgs {
+            x,
+            qs: acts.ptr(l.qs),
+            d16: if l.d16 == 0 && l.format == Format::Q8_K { 0 } else { acts.ptr(l.d16) },
+            d32: acts.ptr(l.d32),
+            x16: if l.x16 == 0 { 0 } else { acts.ptr(l.x16) },
+            x32: if l.x32 == 0 { 0 } else { acts.ptr(l.x32) },
+            cols: l.cols as u32,
+            tokens: nt as u32,
+        };
+        let (grid, block) = args::quant_launch(l.format, l.cols, nt);
+        self.launch(f, grid, block, &a)
+    }
+
+    /// Import activations already quantized (`tokens` ggml rows). Bytes of -128 are refused,
+    /// as in `qkern`: ggml's quantizers never emit them and the AVX2 sign trick gives them an
+    /// artefactual sign that the kernels do not reproduce.
+    pub fn import(&self, bytes: &[u8], acts: &mut CudaActs) -> Result<()> {
+        self.check("activation buffer", acts)?;
+        let l = acts.layout;
+        let rb = l.format.row_bytes(l.cols)?;
+        if bytes.is_empty() || bytes.len() % rb != 0 {
+            return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
+        }
+        let nt = bytes.len() / rb;
+        if nt > l.capacity {
+            return Err(invalid(format!("{nt} tokens exceed the activation buffer's capacity of {}", l.capacity)));
+        }
+        let img = l.from_ggml(bytes, nt);
+        if img[l.qs..l.qs + nt * l.cols].iter().any(|&b| b == 0x80) {
+            return Err(invalid("activation bytes of -128 are not supported (ggml's quantizers never produce them)"));
+        }
+        self.bind()?;
+        for (off, len) in l.token_ranges(nt) {
+            unsafe { result::memcpy_htod_async(acts.ptr(off), &img[off..off + len], self.stream.cu_stream()) }?;
+        }
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// The ggml bytes of the first `tokens` tokens of `acts` (waits).
+    pub fn read_acts(&self, acts: &CudaActs, tokens: usize, out: &mut [u8]) -> Result<()> {
+        self.check("activation buffer", acts)?;
+        let l = acts.layout;
+        let rb = l.format.row_bytes(l.cols)?;
+        if tokens > l.capacity || out.len() != tokens * rb {
+            return Err(ShapeError::ByteLength { what: "activation read-back", expected: tokens * rb, got: out.len() }.into());
+        }
+        self.bind()?;
+        let mut img = vec![0u8; l.total];
+        for (off, len) in l.token_ranges(tokens) {
+            unsafe { result::memcpy_dtoh_async(&mut img[off..off + len], acts.ptr(off), self.stream.cu_stream()) }?;
+        }
+        self.stream.synchronize()?;
+        l.to_ggml(&img, tokens, out);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ matmul
+
+    fn job(&self, w: &CudaWeights, acts: &CudaActs, tokens: usize, out: u64) -> Result<MmJobDesc> {
+        self.check("weights", w)?;
+        self.check("activation buffer", acts)?;
+        let want = w.format.vec_dot_type().unwrap_or(Format::Q8_0);
+        if acts.layout.format != want {
+            return Err(ShapeError::Pairing { weights: w.format, expected: want, got: acts.layout.format }.into());
+        }
+        if acts.layout.cols != w.cols {
+            return Err(invalid(format!("weights have {} columns but activations have {}", w.cols, acts.layout.cols)));
+        }
+        if tokens == 0 {
+            return Err(ShapeError::ZeroTokens.into());
+        }
+        if tokens > acts.layout.capacity {
+            return Err(invalid(format!("{tokens} tokens exceed the activation buffer's capacity of {}", acts.layout.capacity)));
+        }
+        let l = &acts.layout;
+        Ok(MmJobDesc {
+            w: w.w,
+            wd: w.wd,
+            a_qs: acts.ptr(l.qs),
+            a_d: acts.ptr(l.d32),
+            a_x: match l.format {
+                Format::Q8_1 => acts.ptr(l.x32),
+                Format::Q8_K => acts.ptr(l.x16),
+                _ => 0,
+            },
+            out,
+            rows: w.rows as u32,
+            tokens: tokens as u32,
+        })
+    }
+
+    /// Rows below which the S = 4 kernels (4x more threads per row) are used.
+    fn s4_rows(&self) -> u64 {
+        self.sms as u64 * 128
+    }
+
+    fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
+        let m = self.module(Module::Weights(format))?;
+        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(), |l, a| {
+            let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
+            self.launch(f, l.grid, l.block, a)
+        })
+    }
+
+    fn with_scratch<R>(&self, n: usize, f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
+        let mut s = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        if s.as_ref().is_none_or(|b| b.len() < n) {
+            *s = Some(self.stream.alloc_zeros::<f32>(n.max(1024))?);
+        }
+        let p = dptr(s.as_ref().expect("scratch"), &self.stream);
+        f(p)
+    }
+
+    /// `out[t * rows + r] = vec_dot(weight row r, token t)` for the first `tokens` tokens of
+    /// `acts`; waits for the result. Allocates nothing once the internal output scratch has
+    /// reached this size.
+    pub fn matmul(&self, w: &CudaWeights, acts: &CudaActs, tokens: usize, out: &mut [f32]) -> Result<()> {
+        let want = tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+        if out.len() != want {
+            return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: want, got: out.len() }.into());
+        }
+        self.bind()?;
+        self.with_scratch(want, |p| {
+            let j = self.job(w, acts, tokens, p)?;
+            self.run_jobs(w.format, w.cols, [j])?;
+            unsafe { result::memcpy_dtoh_async(out, p, self.stream.cu_stream()) }?;
+            self.stream.synchronize()?;
+            Ok(())
+        })
+    }
+
+    /// As [`CudaBackend::matmul`], into a device buffer (`out.len() >= tokens * rows`);
+    /// returns without waiting.
+    pub fn matmul_device(&self, w: &CudaWeights, acts: &CudaActs, tokens: usize, out: &mut CudaF32) -> Result<()> {
+        self.check("f32 buffer", out)?;
+        let want = tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+        if out.len < want {
+            return Err(ShapeError::Length { what: "device output", expected: want, got: out.len }.into());
+        }
+        self.bind()?;
+        let j = self.job(w, acts, tokens, out.ptr)?;
+        self.run_jobs(w.format, w.cols, [j])
+    }
+
+    fn group_total(jobs: &[(&CudaWeights, &CudaActs, usize)]) -> Result<(Format, usize, usize)> {
+        let (w0, _, _) = jobs.first().ok_or_else(|| invalid("a grouped matmul needs at least one job"))?;
+        let mut total = 0usize;
+        for (w, _, t) in jobs {
+            if w.format != w0.format || w.cols != w0.cols {
+                return Err(invalid(format!(
+                    "a grouped matmul runs one format and width: {} x{} and {} x{}",
+                    w0.format, w0.cols, w.format, w.cols
+                )));
+            }
+            total = total.checked_add(t.checked_mul(w.rows).ok_or(ShapeError::Overflow)?).ok_or(ShapeError::Overflow)?;
+        }
+        Ok((w0.format, w0.cols, total))
+    }
+
+    /// Several matmuls of one format and width (e.g. a layer's routed experts, each with its
+    /// own tokens) in as few launches as possible (one per 16 jobs of at most 8 tokens).
+    /// Job i's `[tokens_i][rows_i]` result lands at `out[offset_i..]`, offsets consecutive
+    /// in job order. Returns without waiting.
+    pub fn matmul_grouped(&self, jobs: &[(&CudaWeights, &CudaActs, usize)], out: &mut CudaF32) -> Result<()> {
+        self.check("f32 buffer", out)?;
+        let (format, cols, total) = Self::group_total(jobs)?;
+        if out.len < total {
+            return Err(ShapeError::Length { what: "grouped device output", expected: total, got: out.len }.into());
+        }
+        self.bind()?;
+        self.grouped_into(format, cols, jobs, out.ptr)
+    }
+
+    fn grouped_into(&self, format: Format, cols: usize, jobs: &[(&CudaWeights, &CudaActs, usize)], p: u64) -> Result<()> {
+        // Validate everything before the first launch.
+        let mut off = 0u64;
+        for (w, a, t) in jobs {
+            self.job(w, a, *t, p)?;
+            off += (*t * w.rows) as u64;
+        }
+        let _ = off;
+        let mut off = 0u64;
+        let iter = jobs.iter().map(|(w, a, t)| {
+            let j = self.job(w, a, *t, p + 4 * off).expect("validated above");
+            off += (*t * w.rows) as u64;
+            j
+        });
+        self.run_jobs(format, cols, iter)
+    }
+
+    /// As [`CudaBackend::matmul_grouped`], results copied to `out` (all jobs' outputs
+    /// concatenated); waits.
+    pub fn matmul_grouped_host(&self, jobs: &[(&CudaWeights, &CudaActs, usize)], out: &mut [f32]) -> Result<()> {
+        let (format, cols, total) = Self::group_total(jobs)?;
+        if out.len() != total {
+            return Err(ShapeError::Length { what: "grouped output", expected: total, got: out.len() }.into());
+        }
+        self.bind()?;
+        self.with_scratch(total, |p| {
+            self.grouped_into(format, cols, jobs, p)?;
+            unsafe { result::memcpy_dtoh_async(out, p, self.stream.cu_stream()) }?;
+            self.stream.synchronize()?;
+            Ok(())
+        })
+    }
+
+    // ------------------------------------------------------------------ dequantize
+
+    fn dequantize_raw(&self, w: &CudaWeights, kind: DeqKind, out: u64) -> Result<()> {
+        let m = self.module(Module::Weights(w.format))?;
+        let f = m.deq.as_ref().ok_or_else(|| invalid("missing dequantize kernel"))?;
+        let a = DeqArgs {
+            w: w.w,
+            wd: w.wd,
+            out,
+            tab: self.tab,
+            rows: w.rows as u32,
+            cols: w.cols as u32,
+            kind: kind as u32,
+            pad: 0,
+        };
+        let (grid, block) = args::deq_launch((w.rows * w.cols) as u64);
+        self.launch(f, grid, block, &a)
+    }
+
+    /// Dequantize all weights to f32 (`out.len() == rows * cols`), as ggml's `to_float`.
+    pub fn dequantize(&self, w: &CudaWeights, out: &mut [f32]) -> Result<()> {
+        self.check("weights", w)?;
+        let n = w.rows * w.cols;
+        if out.len() != n {
+            return Err(ShapeError::Length { what: "dequantize output", expected: n, got: out.len() }.into());
+        }
+        self.bind()?;
+        let buf = self.stream.alloc_zeros::<f32>(n)?;
+        self.dequantize_raw(w, DeqKind::F32, dptr(&buf, &self.stream))?;
+        unsafe { result::memcpy_dtoh_async(out, dptr(&buf, &self.stream), self.stream.cu_stream()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Dequantize to fp16 or bf16 bits (`out.len() == rows * cols`): ggml's f32 values
+    /// converted with ggml's `fp32_to_fp16` (round to nearest even, NaN -> sign|0x7E00) or
+    /// `fp32_to_bf16` (round to nearest even, NaN quieted).
+    pub fn dequantize_half(&self, w: &CudaWeights, kind: DeqKind, out: &mut [u16]) -> Result<()> {
+        self.check("weights", w)?;
+        let n = w.rows * w.cols;
+        if out.len() != n || kind == DeqKind::F32 {
+            return Err(ShapeError::Length { what: "dequantize output (f16/bf16)", expected: n, got: out.len() }.into());
+        }
+        self.bind()?;
+        let buf = self.stream.alloc_zeros::<u16>(n)?;
+        self.dequantize_raw(w, kind, dptr(&buf, &self.stream))?;
+        unsafe { result::memcpy_dtoh_async(out, dptr(&buf, &self.stream), self.stream.cu_stream()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Dequantize into device memory at `out` (a buffer of `rows*cols` elements of `kind`,
+    /// e.g. for a later GEMM); returns without waiting.
+    ///
+    /// # Safety
+    /// `out` must be a device address on this backend's context with room for
+    /// `rows * cols` elements of `kind`.
+    pub unsafe fn dequantize_to_device(&self, w: &CudaWeights, kind: DeqKind, out: u64) -> Result<()> {
+        self.check("weights", w)?;
+        self.bind()?;
+        self.dequantize_raw(w, kind, out)
+    }
+}
+
+trait Owned {
+    fn owner(&self) -> u64;
+}
+impl Owned for CudaWeights {
+    fn owner(&self) -> u64 {
+        self.owner
+    }
+}
+impl Owned for CudaActs {
+    fn owner(&self) -> u64 {
+        self.owner
+    }
+}
+impl Owned for CudaF32 {
+    fn owner(&self) -> u64 {
+        self.owner
+    }
+}

@@ -1,0 +1,139 @@
+//! Kernel sources (`cuda/kernels/*.cu`, embedded) and their NVRTC compilation: one module per
+//! weight format plus one for the activation quantizers, compiled once per process and
+//! architecture with `--fmad=false` (REFERENCE.md "On GPUs"), cached.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use qkern_formats::Format;
+
+use crate::CudaError;
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const MM_COMMON: &str = include_str!("../kernels/mm_common.cuh");
+const KQUANTS: &str = include_str!("../kernels/kquants.cuh");
+const QUANT: &str = include_str!("../kernels/quant.cu");
+
+/// A compilation unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Module {
+    /// The activation quantizers (q8_0, q8_1, q8_K).
+    Quant,
+    /// Matmul and dequantize kernels of one weight format.
+    Weights(Format),
+}
+
+impl std::fmt::Display for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Module::Quant => f.write_str("quant"),
+            Module::Weights(w) => write!(f, "{w}"),
+        }
+    }
+}
+
+fn format_source(f: Format) -> Option<&'static str> {
+    Some(match f {
+        Format::Q8_0 => include_str!("../kernels/q8_0.cu"),
+        Format::Q5_1 => include_str!("../kernels/q5_1.cu"),
+        Format::Q4_K => include_str!("../kernels/q4_k.cu"),
+        Format::Q5_K => include_str!("../kernels/q5_k.cu"),
+        Format::Q6_K => include_str!("../kernels/q6_k.cu"),
+        Format::IQ2_XXS => include_str!("../kernels/iq2_xxs.cu"),
+        Format::IQ2_XS => include_str!("../kernels/iq2_xs.cu"),
+        Format::IQ2_S => include_str!("../kernels/iq2_s.cu"),
+        Format::IQ3_XXS => include_str!("../kernels/iq3_xxs.cu"),
+        Format::IQ3_S => include_str!("../kernels/iq3_s.cu"),
+        Format::IQ4_NL => include_str!("../kernels/iq4_nl.cu"),
+        Format::IQ4_XS => include_str!("../kernels/iq4_xs.cu"),
+        Format::NVFP4 => include_str!("../kernels/nvfp4.cu"),
+        _ => return None,
+    })
+}
+
+/// Every module.
+pub fn all_modules() -> Vec<Module> {
+    let mut v = vec![Module::Quant];
+    v.extend(Format::WEIGHTS.into_iter().map(Module::Weights));
+    v
+}
+
+fn strip(src: &str, out: &mut String) {
+    for line in src.lines() {
+        let t = line.trim_start();
+        if t.starts_with("#include \"") || t.starts_with("#pragma once") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+}
+
+/// The self-contained source NVRTC compiles for `m` (local includes inlined).
+pub fn source(m: Module) -> Result<String, CudaError> {
+    let mut s = String::with_capacity(64 * 1024);
+    strip(COMMON, &mut s);
+    match m {
+        Module::Quant => strip(QUANT, &mut s),
+        Module::Weights(f) => {
+            let src = format_source(f).ok_or_else(|| CudaError::Invalid(format!("{f} is not a weight format")))?;
+            strip(MM_COMMON, &mut s);
+            if matches!(f, Format::Q4_K | Format::Q5_K) {
+                strip(KQUANTS, &mut s);
+            }
+            strip(src, &mut s);
+        }
+    }
+    Ok(s)
+}
+
+/// NVRTC target name for a compute capability (`sm_90`).
+pub fn arch_name(major: i32, minor: i32) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashMap<(i32, i32), &'static str>>> = OnceLock::new();
+    let mut m = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    m.entry((major, minor)).or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
+}
+
+type PtxCache = Mutex<HashMap<(Module, &'static str), Arc<String>>>;
+
+/// Compile `m` for `arch` (`sm_90`) to PTX, once per process (cached). Probes for NVRTC
+/// first, so that a missing library is an error, not a panic.
+pub fn compile(m: Module, arch: &'static str) -> Result<Arc<String>, CudaError> {
+    static CACHE: OnceLock<PtxCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&(m, arch)) {
+        return Ok(p.clone());
+    }
+    crate::probe::nvrtc()?;
+    let src = source(m)?;
+    let opts = cudarc::nvrtc::CompileOptions {
+        ftz: Some(false),
+        prec_sqrt: Some(true),
+        prec_div: Some(true),
+        fmad: Some(false),
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        name: Some(format!("qkern_{m}.cu")),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts)
+        .map_err(|e| CudaError::Compile { module: m.to_string(), log: compile_log(e) })?;
+    let ptx = Arc::new(ptx.to_src());
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert((m, arch), ptx.clone());
+    Ok(ptx)
+}
+
+fn compile_log(e: cudarc::nvrtc::CompileError) -> String {
+    match e {
+        cudarc::nvrtc::CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+        e => format!("{e:?}"),
+    }
+}
+
+/// Compile several modules in parallel threads (each once per process).
+pub fn compile_all(ms: &[Module], arch: &'static str) -> Result<(), CudaError> {
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = ms.iter().map(|&m| sc.spawn(move || compile(m, arch).map(|_| ()))).collect();
+        hs.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(CudaError::Invalid("compile thread panicked".into()))))
+    })
+}

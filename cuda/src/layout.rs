@@ -1,0 +1,356 @@
+//! Device layouts of weights and activations, and the conversions to and from ggml's bytes.
+//! Pure host code (no driver needed): the backend and the emulator tests both use it.
+//!
+//! **Weights.** Formats whose ggml block is only 2-byte aligned (a leading fp16 `d` before
+//! 4-byte data, or q6_K's trailing `d`) are stored *split*: every block's other bytes
+//! ("body", a multiple of 4 bytes) in ggml order, row-major, then the `d` of every block
+//! as one fp16 array. That keeps every 32-bit load aligned and adds no bytes. The other
+//! formats keep ggml's blocks unchanged.
+//!
+//! **Activations.** Regions, each `[capacity][...]` and 256-byte aligned: int8 quants
+//! `[t][cols]`; `d` as fp16 (the bits ggml stores) and as f32 (what the matmul reads)
+//! `[t][blocks]`; q8_1 adds `s` as fp16 and f32; q8_K stores `d` as f32 and `bsums` as
+//! i16 `[t][blocks][16]`.
+
+use qkern_formats::{Format, ShapeError};
+
+/// How a weight format is laid out on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightLayout {
+    pub format: Format,
+    /// `d` moved to a separate fp16 array.
+    pub split: bool,
+    /// Offset of the fp16 `d` inside ggml's block (split formats).
+    pub d_offset: usize,
+    /// Bytes per block in the body region.
+    pub body: usize,
+}
+
+impl WeightLayout {
+    pub fn of(format: Format) -> Result<WeightLayout, ShapeError> {
+        if !format.is_weight() {
+            return Err(ShapeError::Role { format, role: "quantized weight" });
+        }
+        let bb = format.block_bytes();
+        let (split, d_offset) = match format {
+            Format::Q8_0
+            | Format::IQ2_XXS
+            | Format::IQ2_XS
+            | Format::IQ2_S
+            | Format::IQ3_XXS
+            | Format::IQ3_S
+            | Format::IQ4_NL => (true, 0),
+            Format::Q6_K => (true, 208),
+            _ => (false, 0),
+        };
+        Ok(WeightLayout { format, split, d_offset, body: if split { bb - 2 } else { bb } })
+    }
+
+    /// Device bytes of `nblocks` blocks: bodies, then (split) the `d` array.
+    pub fn device_bytes(&self, nblocks: usize) -> usize {
+        self.body * nblocks + if self.split { 2 * nblocks } else { 0 }
+    }
+
+    /// Offset of the `d` array in a buffer of `nblocks` blocks.
+    pub fn d_region(&self, nblocks: usize) -> usize {
+        self.body * nblocks
+    }
+
+    /// ggml blocks (validated length) to the device layout.
+    pub fn pack(&self, ggml: &[u8]) -> Vec<u8> {
+        let bb = self.format.block_bytes();
+        let n = ggml.len() / bb;
+        if !self.split {
+            return ggml[..n * bb].to_vec();
+        }
+        let mut out = vec![0u8; self.device_bytes(n)];
+        let (bodies, ds) = out.split_at_mut(self.body * n);
+        for (i, blk) in ggml.chunks_exact(bb).enumerate() {
+            let o = self.d_offset;
+            let body = &mut bodies[i * self.body..(i + 1) * self.body];
+            body[..o].copy_from_slice(&blk[..o]);
+            body[o..].copy_from_slice(&blk[o + 2..]);
+            ds[2 * i..2 * i + 2].copy_from_slice(&blk[o..o + 2]);
+        }
+        out
+    }
+
+    /// The device layout back to ggml blocks (tests).
+    pub fn unpack(&self, dev: &[u8], nblocks: usize) -> Vec<u8> {
+        let bb = self.format.block_bytes();
+        if !self.split {
+            return dev[..nblocks * bb].to_vec();
+        }
+        let mut out = vec![0u8; nblocks * bb];
+        let (bodies, ds) = dev.split_at(self.body * nblocks);
+        for (i, blk) in out.chunks_exact_mut(bb).enumerate() {
+            let o = self.d_offset;
+            let body = &bodies[i * self.body..(i + 1) * self.body];
+            blk[..o].copy_from_slice(&body[..o]);
+            blk[o + 2..].copy_from_slice(&body[o..]);
+            blk[o..o + 2].copy_from_slice(&ds[2 * i..2 * i + 2]);
+        }
+        out
+    }
+}
+
+const ALIGN: usize = 256;
+
+fn align(x: usize) -> usize {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// Region offsets of an activation buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActLayout {
+    pub format: Format,
+    pub cols: usize,
+    pub capacity: usize,
+    /// Activation blocks per token.
+    pub blocks: usize,
+    pub qs: usize,
+    pub d16: usize,
+    pub d32: usize,
+    /// q8_1: `s` fp16; q8_K: `bsums` (i16 x 16 per block). 0 when unused.
+    pub x16: usize,
+    /// q8_1: `s` f32. 0 when unused.
+    pub x32: usize,
+    pub total: usize,
+}
+
+impl ActLayout {
+    pub fn new(format: Format, cols: usize, capacity: usize) -> Result<ActLayout, ShapeError> {
+        if !format.is_activation() {
+            return Err(ShapeError::Role { format, role: "activation" });
+        }
+        if capacity == 0 {
+            return Err(ShapeError::ZeroTokens);
+        }
+        format.row_bytes(cols)?;
+        let blocks = cols / format.block_elems();
+        let ov = |a: Option<usize>| a.ok_or(ShapeError::Overflow);
+        let n = ov(blocks.checked_mul(capacity))?;
+        let qs = 0;
+        let mut at = align(ov(cols.checked_mul(capacity))?);
+        let (d16, d32, x16, x32);
+        match format {
+            Format::Q8_K => {
+                d16 = 0;
+                d32 = at;
+                at = align(at + 4 * n);
+                x16 = at;
+                at = align(at + 32 * n);
+                x32 = 0;
+            }
+            _ => {
+                d16 = at;
+                at = align(at + 2 * n);
+                d32 = at;
+                at = align(at + 4 * n);
+                if format == Format::Q8_1 {
+                    x16 = at;
+                    at = align(at + 2 * n);
+                    x32 = at;
+                    at = align(at + 4 * n);
+                } else {
+                    x16 = 0;
+                    x32 = 0;
+                }
+            }
+        }
+        Ok(ActLayout { format, cols, capacity, blocks, qs, d16, d32, x16, x32, total: at })
+    }
+
+    /// Bytes per token in the `x16` region (q8_1 `s`: 2 per block; q8_K `bsums`: 32).
+    pub fn x16_per_block(&self) -> usize {
+        if self.format == Format::Q8_K { 32 } else { 2 }
+    }
+
+    /// ggml activation rows (`tokens` rows, validated) to the region image of a whole
+    /// buffer (`total` bytes).
+    pub fn from_ggml(&self, ggml: &[u8], tokens: usize) -> Vec<u8> {
+        let mut img = vec![0u8; self.total];
+        let bb = self.format.block_bytes();
+        let be = self.format.block_elems();
+        for (i, blk) in ggml.chunks_exact(bb).take(tokens * self.blocks).enumerate() {
+            let (t, b) = (i / self.blocks, i % self.blocks);
+            let q = self.qs + t * self.cols + b * be;
+            match self.format {
+                Format::Q8_K => {
+                    img[self.d32 + 4 * i..self.d32 + 4 * i + 4].copy_from_slice(&blk[0..4]);
+                    img[q..q + 256].copy_from_slice(&blk[4..260]);
+                    img[self.x16 + 32 * i..self.x16 + 32 * i + 32].copy_from_slice(&blk[260..292]);
+                }
+                _ => {
+                    let qo = if self.format == Format::Q8_1 { 4 } else { 2 };
+                    img[q..q + 32].copy_from_slice(&blk[qo..qo + 32]);
+                    img[self.d16 + 2 * i..self.d16 + 2 * i + 2].copy_from_slice(&blk[0..2]);
+                    let d = half::f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+                    img[self.d32 + 4 * i..self.d32 + 4 * i + 4].copy_from_slice(&d.to_le_bytes());
+                    if self.format == Format::Q8_1 {
+                        img[self.x16 + 2 * i..self.x16 + 2 * i + 2].copy_from_slice(&blk[2..4]);
+                        let s = half::f16::from_le_bytes([blk[2], blk[3]]).to_f32();
+                        img[self.x32 + 4 * i..self.x32 + 4 * i + 4].copy_from_slice(&s.to_le_bytes());
+                    }
+                }
+            }
+        }
+        img
+    }
+
+    /// The region image of a buffer back to `tokens` ggml rows (`out` validated).
+    pub fn to_ggml(&self, img: &[u8], tokens: usize, out: &mut [u8]) {
+        let bb = self.format.block_bytes();
+        let be = self.format.block_elems();
+        for (i, blk) in out.chunks_exact_mut(bb).take(tokens * self.blocks).enumerate() {
+            let (t, b) = (i / self.blocks, i % self.blocks);
+            let q = self.qs + t * self.cols + b * be;
+            match self.format {
+                Format::Q8_K => {
+                    blk[0..4].copy_from_slice(&img[self.d32 + 4 * i..self.d32 + 4 * i + 4]);
+                    blk[4..260].copy_from_slice(&img[q..q + 256]);
+                    blk[260..292].copy_from_slice(&img[self.x16 + 32 * i..self.x16 + 32 * i + 32]);
+                }
+                _ => {
+                    let qo = if self.format == Format::Q8_1 { 4 } else { 2 };
+                    blk[0..2].copy_from_slice(&img[self.d16 + 2 * i..self.d16 + 2 * i + 2]);
+                    if self.format == Format::Q8_1 {
+                        blk[2..4].copy_from_slice(&img[self.x16 + 2 * i..self.x16 + 2 * i + 2]);
+                    }
+                    blk[qo..qo + 32].copy_from_slice(&img[q..q + 32]);
+                }
+            }
+        }
+    }
+
+    /// The byte ranges of the regions that hold the first `tokens` tokens (for partial
+    /// uploads and downloads): (offset, length) pairs.
+    pub fn token_ranges(&self, tokens: usize) -> Vec<(usize, usize)> {
+        let n = tokens * self.blocks;
+        let mut v = vec![(self.qs, tokens * self.cols)];
+        match self.format {
+            Format::Q8_K => {
+                v.push((self.d32, 4 * n));
+                v.push((self.x16, 32 * n));
+            }
+            _ => {
+                v.push((self.d16, 2 * n));
+                v.push((self.d32, 4 * n));
+                if self.format == Format::Q8_1 {
+                    v.push((self.x16, 2 * n));
+                    v.push((self.x32, 4 * n));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Table word offsets (must match `TAB_*` in kernels/common.cuh).
+pub mod tab {
+    pub const IQ2XXS: usize = 0;
+    pub const IQ2XS: usize = 512;
+    pub const IQ2S: usize = 1536;
+    pub const IQ3XXS: usize = 3584;
+    pub const IQ3S: usize = 3840;
+    pub const IQ4NL: usize = 4352;
+    pub const FP4: usize = 4356;
+    pub const WORDS: usize = 4360;
+}
+
+/// The lookup tables every kernel module reads, as little-endian u32 words.
+pub fn tables() -> Vec<u32> {
+    use qkern_formats::tables as t;
+    let mut v = Vec::with_capacity(tab::WORDS);
+    let push64 = |v: &mut Vec<u32>, g: &[u64]| {
+        for &x in g {
+            v.push(x as u32);
+            v.push((x >> 32) as u32);
+        }
+    };
+    push64(&mut v, &t::IQ2XXS_GRID);
+    debug_assert_eq!(v.len(), tab::IQ2XS);
+    push64(&mut v, &t::IQ2XS_GRID);
+    debug_assert_eq!(v.len(), tab::IQ2S);
+    push64(&mut v, &t::IQ2S_GRID);
+    debug_assert_eq!(v.len(), tab::IQ3XXS);
+    v.extend_from_slice(&t::IQ3XXS_GRID);
+    v.extend_from_slice(&t::IQ3S_GRID);
+    debug_assert_eq!(v.len(), tab::IQ4NL);
+    let push16 = |v: &mut Vec<u32>, k: &[i8; 16]| {
+        for c in k.chunks_exact(4) {
+            v.push(u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]));
+        }
+    };
+    push16(&mut v, &t::KVALUES_IQ4NL);
+    push16(&mut v, &t::KVALUES_FP4);
+    debug_assert_eq!(v.len(), tab::WORDS);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_have_the_kernel_offsets() {
+        let t = tables();
+        assert_eq!(t.len(), tab::WORDS);
+        let src = include_str!("../kernels/common.cuh");
+        for (name, off) in [
+            ("TAB_IQ2XXS", tab::IQ2XXS),
+            ("TAB_IQ2XS", tab::IQ2XS),
+            ("TAB_IQ2S", tab::IQ2S),
+            ("TAB_IQ3XXS", tab::IQ3XXS),
+            ("TAB_IQ3S", tab::IQ3S),
+            ("TAB_IQ4NL", tab::IQ4NL),
+            ("TAB_FP4", tab::FP4),
+            ("TAB_WORDS", tab::WORDS),
+        ] {
+            let line = format!("#define {name} {off}");
+            assert!(src.lines().any(|l| l.starts_with(&(line.clone() + " ")) || l == line), "{line}");
+        }
+    }
+
+    /// The kernels negate grid bytes with `(g ^ m) + (m & 0x01010101)`, valid only for nonzero bytes.
+    #[test]
+    fn grid_bytes_are_nonzero() {
+        use qkern_formats::tables as t;
+        let all64 = t::IQ2XXS_GRID.iter().chain(&t::IQ2XS_GRID).chain(&t::IQ2S_GRID);
+        for &g in all64 {
+            assert!(g.to_le_bytes().iter().all(|&b| b != 0));
+        }
+        for &g in t::IQ3XXS_GRID.iter().chain(&t::IQ3S_GRID) {
+            assert!(g.to_le_bytes().iter().all(|&b| b != 0));
+        }
+    }
+
+    #[test]
+    fn weight_pack_roundtrip() {
+        for f in Format::WEIGHTS {
+            let l = WeightLayout::of(f).unwrap();
+            assert_eq!(l.body % 4, 0, "{f}");
+            let n = 5;
+            let bytes: Vec<u8> = (0..n * f.block_bytes()).map(|i| (i * 7 + 3) as u8).collect();
+            let dev = l.pack(&bytes);
+            assert_eq!(dev.len(), l.device_bytes(n));
+            assert_eq!(l.unpack(&dev, n), bytes, "{f}");
+        }
+    }
+
+    #[test]
+    fn act_roundtrip() {
+        for f in Format::ACTIVATIONS {
+            let cols = 512;
+            let l = ActLayout::new(f, cols, 3).unwrap();
+            let rb = f.row_bytes(cols).unwrap();
+            let mut bytes: Vec<u8> = (0..2 * rb).map(|i| (i * 13 + 1) as u8).collect();
+            // keep fp16 scales finite-ish is not needed: bits are copied
+            let img = l.from_ggml(&bytes, 2);
+            let mut back = vec![0u8; 2 * rb];
+            l.to_ggml(&img, 2, &mut back);
+            assert_eq!(back, bytes, "{f}");
+            bytes.truncate(rb);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! `qkern-cuda`: qkern's CUDA backend, bit-identical to ggml 0.26.0's x86 AVX2 kernels
+//! (`shared/REFERENCE.md`), on cudarc 0.19 (driver API and NVRTC, both loaded at run time:
+//! the crate builds and its host tests run on machines without CUDA).
+//!
+//! - Kernels are CUDA C++ sources in `cuda/kernels/`, compiled once per process with NVRTC
+//!   for the device's architecture with `--fmad=false`; every fused step is an explicit
+//!   `__fmaf_rn`, every other float operation a single IEEE operation.
+//! - Each weight row is handled by 8 (or 8 x 4) threads, one per AVX2 lane: integer lane
+//!   sums are exact and split freely; each lane's float accumulator runs over the blocks in
+//!   ggml's order; the end is `hsum_float_8`'s order (see `kernels/mm_common.cuh`). Weights
+//!   are read once for up to 8 tokens per launch.
+//! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
+//!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
+//!   backend; `matmul` allocates nothing once its output scratch has grown to size;
+//!   [`CudaBackend::matmul_device`] leaves the result on the device and
+//!   [`CudaBackend::matmul_grouped`] runs many (weights, activations) pairs, e.g. a layer's
+//!   routed experts, in one launch.
+//! - Without a driver, NVRTC or a device, [`CudaBackend::new`] returns a [`CudaError`]
+//!   saying which (cudarc would panic; the libraries are probed first).
+//!
+//! The kernel sources also build as host C++ for an emulator (`cuda/emu/`), which the tests
+//! use to check every kernel's bits against the scalar reference on machines without a GPU.
+
+mod backend;
+pub mod args;
+pub mod kernels;
+pub mod layout;
+pub mod probe;
+
+pub use args::DeqKind;
+pub use backend::{CudaActs, CudaBackend, CudaF32, CudaWeights};
+
+use qkern_formats::ShapeError;
+
+/// Everything that can go wrong in the CUDA backend.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CudaError {
+    #[error("no CUDA driver: {0}")]
+    NoDriver(String),
+    #[error("no NVRTC: {0}")]
+    NoNvrtc(String),
+    #[error("no CUDA device {index}: {reason}")]
+    NoDevice { index: usize, reason: String },
+    #[error("CUDA driver error: {0}")]
+    Driver(String),
+    #[error("NVRTC could not compile the {module} kernels:\n{log}")]
+    Compile { module: String, log: String },
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<cudarc::driver::DriverError> for CudaError {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        CudaError::Driver(e.to_string())
+    }
+}
+
+pub type Result<T, E = CudaError> = std::result::Result<T, E>;
+
+/// Whether a CUDA device can be opened here: `Ok(device count)` or the reason it cannot.
+pub fn available() -> Result<usize> {
+    probe::devices()
+}

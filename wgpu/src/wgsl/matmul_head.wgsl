@@ -1,0 +1,54 @@
+// ---- matmul_head.wgsl: bindings and the row/lane skeleton of every matmul kernel ---------
+//
+// One workgroup of 64 invocations computes 8 weight rows; invocation `lid` works on row
+// `lid / 8` and AVX2 lane `l = lid % 8`. Lane l keeps, for each of the NT tokens, its own f32
+// accumulator and runs ggml's per-lane chain `acc = fma(d, f32(lane_int), acc)` over the row's
+// blocks in order; integer lane sums are exact (packed 4x8 dot products), so only the float
+// chain's order matters, and it is the reference's. The 8 lanes are then reduced in
+// `hsum_float_8`'s order ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) by three xor exchanges.
+
+struct Params {
+    rows: u32,       // rows of this weight part
+    nb: u32,         // weight blocks per row
+    row_bytes: u32,  // bytes per weight row
+    act_words: u32,  // u32 words per activation row (device layout)
+    tok0: u32,       // first token of this dispatch
+    out_stride: u32, // rows of the whole matrix (the output's row stride)
+    row0: u32,       // first row of this part in the whole matrix
+    zero: u32,       // always 0; the compiler cannot know it
+    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
+}
+
+@group(0) @binding(0) var<storage, read> W: array<u32>;
+@group(0) @binding(1) var<storage, read> T: array<u32>;
+@group(1) @binding(0) var<storage, read> X: array<u32>;
+@group(2) @binding(0) var<storage, read_write> O: array<f32>;
+@group(2) @binding(1) var<uniform> P: Params;
+
+// Activation word `w` of activation block `ab` of token `t` (of this dispatch).
+fn aw(t: u32, ab: u32, w: u32) -> u32 {
+    return X[(P.tok0 + t) * P.act_words + ab * ACT_BW + w];
+}
+fn af(t: u32, ab: u32, w: u32) -> f32 {
+    return bitcast<f32>(aw(t, ab, w));
+}
+
+// hsum_float_8 over the row's 8 lanes; the full sum is valid in every lane.
+fn hsum8(x: f32, lid: u32) -> f32 {
+    let a = x + xorf(x, 4u, lid); // lane 0: l0 + l4 (IEEE addition commutes exactly)
+    let b = a + xorf(a, 2u, lid); // lane 0: (l0+l4) + (l2+l6)
+    return b + xorf(b, 1u, lid);  // lane 0: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
+}
+
+// (m0+m2)+(m1+m3) over lanes 0..3 (lanes 4..7 hold copies).
+fn hsum4(x: f32, lid: u32) -> f32 {
+    let a = x + xorf(x, 2u, lid);
+    return a + xorf(a, 1u, lid);
+}
+
+// Wrapping integer sum over the row's 8 lanes (order-free).
+fn isum8(x: i32, lid: u32) -> i32 {
+    let a = x + xori(x, 4u, lid);
+    let b = a + xori(a, 2u, lid);
+    return b + xori(b, 1u, lid);
+}

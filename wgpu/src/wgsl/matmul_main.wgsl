@@ -1,0 +1,18 @@
+// ---- matmul_main.wgsl ---------------------------------------------------------------------
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let l = lid & 7u;
+    let row = (wg.y * P.groups_x + wg.x) * 8u + (lid >> 3u);
+    // Rows past the end compute on the last row (every invocation must reach the exchanges).
+    let base = min(row, P.rows - 1u) * P.row_bytes;
+    var st: St;
+    for (var b = 0u; b < P.nb; b++) {
+        step(base, b, l, &st);
+    }
+    let r = finish(&st, l, lid);
+    if (l == 0u && row < P.rows) {
+        for (var t = 0u; t < NT; t++) {
+            O[(P.tok0 + t) * P.out_stride + P.row0 + row] = r[t];
+        }
+    }
+}
