@@ -76,15 +76,15 @@ pub fn f32_matrix_bytes(tokens: usize, cols: usize) -> Result<usize> {
 /// format for `quantize-acts`), naming the formats that can.
 pub fn require_role(format: Format, weight: bool) -> Result<()> {
     let (ok, role, list): (bool, &str, &[Format]) = if weight {
-        (format.is_weight(), "quantized weight", &Format::WEIGHTS)
+        (format.is_weight(), "a quantized weight", &Format::WEIGHTS)
     } else {
-        (format.is_activation(), "activation", &Format::ACTIVATIONS)
+        (format.is_activation(), "an activation", &Format::ACTIVATIONS)
     };
     if ok {
         return Ok(());
     }
     let names: Vec<&str> = list.iter().map(|f| f.name()).collect();
-    Err(CliError::new(format_args!("{format} is not a {role} format (expected one of: {})", names.join(", "))))
+    Err(CliError::new(format_args!("{format} is not {role} format (expected one of: {})", names.join(", "))))
 }
 
 /// Items per chunk so that one chunk of `item_bytes` each stays near `budget` bytes

@@ -291,16 +291,16 @@ macro_rules! act_kernels {
 kernels! {
     BlockQ8_0 => dot Some(crate::x86::q8_0::chunk_avx2), dequantize Some(crate::x86::q8_0::dequantize_avx2);
     BlockQ5_1 => dot Some(crate::x86::q5_1::chunk_avx2), dequantize Some(crate::x86::q5_1::dequantize_avx2);
-    BlockQ4K => dot None, dequantize None;
-    BlockQ5K => dot None, dequantize None;
-    BlockQ6K => dot None, dequantize None;
-    BlockIq2Xxs => dot None, dequantize None;
-    BlockIq2Xs => dot None, dequantize None;
-    BlockIq2S => dot None, dequantize None;
-    BlockIq3Xxs => dot None, dequantize None;
-    BlockIq3S => dot None, dequantize None;
+    BlockQ4K => dot Some(crate::x86::q4_k::chunk_avx2), dequantize Some(crate::x86::q4_k::dequantize_avx2);
+    BlockQ5K => dot Some(crate::x86::q5_k::chunk_avx2), dequantize Some(crate::x86::q5_k::dequantize_avx2);
+    BlockQ6K => dot Some(crate::x86::q6_k::chunk_avx2), dequantize Some(crate::x86::q6_k::dequantize_avx2);
+    BlockIq2Xxs => dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize None;
+    BlockIq2Xs => dot Some(crate::x86::iq::iq2_xs_avx2), dequantize None;
+    BlockIq2S => dot Some(crate::x86::iq::iq2_s_avx2), dequantize None;
+    BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize None;
+    BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
     BlockIq4Nl => dot Some(crate::x86::iq4_nl::chunk_avx2), dequantize Some(crate::x86::iq4_nl::dequantize_avx2);
-    BlockIq4Xs => dot None, dequantize None;
+    BlockIq4Xs => dot Some(crate::x86::iq::iq4_xs_avx2), dequantize None;
     BlockNvfp4 => dot Some(crate::x86::nvfp4::chunk_avx2), dequantize Some(crate::x86::nvfp4::dequantize_avx2);
 }
 

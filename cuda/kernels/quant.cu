@@ -66,11 +66,21 @@ QK_DEV void quant_q8(const QuantArgs& A) {
 // ggml-quants.c `nearest_int` of `iscale * v` with x86 NaN semantics: a NaN `v` propagates
 // its payload (quieted) through the multiply and the magic add; an `Inf * 0` NaN is the
 // default NaN (0xFFC00000), which gives 0.
+// QK_Q8K_FMA selects `fma(iscale, v, 12582912)` over the unfused `iscale*v + 12582912`
+// (which one ggml's build does is decided by the reference, formats/src/reference/q8_k.rs).
+#ifndef QK_Q8K_FMA
+#define QK_Q8K_FMA 0
+#endif
 QK_DEV i32 q8k_quant(float iscale, float v) {
     if (qk_isnan(v)) return (i32)(qk_f2u(v) & 0x3fffffu);
+#if QK_Q8K_FMA
+    const float val = qk_fma(iscale, v, 12582912.0f);
+    if (qk_isnan(val)) return 0;  // 0 * Inf: the default NaN 0xFFC00000
+#else
     const float p = qk_mul(iscale, v);
-    if (qk_isnan(p)) return 0;
+    if (qk_isnan(p)) return 0;  // 0 * Inf: the default NaN 0xFFC00000
     const float val = qk_add(p, 12582912.0f);
+#endif
     return (i32)(qk_f2u(val) & 0x007fffffu) - 0x00400000;
 }
 

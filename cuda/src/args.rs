@@ -168,7 +168,7 @@ pub fn plan_matmul<E>(
     format: Format,
     cols: usize,
     tab: u64,
-    jobs: &[MmJobDesc],
+    jobs: impl IntoIterator<Item = MmJobDesc>,
     s4_rows: u64,
     mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
 ) -> Result<(), E> {

@@ -595,12 +595,9 @@ impl CudaBackend {
 
     fn grouped_into(&self, format: Format, cols: usize, jobs: &[(&CudaWeights, &CudaActs, usize)], p: u64) -> Result<()> {
         // Validate everything before the first launch.
-        let mut off = 0u64;
         for (w, a, t) in jobs {
             self.job(w, a, *t, p)?;
-            off += (*t * w.rows) as u64;
         }
-        let _ = off;
         let mut off = 0u64;
         let iter = jobs.iter().map(|(w, a, t)| {
             let j = self.job(w, a, *t, p + 4 * off).expect("validated above");

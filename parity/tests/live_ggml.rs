@@ -8,7 +8,10 @@ use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
 use qkern_parity::{bits_equal, bytes_equal, ggml};
 
-const CASES: u32 = 256;
+/// 256 cases per format and operation, or `PROPTEST_CASES` when set.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+}
 
 /// Weights for one case: ggml-quantized floats of a distribution, or raw random blocks.
 fn weights(f: Format, rng: &mut Rng, rows: usize, cols: usize, dist: Option<Dist>) -> Vec<u8> {
@@ -72,7 +75,7 @@ fn weight_case(f: Format, seed: u64, nblocks: usize, nt: usize, wdist: usize, ad
 macro_rules! live_weight_tests {
     ($($name:ident => $fmt:expr),* $(,)?) => {$(
         proptest! {
-            #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+            #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
             #[test]
             fn $name(
                 seed in any::<u64>(),

@@ -1,1 +1,1010 @@
-//! placeholder
+//! `qkern-wgpu` is qkern's portable GPU backend: WGSL compute kernels on wgpu 30 (Vulkan,
+//! Metal, DX12) for every weight format, bit-identical to ggml 0.26.0's x86 AVX2 kernels
+//! (`shared/REFERENCE.md`): dequantize, activation quantize (q8_0, q8_1, q8_K) on the device,
+//! and matmul for 1..=8 tokens per dispatch (more in chunks of 8).
+//!
+//! The `qkern` facade (feature `wgpu`) calls [`WgpuBackend`]; the API here is the small one
+//! every GPU backend crate offers: `new(index)`, `name()`, `upload_weights`, `alloc_acts`,
+//! `quantize`, `import`, `read_acts`, `matmul`, `dequantize`.
+//!
+//! # Adapter choice
+//!
+//! The instance honours wgpu's environment variables (`WGPU_BACKEND`, ...). `new(None)` takes
+//! the adapter named by `WGPU_ADAPTER_NAME` (a case-insensitive substring) if set, else wgpu's
+//! default (`WGPU_POWER_PREF`, high performance unless set); `new(Some(n))` takes the n-th
+//! adapter of `Instance::enumerate_adapters` ([`adapters`] lists them).
+//!
+//! # Device layout
+//!
+//! Weights stay in ggml's block bytes in storage buffers read as u32 words (a block of q8_0 is
+//! 34 bytes, so most blocks are only 2-byte aligned: the kernels funnel-shift two words).
+//! A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is split by
+//! whole rows into parts, one buffer and one dispatch each. Activations use a word-aligned
+//! layout: q8_0 blocks as `[d as f32][32 x i8]` (36 bytes), q8_1 as `[d][s][32 x i8]` (40),
+//! q8_K as ggml's own 292 bytes; `import` and `read_acts` convert exactly (the fp16 -> f32
+//! widening is injective, NaN payloads included).
+//!
+//! # Bits
+//!
+//! Integer lane sums use packed 4x8 dot products, exact in any order. Every float chain keeps
+//! the reference's order with explicit `fma()`, which must be a true fused multiply-add: the
+//! probe ([`WgpuBackend::float_probe`], `tests/float_ops.rs`) checks it against
+//! `f32::mul_add`. No kernel writes `a*b + c` with an inexact product, so whether a driver
+//! contracts it (naga's SPIR-V has no `NoContraction`) cannot matter; where ggml's formula
+//! needs an unfused multiply-add (q8_K's `iscale*x + 12582912`), the product goes through an
+//! integer XOR with a runtime zero first. Divisions are corrected to round-to-nearest
+//! (`div_rn`); fp16 conversions are integer code.
+//!
+//! Activations with a byte of -128 (never produced by ggml's quantizers; rejected by
+//! `qkern`'s `import_activations`) are outside the contract here: the kernels compute exact
+//! products, not the AVX2 sign trick's artefact.
+//!
+//! # Hot path
+//!
+//! `quantize` and `matmul` create no buffers: pipelines are built once per (kernel, format,
+//! NT) and cached, bind groups are made with the buffers, and the output/readback scratch and
+//! the parameter ring are reused (grown only when a call needs more than any before).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use qkern_formats::{Format, ShapeError};
+
+pub mod probe;
+mod shaders;
+
+pub use probe::FloatReport;
+
+/// Tokens per matmul dispatch (longer batches run in chunks of this many).
+pub const MAX_NT: usize = 8;
+
+/// Padding after every buffer's data (the kernels' funnel-shift reads one word ahead).
+const PAD: u64 = 16;
+
+/// Bytes of one parameter slot (uniform dynamic offsets must be multiples of the
+/// adapter's alignment, 256 at most).
+const SLOT: u64 = 256;
+
+/// Parameter slots in the ring (dispatches per submission).
+const SLOTS: u64 = 256;
+
+/// Everything that can go wrong in this backend.
+#[derive(Debug, thiserror::Error)]
+pub enum WgpuError {
+    #[error("no wgpu adapter: {0}")]
+    NoAdapter(String),
+    #[error("requesting the wgpu device failed: {0}")]
+    Device(String),
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("GPU error: {0}")]
+    Gpu(String),
+}
+
+type Result<T, E = WgpuError> = std::result::Result<T, E>;
+
+/// Options beyond the adapter index (for tests and tuning).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Use subgroup shuffles for the lane reductions where the adapter offers them
+    /// (`None`: yes unless `QKERN_WGPU_SUBGROUPS=0`).
+    pub subgroups: Option<bool>,
+    /// Split weights into parts of at most this many bytes (`None`: the adapter's
+    /// storage-binding limit, at most 2 GiB).
+    pub max_part_bytes: Option<u64>,
+}
+
+/// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+/// The adapters this machine offers (honouring `WGPU_BACKEND`), in the order `wgpu:N` counts
+/// them: `(index, name, backend, device type)`.
+pub fn adapters() -> Vec<(usize, String, String, String)> {
+    block_on(instance().enumerate_adapters(wgpu::Backends::all()))
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let info = a.get_info();
+            (i, info.name, format!("{:?}", info.backend), format!("{:?}", info.device_type))
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kernel {
+    Matmul(Format, u32),
+    Dequant(Format),
+    Quant(Format),
+    Probe,
+}
+
+struct Layouts {
+    weights: wgpu::BindGroupLayout,
+    acts: wgpu::BindGroupLayout,
+    out: wgpu::BindGroupLayout,
+    quant: wgpu::BindGroupLayout,
+    matmul: wgpu::PipelineLayout,
+    dequant: wgpu::PipelineLayout,
+    quant_pl: wgpu::PipelineLayout,
+}
+
+/// The output and readback scratch of `matmul` / `dequantize`, and the parameter ring.
+struct Scratch {
+    cap: u64,
+    out: wgpu::Buffer,
+    read: wgpu::Buffer,
+    params: wgpu::Buffer,
+    group: wgpu::BindGroup,
+    staging: Vec<u8>,
+}
+
+/// A wgpu device with qkern's kernels.
+pub struct WgpuBackend {
+    info: wgpu::AdapterInfo,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    limits: wgpu::Limits,
+    subgroups: bool,
+    max_part: u64,
+    max_binding: u64,
+    tables: wgpu::Buffer,
+    layouts: Layouts,
+    pipelines: Mutex<HashMap<Kernel, wgpu::ComputePipeline>>,
+    scratch: Mutex<Scratch>,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WgpuBackend({})", self.name())
+    }
+}
+
+/// One part of a weight matrix: whole rows `row0..row0+rows` in one buffer.
+struct Part {
+    row0: usize,
+    rows: usize,
+    _buffer: wgpu::Buffer,
+    group: wgpu::BindGroup,
+}
+
+/// Weights resident on a wgpu device.
+pub struct WgpuWeights {
+    format: Format,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    parts: Vec<Part>,
+    device: usize,
+}
+
+impl WgpuWeights {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Buffers the matrix was split into (1 unless it exceeds the binding limit).
+    pub fn parts(&self) -> usize {
+        self.parts.len()
+    }
+}
+
+/// A reusable activation buffer on a wgpu device (device layout: see the crate docs).
+pub struct WgpuActs {
+    format: Format,
+    cols: usize,
+    capacity: usize,
+    /// u32 words per token in the device layout.
+    row_words: usize,
+    buf: wgpu::Buffer,
+    group: wgpu::BindGroup,
+    xin: wgpu::Buffer,
+    qparams: wgpu::Buffer,
+    qgroup: wgpu::BindGroup,
+    read: wgpu::Buffer,
+    host: Vec<u8>,
+    device: usize,
+}
+
+impl WgpuActs {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// Device-layout words per activation block.
+fn act_block_words(act: Format) -> usize {
+    match act {
+        Format::Q8_0 => 9,
+        Format::Q8_1 => 10,
+        _ => 73,
+    }
+}
+
+/// fp16 bits -> the f32 bits the device layout keeps (as the WGSL `f16f`: exact, NaN payload
+/// kept unquietened, so that [`narrow_f16`] inverts it).
+fn widen_f16(h: u16) -> u32 {
+    let h = h as u32;
+    let (e, m, s) = ((h >> 10) & 0x1f, h & 0x3ff, (h & 0x8000) << 16);
+    let mag = match e {
+        0 => (m as f32 * f32::from_bits(0x3380_0000)).to_bits(), // m * 2^-24
+        31 => 0x7f80_0000 | (m << 13),
+        _ => ((e + 112) << 23) | (m << 13),
+    };
+    s | mag
+}
+
+/// The inverse of [`widen_f16`].
+fn narrow_f16(w: u32) -> u16 {
+    let s = ((w >> 16) & 0x8000) as u16;
+    let a = w & 0x7fff_ffff;
+    if a >= 0x7f80_0000 {
+        return s | 0x7c00 | ((a >> 13) & 0x3ff) as u16;
+    }
+    s | half::f16::from_f32(f32::from_bits(a)).to_bits()
+}
+
+impl WgpuBackend {
+    /// Open adapter `index` (`None`: `WGPU_ADAPTER_NAME` or wgpu's default).
+    pub fn new(index: Option<usize>) -> Result<WgpuBackend> {
+        WgpuBackend::with_options(index, Options::default())
+    }
+
+    /// [`WgpuBackend::new`] with [`Options`].
+    pub fn with_options(index: Option<usize>, opts: Options) -> Result<WgpuBackend> {
+        let instance = instance();
+        let adapter = match index {
+            Some(i) => {
+                let mut all = block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+                if i >= all.len() {
+                    return Err(WgpuError::NoAdapter(format!("adapter index {i} out of range ({} adapters)", all.len())));
+                }
+                all.swap_remove(i)
+            }
+            None => match std::env::var("WGPU_ADAPTER_NAME") {
+                Ok(name) if !name.is_empty() => {
+                    let want = name.to_lowercase();
+                    block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+                        .into_iter()
+                        .find(|a| a.get_info().name.to_lowercase().contains(&want))
+                        .ok_or_else(|| WgpuError::NoAdapter(format!("no adapter name contains WGPU_ADAPTER_NAME={name:?}")))?
+                }
+                _ => block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
+                    force_fallback_adapter: false,
+                    compatible_surface: None,
+                }))
+                .map_err(|e| WgpuError::NoAdapter(e.to_string()))?,
+            },
+        };
+        let info = adapter.get_info();
+        let want_sg = opts.subgroups.unwrap_or_else(|| std::env::var("QKERN_WGPU_SUBGROUPS").map_or(true, |v| v != "0"));
+        let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
+        let features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let limits = adapter.limits();
+        let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("qkern"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| WgpuError::Device(e.to_string()))?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+
+        let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let max_part = opts.max_part_bytes.unwrap_or(u64::MAX).min(max_binding).min(1 << 31) - PAD;
+        let max_part = max_part & !3;
+
+        let tables_words = shaders::tables_words();
+        let tables = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("qkern tables"),
+            size: (tables_words.len() * 4) as u64 + PAD,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&tables, 0, bytemuck::cast_slice(&tables_words));
+
+        let layouts = make_layouts(&device);
+        let scratch = make_scratch(&device, &layouts, 4096);
+        let mut be = WgpuBackend {
+            info,
+            device,
+            queue,
+            limits,
+            subgroups: !features.is_empty(),
+            max_part,
+            max_binding,
+            tables,
+            layouts,
+            pipelines: Mutex::default(),
+            scratch: Mutex::new(scratch),
+            errors,
+        };
+        if be.subgroups && !be.subgroups_usable()? {
+            be.subgroups = false;
+        }
+        be.check_errors()?;
+        Ok(be)
+    }
+
+    /// The adapter's name and backend.
+    pub fn name(&self) -> String {
+        format!("{} ({:?}{})", self.info.name, self.info.backend, if self.subgroups { ", subgroups" } else { "" })
+    }
+
+    /// The adapter's information.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.info
+    }
+
+    /// Whether the lane reductions use subgroup shuffles.
+    pub fn uses_subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    /// The largest weight part (bytes) this device uses.
+    pub fn max_part_bytes(&self) -> u64 {
+        self.max_part
+    }
+
+    fn check_errors(&self) -> Result<()> {
+        let mut v = self.errors.lock().map_err(|_| WgpuError::Gpu("error sink poisoned".into()))?;
+        if v.is_empty() {
+            return Ok(());
+        }
+        let msg = v.join("; ");
+        v.clear();
+        Err(WgpuError::Gpu(msg))
+    }
+
+    fn pipeline(&self, k: Kernel) -> Result<wgpu::ComputePipeline> {
+        let mut cache = self.pipelines.lock().map_err(|_| WgpuError::Gpu("pipeline cache poisoned".into()))?;
+        if let Some(p) = cache.get(&k) {
+            return Ok(p.clone());
+        }
+        let (src, layout) = match k {
+            Kernel::Matmul(f, nt) => (shaders::matmul_source(f, nt, self.subgroups), &self.layouts.matmul),
+            Kernel::Dequant(f) => (shaders::dequant_source(f), &self.layouts.dequant),
+            Kernel::Quant(f) => (shaders::quant_source(f), &self.layouts.quant_pl),
+            Kernel::Probe => (Some(shaders::probe_source()), &self.layouts.quant_pl),
+        };
+        let src = src.ok_or_else(|| WgpuError::Unsupported(format!("no {k:?} kernel")))?;
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("qkern kernel"),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+        let p = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("qkern kernel"),
+            layout: Some(layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        self.check_errors()?;
+        cache.insert(k, p.clone());
+        Ok(p)
+    }
+
+    fn device_id(&self) -> usize {
+        self as *const _ as usize
+    }
+
+    fn buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: size.max(4).next_multiple_of(4),
+            usage,
+            mapped_at_creation: false,
+        });
+        if let Some(e) = block_on(scope.pop()) {
+            return Err(WgpuError::Gpu(format!("allocating {size} bytes for {label}: {e}")));
+        }
+        Ok(b)
+    }
+
+    /// Map `read[..n]`, hand the bytes to `f`, unmap.
+    fn read_back<R>(&self, read: &wgpu::Buffer, n: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let n = n.next_multiple_of(4);
+        let done: Arc<Mutex<Option<bool>>> = Arc::default();
+        let d2 = done.clone();
+        read.map_async(wgpu::MapMode::Read, 0..n, move |r| {
+            if let Ok(mut g) = d2.lock() {
+                *g = Some(r.is_ok());
+            }
+        });
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        let ok = done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false);
+        self.check_errors()?;
+        if !ok {
+            return Err(WgpuError::Gpu("mapping the readback buffer failed".into()));
+        }
+        let r = {
+            let view = read.get_mapped_range(0..n).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+            f(&view)
+        };
+        read.unmap();
+        Ok(r)
+    }
+
+    /// Make `rows` x `cols` of `format` (raw ggml blocks) resident.
+    pub fn upload_weights(&self, format: Format, rows: usize, cols: usize, bytes: &[u8]) -> Result<WgpuWeights> {
+        if !format.is_weight() {
+            return Err(ShapeError::Role { format, role: "quantized weight" }.into());
+        }
+        let n = format.matrix_bytes(rows, cols)?;
+        if n != bytes.len() {
+            return Err(ShapeError::ByteLength { what: "weights", expected: n, got: bytes.len() }.into());
+        }
+        let row_bytes = format.row_bytes(cols)?;
+        let rows_per_part = (self.max_part as usize / row_bytes).min(rows);
+        if rows_per_part == 0 {
+            return Err(WgpuError::Unsupported(format!(
+                "one row of {row_bytes} bytes exceeds this adapter's storage binding limit ({} bytes)",
+                self.max_part
+            )));
+        }
+        if format.row_bytes(cols)? / format.block_bytes() > u32::MAX as usize / 2 {
+            return Err(ShapeError::Overflow.into());
+        }
+        let mut parts = Vec::new();
+        let mut row0 = 0;
+        while row0 < rows {
+            let pr = rows_per_part.min(rows - row0);
+            let data = &bytes[row0 * row_bytes..(row0 + pr) * row_bytes];
+            let size = (data.len() as u64).next_multiple_of(4) + PAD;
+            let buffer = self.buffer("qkern weights", size, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
+            // Upload in pieces of at most 64 MiB (wgpu stages each write).
+            const PIECE: usize = 64 << 20;
+            let whole = data.len() / 4 * 4;
+            for (i, c) in data[..whole].chunks(PIECE).enumerate() {
+                self.queue.write_buffer(&buffer, (i * PIECE) as u64, c);
+                if whole > PIECE {
+                    self.queue.submit([]);
+                    self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+                }
+            }
+            let mut tail = [0u8; 4];
+            tail[..data.len() - whole].copy_from_slice(&data[whole..]);
+            if data.len() > whole {
+                self.queue.write_buffer(&buffer, whole as u64, &tail);
+            }
+            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("qkern weights"),
+                layout: &self.layouts.weights,
+                entries: &[
+                    wgpu::BindGroupEntry { binding: 0, resource: buffer.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 1, resource: self.tables.as_entire_binding() },
+                ],
+            });
+            parts.push(Part { row0, rows: pr, _buffer: buffer, group });
+            row0 += pr;
+        }
+        self.queue.submit([]);
+        self.check_errors()?;
+        Ok(WgpuWeights { format, rows, cols, row_bytes, parts, device: self.device_id() })
+    }
+
+    /// A reusable activation buffer of `format` (q8_0, q8_1, q8_K) for `capacity` tokens.
+    pub fn alloc_acts(&self, format: Format, cols: usize, capacity: usize) -> Result<WgpuActs> {
+        if !format.is_activation() {
+            return Err(ShapeError::Role { format, role: "activation" }.into());
+        }
+        if capacity == 0 {
+            return Err(ShapeError::ZeroTokens.into());
+        }
+        let ggml_row = format.row_bytes(cols)?;
+        let row_words = cols / format.block_elems() * act_block_words(format);
+        let bytes = (row_words * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
+        let xin_bytes = (cols * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
+        if bytes + PAD > self.max_binding || xin_bytes + PAD > self.max_binding {
+            return Err(WgpuError::Unsupported(format!(
+                "{capacity} tokens of {cols} columns exceed this adapter's storage binding limit ({} bytes)",
+                self.max_binding
+            )));
+        }
+        use wgpu::BufferUsages as U;
+        let buf = self.buffer("qkern acts", bytes + PAD, U::STORAGE | U::COPY_DST | U::COPY_SRC)?;
+        let xin = self.buffer("qkern acts input", xin_bytes + PAD, U::STORAGE | U::COPY_DST)?;
+        let qparams = self.buffer("qkern quant params", SLOT, U::UNIFORM | U::COPY_DST)?;
+        let read = self.buffer("qkern acts readback", bytes, U::MAP_READ | U::COPY_DST)?;
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("qkern acts"),
+            layout: &self.layouts.acts,
+            entries: &[wgpu::BindGroupEntry { binding: 0, resource: buf.as_entire_binding() }],
+        });
+        let qgroup = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("qkern quant"),
+            layout: &self.layouts.quant,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: xin.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: buf.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: qparams.as_entire_binding() },
+            ],
+        });
+        self.check_errors()?;
+        Ok(WgpuActs {
+            format,
+            cols,
+            capacity,
+            row_words,
+            buf,
+            group,
+            xin,
+            qparams,
+            qgroup,
+            read,
+            host: vec![0u8; (ggml_row / format.block_bytes() * act_block_words(format) * 4) * capacity],
+            device: self.device_id(),
+        })
+    }
+
+    fn check_acts(&self, a: &WgpuActs) -> Result<()> {
+        if a.device != self.device_id() {
+            return Err(WgpuError::Unsupported("activation buffer of another wgpu device".into()));
+        }
+        Ok(())
+    }
+
+    /// Quantize `x` (`tokens x cols` f32) into `a` on the device, as ggml-cpu's x86
+    /// `from_float`.
+    pub fn quantize(&self, x: &[f32], a: &mut WgpuActs) -> Result<()> {
+        self.check_acts(a)?;
+        if x.is_empty() || x.len() % a.cols != 0 || x.len() / a.cols > a.capacity {
+            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: a.cols, got: x.len() }.into());
+        }
+        let nblocks = (x.len() / a.format.block_elems()) as u32;
+        let pipe = self.pipeline(Kernel::Quant(a.format))?;
+        let (gx, gy) = grid(nblocks.div_ceil(64));
+        let p = [nblocks, gx, 0, 0];
+        self.queue.write_buffer(&a.qparams, 0, bytemuck::cast_slice(&p));
+        self.queue.write_buffer(&a.xin, 0, bytemuck::cast_slice(x));
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipe);
+            pass.set_bind_group(0, &a.qgroup, &[]);
+            pass.dispatch_workgroups(gx, gy, 1);
+        }
+        self.queue.submit([enc.finish()]);
+        self.check_errors()
+    }
+
+    /// Import activations already quantized (`tokens` rows of ggml blocks).
+    pub fn import(&self, bytes: &[u8], a: &mut WgpuActs) -> Result<()> {
+        self.check_acts(a)?;
+        let rb = a.format.row_bytes(a.cols)?;
+        if bytes.is_empty() || bytes.len() % rb != 0 || bytes.len() / rb > a.capacity {
+            return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
+        }
+        let bb = a.format.block_bytes();
+        let dw = act_block_words(a.format) * 4;
+        let nblocks = bytes.len() / bb;
+        let host = &mut a.host[..nblocks * dw];
+        match a.format {
+            Format::Q8_K => host.copy_from_slice(bytes),
+            Format::Q8_0 | Format::Q8_1 => {
+                let nh = if a.format == Format::Q8_0 { 1 } else { 2 };
+                for (src, dst) in bytes.chunks_exact(bb).zip(host.chunks_exact_mut(dw)) {
+                    for k in 0..nh {
+                        let h = u16::from_le_bytes([src[2 * k], src[2 * k + 1]]);
+                        dst[4 * k..4 * k + 4].copy_from_slice(&widen_f16(h).to_le_bytes());
+                    }
+                    dst[4 * nh..].copy_from_slice(&src[2 * nh..]);
+                }
+            }
+            f => return Err(ShapeError::Role { format: f, role: "activation" }.into()),
+        }
+        self.queue.write_buffer(&a.buf, 0, host);
+        self.queue.submit([]);
+        self.check_errors()
+    }
+
+    /// Copy the first `tokens` rows of `a` back in ggml's block layout.
+    pub fn read_acts(&self, a: &WgpuActs, tokens: usize, out: &mut [u8]) -> Result<()> {
+        self.check_acts(a)?;
+        let rb = a.format.row_bytes(a.cols)?;
+        if tokens > a.capacity || out.len() != tokens * rb {
+            return Err(ShapeError::ByteLength { what: "activation read-back", expected: tokens * rb, got: out.len() }.into());
+        }
+        if tokens == 0 {
+            return Ok(());
+        }
+        let n = (tokens * a.row_words * 4) as u64;
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&a.buf, 0, &a.read, 0, n);
+        self.queue.submit([enc.finish()]);
+        let bb = a.format.block_bytes();
+        let dw = act_block_words(a.format) * 4;
+        let fmt = a.format;
+        self.read_back(&a.read, n, |dev| match fmt {
+            Format::Q8_K => out.copy_from_slice(&dev[..out.len()]),
+            _ => {
+                let nh = if fmt == Format::Q8_0 { 1 } else { 2 };
+                for (src, dst) in dev.chunks_exact(dw).zip(out.chunks_exact_mut(bb)) {
+                    for k in 0..nh {
+                        let w = u32::from_le_bytes([src[4 * k], src[4 * k + 1], src[4 * k + 2], src[4 * k + 3]]);
+                        dst[2 * k..2 * k + 2].copy_from_slice(&narrow_f16(w).to_le_bytes());
+                    }
+                    dst[2 * nh..].copy_from_slice(&src[4 * nh..]);
+                }
+            }
+        })
+    }
+
+    /// Lock the scratch, growing its output/readback buffers to at least `bytes`.
+    fn scratch(&self, bytes: u64) -> Result<std::sync::MutexGuard<'_, Scratch>> {
+        let mut s = self.scratch.lock().map_err(|_| WgpuError::Gpu("scratch poisoned".into()))?;
+        if bytes > s.cap {
+            if bytes + PAD > self.max_binding {
+                return Err(WgpuError::Unsupported(format!(
+                    "an output of {bytes} bytes exceeds this adapter's storage binding limit ({} bytes)",
+                    self.max_binding
+                )));
+            }
+            let cap = bytes.max(s.cap * 2).min(self.max_binding - PAD);
+            *s = make_scratch(&self.device, &self.layouts, cap);
+            self.check_errors()?;
+        }
+        Ok(s)
+    }
+
+    /// `out[t * rows + r] = vec_dot(row r, token t)` for the first `tokens` tokens of `a`.
+    pub fn matmul(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut [f32]) -> Result<()> {
+        self.check_acts(a)?;
+        if w.device != self.device_id() {
+            return Err(WgpuError::Unsupported("weights of another wgpu device".into()));
+        }
+        let act = w.format.vec_dot_type().unwrap_or(Format::Q8_0);
+        if a.format != act {
+            return Err(ShapeError::Pairing { weights: w.format, expected: act, got: a.format }.into());
+        }
+        if a.cols != w.cols {
+            return Err(ShapeError::Length { what: "activation columns", expected: w.cols, got: a.cols }.into());
+        }
+        if tokens == 0 || tokens > a.capacity || out.len() != tokens * w.rows {
+            return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: tokens * w.rows, got: out.len() }.into());
+        }
+        let n = (out.len() * 4) as u64;
+        let mut sc = self.scratch(n)?;
+        let nb = (w.cols / w.format.block_elems()) as u32;
+        // (part, token offset, nt) in dispatch order
+        let mut jobs = Vec::new();
+        for (pi, p) in w.parts.iter().enumerate() {
+            for t0 in (0..tokens).step_by(MAX_NT) {
+                jobs.push((pi, t0, (tokens - t0).min(MAX_NT)));
+            }
+        }
+        let mut pipes: [Option<wgpu::ComputePipeline>; MAX_NT + 1] = Default::default();
+        for &(_, _, nt) in &jobs {
+            if pipes[nt].is_none() {
+                pipes[nt] = Some(self.pipeline(Kernel::Matmul(w.format, nt as u32))?);
+            }
+        }
+        let nbatches = jobs.len().div_ceil(SLOTS as usize);
+        for (bi, batch) in jobs.chunks(SLOTS as usize).enumerate() {
+            let sc = &mut *sc;
+            sc.staging.clear();
+            for &(pi, t0, _) in batch {
+                let p = &w.parts[pi];
+                let (gx, _) = grid((p.rows as u32).div_ceil(8));
+                let words: [u32; 9] = [
+                    p.rows as u32,
+                    nb,
+                    w.row_bytes as u32,
+                    a.row_words as u32,
+                    t0 as u32,
+                    w.rows as u32,
+                    p.row0 as u32,
+                    0,
+                    gx,
+                ];
+                let start = sc.staging.len();
+                sc.staging.extend_from_slice(bytemuck::cast_slice(&words));
+                sc.staging.resize(start + SLOT as usize, 0);
+            }
+            self.queue.write_buffer(&sc.params, 0, &sc.staging);
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pass.set_bind_group(1, &a.group, &[]);
+                for (k, &(pi, _, nt)) in batch.iter().enumerate() {
+                    let p = &w.parts[pi];
+                    let (gx, gy) = grid((p.rows as u32).div_ceil(8));
+                    if let Some(pipe) = &pipes[nt] {
+                        pass.set_pipeline(pipe);
+                    }
+                    pass.set_bind_group(0, &p.group, &[]);
+                    pass.set_bind_group(2, &sc.group, &[(k as u64 * SLOT) as u32]);
+                    pass.dispatch_workgroups(gx, gy, 1);
+                }
+            }
+            if bi + 1 == nbatches {
+                enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
+            }
+            self.queue.submit([enc.finish()]);
+        }
+        self.read_back(&sc.read, n, |b| copy_f32(&b[..out.len() * 4], out))
+    }
+
+    /// Dequantize all of `w` to f32 (`out.len() == rows * cols`), as ggml's `to_float`.
+    pub fn dequantize(&self, w: &WgpuWeights, out: &mut [f32]) -> Result<()> {
+        if w.device != self.device_id() {
+            return Err(WgpuError::Unsupported("weights of another wgpu device".into()));
+        }
+        if out.len() != w.rows * w.cols {
+            return Err(ShapeError::Length { what: "dequantize output", expected: w.rows * w.cols, got: out.len() }.into());
+        }
+        let pipe = self.pipeline(Kernel::Dequant(w.format))?;
+        // Rows per dispatch: the output chunk stays within 64 MiB and the binding limit.
+        let chunk_bytes = (64u64 << 20).min(self.max_binding - PAD);
+        let rows_per = ((chunk_bytes / (w.cols as u64 * 4)) as usize).max(1);
+        for p in &w.parts {
+            let mut r = 0;
+            while r < p.rows {
+                let nr = rows_per.min(p.rows - r);
+                let ne = nr * w.cols;
+                let n = (ne * 4) as u64;
+                let mut sc = self.scratch(n)?;
+                let (gx, gy) = grid((ne as u32).div_ceil(256));
+                let words: [u32; 5] = [ne as u32, w.cols as u32, w.row_bytes as u32, r as u32, gx];
+                self.queue.write_buffer(&sc.params, 0, bytemuck::cast_slice(&words));
+                let mut enc = self.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    pass.set_pipeline(&pipe);
+                    pass.set_bind_group(0, &p.group, &[]);
+                    pass.set_bind_group(1, &sc.group, &[0]);
+                    pass.dispatch_workgroups(gx, gy, 1);
+                }
+                enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
+                self.queue.submit([enc.finish()]);
+                let dst = &mut out[(p.row0 + r) * w.cols..(p.row0 + r + nr) * w.cols];
+                let sc = &mut *sc;
+                self.read_back(&sc.read, n, |b| copy_f32(&b[..ne * 4], dst))?;
+                r += nr;
+            }
+        }
+        Ok(())
+    }
+
+    /// Run the probe kernel on `words` (3 per case), returning `per` words per case.
+    pub(crate) fn run_probe(&self, words: &[u32], n: usize, per: usize) -> Result<Vec<u32>> {
+        use wgpu::BufferUsages as U;
+        let pipe = self.pipeline(Kernel::Probe)?;
+        let input = self.buffer("probe in", (words.len() * 4) as u64, U::STORAGE | U::COPY_DST)?;
+        let obytes = (n * per * 4) as u64;
+        let output = self.buffer("probe out", obytes, U::STORAGE | U::COPY_SRC)?;
+        let read = self.buffer("probe read", obytes, U::MAP_READ | U::COPY_DST)?;
+        let params = self.buffer("probe params", SLOT, U::UNIFORM | U::COPY_DST)?;
+        self.queue.write_buffer(&input, 0, bytemuck::cast_slice(words));
+        self.queue.write_buffer(&params, 0, bytemuck::cast_slice(&[n as u32, 0, 0, 0]));
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("probe"),
+            layout: &self.layouts.quant,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: input.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: output.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: params.as_entire_binding() },
+            ],
+        });
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipe);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups((n as u32).div_ceil(64), 1, 1);
+        }
+        enc.copy_buffer_to_buffer(&output, 0, &read, 0, obytes);
+        self.queue.submit([enc.finish()]);
+        self.read_back(&read, obytes, |b| words_of(&b[..obytes as usize]))
+    }
+
+    /// Whether subgroups hold whole, linearly numbered groups of 8 invocations (what the
+    /// shuffle-based lane reductions assume): one small kernel run at device creation.
+    fn subgroups_usable(&self) -> Result<bool> {
+        use wgpu::BufferUsages as U;
+        let src = "enable subgroups;\n\
+            @group(0) @binding(0) var<storage, read> PI: array<u32>;\n\
+            @group(0) @binding(1) var<storage, read_write> PO: array<u32>;\n\
+            @group(0) @binding(2) var<uniform> PPar: vec4<u32>;\n\
+            @compute @workgroup_size(64)\n\
+            fn main(@builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sid: u32,\n\
+                    @builtin(subgroup_size) ss: u32) {\n\
+                let x = subgroupShuffleXor(lid, 5u);\n\
+                PO[lid] = sid | (ss << 8u) | (x << 16u);\n\
+            }\n";
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("qkern subgroup probe"),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+        let pipe = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("qkern subgroup probe"),
+            layout: Some(&self.layouts.quant_pl),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let input = self.buffer("sg in", 16, U::STORAGE)?;
+        let output = self.buffer("sg out", 256, U::STORAGE | U::COPY_SRC)?;
+        let read = self.buffer("sg read", 256, U::MAP_READ | U::COPY_DST)?;
+        let params = self.buffer("sg params", SLOT, U::UNIFORM)?;
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sg"),
+            layout: &self.layouts.quant,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: input.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: output.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: params.as_entire_binding() },
+            ],
+        });
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipe);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        enc.copy_buffer_to_buffer(&output, 0, &read, 0, 256);
+        self.queue.submit([enc.finish()]);
+        if self.check_errors().is_err() {
+            return Ok(false);
+        }
+        let words = self.read_back(&read, 256, words_of)?;
+        Ok(words.iter().enumerate().all(|(lid, &w)| {
+            let (sid, ss, x) = (w & 0xff, (w >> 8) & 0xff, w >> 16);
+            ss >= 8 && ss.is_power_of_two() && sid as usize == lid % ss as usize && x as usize == lid ^ 5
+        }))
+    }
+}
+
+fn copy_f32(b: &[u8], out: &mut [f32]) {
+    for (o, c) in out.iter_mut().zip(b.chunks_exact(4)) {
+        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+fn words_of(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// A 2D workgroup grid for `n` workgroups (at most 65535 along x).
+fn grid(n: u32) -> (u32, u32) {
+    let gx = n.clamp(1, 65535);
+    (gx, n.div_ceil(gx).max(1))
+}
+
+fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+fn uniform(binding: u32, dynamic: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: dynamic,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+fn make_layouts(device: &wgpu::Device) -> Layouts {
+    let bgl = |label: &str, entries: &[wgpu::BindGroupLayoutEntry]| {
+        device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries })
+    };
+    let weights = bgl("qkern weights", &[storage(0, true), storage(1, true)]);
+    let acts = bgl("qkern acts", &[storage(0, true)]);
+    let out = bgl("qkern out", &[storage(0, false), uniform(1, true)]);
+    let quant = bgl("qkern quant", &[storage(0, true), storage(1, false), uniform(2, false)]);
+    let pl = |label: &str, groups: &[Option<&wgpu::BindGroupLayout>]| {
+        device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: groups,
+            immediate_size: 0,
+        })
+    };
+    let matmul = pl("qkern matmul", &[Some(&weights), Some(&acts), Some(&out)]);
+    let dequant = pl("qkern dequant", &[Some(&weights), Some(&out)]);
+    let quant_pl = pl("qkern quant", &[Some(&quant)]);
+    Layouts { weights, acts, out, quant, matmul, dequant, quant_pl }
+}
+
+fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64) -> Scratch {
+    use wgpu::BufferUsages as U;
+    let mk = |label: &str, size: u64, usage| {
+        device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
+    };
+    let out = mk("qkern out", cap + PAD, U::STORAGE | U::COPY_SRC);
+    let read = mk("qkern readback", cap, U::MAP_READ | U::COPY_DST);
+    let params = mk("qkern params", SLOT * SLOTS, U::UNIFORM | U::COPY_DST);
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("qkern out"),
+        layout: &layouts.out,
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: out.as_entire_binding() },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &params,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(SLOT),
+                }),
+            },
+        ],
+    });
+    Scratch { cap, out, read, params, group, staging: Vec::with_capacity((SLOT * SLOTS) as usize) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widen_narrow_roundtrip_every_fp16() {
+        for h in 0..=u16::MAX {
+            let w = widen_f16(h);
+            assert_eq!(narrow_f16(w), h, "{h:#06x}");
+            let f = half::f16::from_bits(h);
+            if !f.is_nan() {
+                assert_eq!(w, f.to_f32().to_bits(), "{h:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn grid_covers() {
+        for n in [0u32, 1, 8, 65535, 65536, 200_000] {
+            let (x, y) = grid(n);
+            assert!(x as u64 * y as u64 >= n as u64 && x <= 65535 && x >= 1 && y >= 1);
+        }
+    }
+}

@@ -28,9 +28,13 @@ use core::arch::x86_64::*;
 
 use half::f16;
 
+pub(crate) mod iq;
 pub(crate) mod iq4_nl;
 pub(crate) mod nvfp4;
+pub(crate) mod q4_k;
 pub(crate) mod q5_1;
+pub(crate) mod q5_k;
+pub(crate) mod q6_k;
 pub(crate) mod q8_0;
 
 /// The largest token count with its own specialised kernel; `matmul.rs` chunks beyond it.
@@ -119,6 +123,50 @@ pub(crate) fn load_i8x16(x: &[i8; 16]) -> __m128i {
     // SAFETY: `x` is a live 16-byte array; `loadu` has no alignment requirement.
     unsafe { _mm_loadu_si128(x.as_ptr().cast()) }
 }
+
+/// `_mm256_loadu_si256` of 16 int16 (the q8_K `bsums`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_i16x16(x: &[i16; 16]) -> __m256i {
+    // SAFETY: `x` is a live 32-byte array; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_si256(x.as_ptr().cast()) }
+}
+
+/// The `k`-th 32-byte piece of a 256-element q8_K quant array.
+#[inline(always)]
+pub(crate) fn q8k_32(qs: &[i8; 256], k: usize) -> &[i8; 32] {
+    &qs.as_chunks::<32>().0[k]
+}
+
+/// quants.c `get_scale_shuffle_k4`: row `i` repeats bytes `2i, 2i+1` 16 times.
+pub(crate) static SCALE_SHUFFLE_K4: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut i = 0;
+    while i < 8 {
+        let mut b = 0;
+        while b < 32 {
+            t[i][b] = (2 * i + b % 2) as u8;
+            b += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// quants.c `get_scale_shuffle`: row `i` is 8 x byte `2i`, then 8 x byte `2i+1`.
+pub(crate) static SCALE_SHUFFLE: [[u8; 16]; 8] = {
+    let mut t = [[0u8; 16]; 8];
+    let mut i = 0;
+    while i < 8 {
+        let mut b = 0;
+        while b < 16 {
+            t[i][b] = (2 * i + b / 8) as u8;
+            b += 1;
+        }
+        i += 1;
+    }
+    t
+};
 
 /// `_mm256_loadu_ps` of 8 floats.
 #[inline]

@@ -24,23 +24,23 @@ use crate::{Format, ShapeError};
 
 pub mod simd;
 
-mod q8_0;
-mod q8_1;
-mod q8_k;
-mod q5_1;
-mod q4_k;
-mod q5_k;
-mod q6_k;
-mod iq2_xxs;
-mod iq2_xs;
-mod iq2_s;
-mod iq3_xxs;
-mod iq3_s;
-mod iq4_nl;
-mod iq4_xs;
-mod nvfp4;
+pub mod q8_0;
+pub mod q8_1;
+pub mod q8_k;
+pub mod q5_1;
+pub mod q4_k;
+pub mod q5_k;
+pub mod q6_k;
+pub mod iq2_xxs;
+pub mod iq2_xs;
+pub mod iq2_s;
+pub mod iq3_xxs;
+pub mod iq3_s;
+pub mod iq4_nl;
+pub mod iq4_xs;
+pub mod nvfp4;
 
-pub use q8_0::{dequantize_q8_0, quantize_q8_0, vec_dot_q8_0};
+// Each module is public: `reference::q4_k::vec_dot_q4_k` etc. are the per-format oracles.
 
 /// A weight block: dequantize and dot with its activation block, as ggml's x86 build does.
 pub trait WeightBlock: Pod + Send + Sync + 'static {

@@ -72,11 +72,11 @@ fn main() -> ExitCode {
         eprintln!("error: this ggml build is not the pinned reference ({}); see shared/REFERENCE.md", Isa::PINNED);
         return ExitCode::FAILURE;
     }
-    if !args.check {
-        if let Err(e) = std::fs::create_dir_all(&args.out) {
-            eprintln!("{}: {e}", args.out.display());
-            return ExitCode::FAILURE;
-        }
+    if !args.check
+        && let Err(e) = std::fs::create_dir_all(&args.out)
+    {
+        eprintln!("{}: {e}", args.out.display());
+        return ExitCode::FAILURE;
     }
     let formats = args.only.clone().unwrap_or_else(|| Format::WEIGHTS.to_vec());
     let mut total = 0usize;

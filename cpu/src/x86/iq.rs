@@ -1,0 +1,314 @@
+//! The IQ formats with q8_K activations on AVX2 (quants.c, AVX2 branches):
+//! `ggml_vec_dot_iq2_xxs_q8_K`, `ggml_vec_dot_iq2_xs_q8_K`, `ggml_vec_dot_iq2_s_q8_K`,
+//! `ggml_vec_dot_iq3_xxs_q8_K`, `ggml_vec_dot_iq3_s_q8_K`, `ggml_vec_dot_iq4_xs_q8_K`.
+//!
+//! All six share one shape: per super-block, per 32-element group `g` (0..8) the weights
+//! give a byte vector `q`, a sign operand and a 16-bit scale vector; per token the group
+//! adds `madd(maddubs(q, signed q8), scale)` to the token's integer sum, and per super-block
+//! `accumf = fma(set1(d), cvt(sumi1 + sumi2), accumf)`, `d = FP16_TO_FP32(x.d) * y.d`.
+//! ggml splits the integer sum into `sumi1` (even groups) and `sumi2` (odd groups); the sums
+//! are exact (wrapping) integers, so one sum per token gives the same lanes. [`dot`] is that
+//! shape; each format supplies its group unpacking ([`Group`]), built once per group and
+//! used for all `NT` tokens.
+
+use core::arch::x86_64::*;
+
+use qkern_formats::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ8K};
+use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
+
+use super::{
+    SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_u8x16,
+    load_u8x32, q8k_32, token_rows,
+};
+
+/// quants.c `keven_signs_q2xs`, read as `uint64_t signs64[128]`: byte j of entry k is -1
+/// where bit j of `ksigns_iq2xs[k]` is set, +1 elsewhere.
+static KEVEN_SIGNS: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut k = 0;
+    while k < 128 {
+        let s = KSIGNS_IQ2XS[k];
+        let mut v = 0u64;
+        let mut j = 0;
+        while j < 8 {
+            let b: u64 = if (s >> j) & 1 != 0 { 0xFF } else { 0x01 };
+            v |= b << (8 * j);
+            j += 1;
+        }
+        t[k] = v;
+        k += 1;
+    }
+    t
+};
+
+/// How a group's sign operand meets the q8 bytes.
+#[derive(Clone, Copy)]
+pub(crate) enum Sign {
+    /// `_mm256_sign_epi8(q8, s)` with `s` bytes of +-1 (iq2_xxs, iq2_xs, iq3_xxs).
+    Epi8(__m256i),
+    /// `_mm256_sub_epi8(_mm256_xor_si256(s, q8), s)` with `s` bytes of 0 or -1 (iq2_s, iq3_s).
+    XorSub(__m256i),
+    /// `mul_add_epi8(q, q8)`: `maddubs(sign(q, q), sign(q8, q))` (iq4_xs; `q` signed).
+    Trick,
+}
+
+/// The unpacked weights of one 32-element group.
+#[derive(Clone, Copy)]
+pub(crate) struct Group {
+    q: __m256i,
+    sign: Sign,
+    scale: __m256i,
+}
+
+/// One group against one token's 32 q8 bytes: `madd(maddubs(q, signed q8), scale)`
+/// (iq4_xs: `madd(mul_add_epi8(q, q8), scale)`; `madd` is commutative, so operand order is free).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn group_dot(g: Group, q8: __m256i) -> __m256i {
+    let dot = match g.sign {
+        Sign::Epi8(s) => _mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, s)),
+        Sign::XorSub(s) => _mm256_maddubs_epi16(g.q, _mm256_sub_epi8(_mm256_xor_si256(s, q8), s)),
+        Sign::Trick => _mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)),
+    };
+    _mm256_madd_epi16(dot, g.scale)
+}
+
+/// The shared kernel for `NT` tokens: `group(x, g)` unpacks group `g` of super-block `x`;
+/// `fscale` is the final factor (`0.125f`, `0.25f`, or none) times `hsum_float_8(accumf)`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot<const NT: usize, X: Copy>(
+    w: &[X],
+    a: &[BlockQ8K],
+    apr: usize,
+    out: &mut [f32; NT],
+    dx: impl Fn(&X) -> f32,
+    group: impl Fn(&X, usize) -> Group,
+    fscale: Option<f32>,
+) {
+    let n = w.len();
+    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
+    let mut accumf = [_mm256_setzero_ps(); NT];
+    for (i, x) in w.iter().enumerate() {
+        let mut sumi = [_mm256_setzero_si256(); NT];
+        for g in 0..8 {
+            let gr = group(x, g);
+            for t in 0..NT {
+                let q8 = load_i8x32(q8k_32(&ys[t][i].qs, g));
+                sumi[t] = _mm256_add_epi32(sumi[t], group_dot(gr, q8));
+            }
+        }
+        let d0 = dx(x);
+        for t in 0..NT {
+            // `d = FP16_TO_FP32(x[i].d) * y[i].d`
+            let d = d0 * ys[t][i].d;
+            accumf[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), accumf[t]);
+        }
+    }
+    for t in 0..NT {
+        let h = hsum_float_8(accumf[t]);
+        out[t] = match fscale {
+            Some(f) => f * h,
+            None => h,
+        };
+    }
+}
+
+/// `_mm256_set_epi64x(t[i3], t[i2], t[i1], t[i0])`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn set_u64x4(v: [u64; 4]) -> __m256i {
+    _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64)
+}
+
+/// `_mm256_set_epi32(v[7], .., v[0])`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn set_u32x8(v: [u32; 8]) -> __m256i {
+    let v = v.map(|e| e as i32);
+    _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+}
+
+/// The `signs[2g] | signs[2g+1] << 16` sign mask of iq2_s / iq3_s:
+/// `cmpeq(and(shuffle(set1_epi32(v), mask1), mask2), mask2)`, bytes of 0 or -1.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn xor_sub_signs(v: u32) -> __m256i {
+    const K_MASK1: [u8; 32] = [
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x02, 0x02,
+        0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03,
+    ];
+    const K_MASK2: [u8; 32] = [
+        0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x01, 0x02,
+        0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80,
+    ];
+    let mask1 = load_u8x32(&K_MASK1);
+    let mask2 = load_u8x32(&K_MASK2);
+    let aux = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(v as i32), mask1), mask2);
+    _mm256_cmpeq_epi8(aux, mask2)
+}
+
+// ---------------------------------------------------------------------------------------
+// iq2_xxs: per group g, `aux32[2g]` = four grid indices, `aux32[2g+1]` = four 7-bit sign
+// indices and the 4-bit scale `ls`; `madd(dot, set1_epi16(2*ls+1))`; `0.125f * hsum`.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
+    let q = &x.qs[4 * g..4 * g + 4];
+    let a0 = q[0] as u32 | (q[1] as u32) << 16;
+    let a1 = q[2] as u32 | (q[3] as u32) << 16;
+    let idx = a0.to_le_bytes();
+    let q2 = set_u64x4(idx.map(|b| IQ2XXS_GRID[b as usize]));
+    let s2 = set_u64x4([0, 7, 14, 21].map(|sh| KEVEN_SIGNS[((a1 >> sh) & 127) as usize]));
+    let ls = (a1 >> 28) as i16;
+    Group { q: q2, sign: Sign::Epi8(s2), scale: _mm256_set1_epi16(2 * ls + 1) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_xxs_dot<const NT: usize>(w: &[BlockIq2Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_xxs_group(x, g), Some(0.125))
+}
+avx2_chunk_fn!(iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
+
+// ---------------------------------------------------------------------------------------
+// iq2_xs: entry k of group g is `qs[4g+k]`: grid `iq2xs_grid[q & 511]`, sign byte `q >> 9`
+// plus its parity in bit 7 (= `ksigns_iq2xs[q >> 9]`), expanded to bytes of -1/+1 (ggml:
+// `cmpeq(and(shuffle(full_signs), bit_selector), bit_selector) | mone`, the same bytes as
+// `keven_signs_q2xs`); scales `cvtepi8_epi16(shuffle(scales, get_scale_shuffle(g)))`.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_xs_scales(x: &BlockIq2Xs) -> __m128i {
+    let m4 = _mm_set1_epi8(0xf);
+    let m1 = _mm_set1_epi8(1);
+    let stmp = _mm_set1_epi64x(u64::from_le_bytes(x.scales) as i64);
+    let stmp = _mm_unpacklo_epi8(_mm_and_si128(stmp, m4), _mm_and_si128(_mm_srli_epi16::<4>(stmp), m4));
+    _mm_add_epi8(_mm_slli_epi16::<1>(stmp), m1)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_xs_group(x: &BlockIq2Xs, scales: __m128i, g: usize) -> Group {
+    let q: [u16; 4] = [x.qs[4 * g], x.qs[4 * g + 1], x.qs[4 * g + 2], x.qs[4 * g + 3]];
+    let q2 = set_u64x4(q.map(|e| IQ2XS_GRID[(e & 511) as usize]));
+    let s2 = set_u64x4(q.map(|e| KEVEN_SIGNS[(e >> 9) as usize]));
+    let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[g])));
+    Group { q: q2, sign: Sign::Epi8(s2), scale: sc }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_xs_dot<const NT: usize>(w: &[BlockIq2Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_xs_group(x, iq2_xs_scales(x), g), Some(0.125))
+}
+avx2_chunk_fn!(iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
+
+// ---------------------------------------------------------------------------------------
+// iq2_s: entry k of group g: grid `iq2s_grid[qs[4g+k] | ((qh[g] << (8 - 2k)) & 0x300)]`;
+// signs from bytes `qs[32 + 4g..]` (xor/sub); scale `shuffle(scales16, get_scale_shuffle_k4(g))`
+// with `scales16 = cvtepi8_epi16(((set_epi64x(aux64 >> 4, aux64) & 0xf) << 1) + 1)`.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_s_scales(x: &BlockIq2S) -> __m256i {
+    let m4 = _mm_set1_epi8(0xf);
+    let m1 = _mm_set1_epi8(1);
+    let aux64 = u64::from_le_bytes(x.scales);
+    let scales8 = _mm_add_epi8(_mm_slli_epi16::<1>(_mm_and_si128(_mm_set_epi64x((aux64 >> 4) as i64, aux64 as i64), m4)), m1);
+    _mm256_cvtepi8_epi16(scales8)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_s_group(x: &BlockIq2S, scales16: __m256i, g: usize) -> Group {
+    let qh = x.qh[g] as usize;
+    let idx: [usize; 4] = core::array::from_fn(|k| x.qs[4 * g + k] as usize | ((qh << (8 - 2 * k)) & 0x300));
+    let q2 = set_u64x4(idx.map(|i| IQ2S_GRID[i]));
+    let s = &x.qs[32 + 4 * g..32 + 4 * g + 4];
+    let s2 = xor_sub_signs(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+    let sc = _mm256_shuffle_epi8(scales16, load_u8x32(&SCALE_SHUFFLE_K4[g]));
+    Group { q: q2, sign: Sign::XorSub(s2), scale: sc }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_s_dot<const NT: usize>(w: &[BlockIq2S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_s_group(x, iq2_s_scales(x), g), Some(0.125))
+}
+avx2_chunk_fn!(iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
+
+// ---------------------------------------------------------------------------------------
+// iq3_xxs: group g: grid `iq3xxs_grid[qs[8g + k]]` (8 x u32), `aux32 = gas[g]` (the u32 at
+// `qs[64 + 4g]`): four 7-bit sign indices and `ls = aux32 >> 28`; `0.25f * hsum`.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
+    let q3: [u8; 8] = core::array::from_fn(|k| x.qs[8 * g + k]);
+    let q2 = set_u32x8(q3.map(|b| IQ3XXS_GRID[b as usize]));
+    let s = &x.qs[64 + 4 * g..64 + 4 * g + 4];
+    let aux32 = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    let s2 = set_u64x4([0, 7, 14, 21].map(|sh| KEVEN_SIGNS[((aux32 >> sh) & 127) as usize]));
+    let ls = (aux32 >> 28) as i16;
+    Group { q: q2, sign: Sign::Epi8(s2), scale: _mm256_set1_epi16(2 * ls + 1) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq3_xxs_dot<const NT: usize>(w: &[BlockIq3Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_xxs_group(x, g), Some(0.25))
+}
+avx2_chunk_fn!(iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
+
+// ---------------------------------------------------------------------------------------
+// iq3_s: group g: index k = `qs[8g + k] | ((qh[g] << (8 - k)) & 256)` (ggml's `idx_shift`,
+// `idx_mask`), grid `iq3s_grid`; signs from `signs[4g..]` (xor/sub); scale `2*ls+1` with
+// `ls` the low (even g) or high (odd g) nibble of `scales[g/2]`; no final factor.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
+    let qh = x.qh[g] as usize;
+    let idx: [usize; 8] = core::array::from_fn(|k| x.qs[8 * g + k] as usize | ((qh << (8 - k)) & 256));
+    let q2 = set_u32x8(idx.map(|i| IQ3S_GRID[i]));
+    let s = &x.signs[4 * g..4 * g + 4];
+    let s2 = xor_sub_signs(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+    let ls = ((x.scales[g / 2] >> (4 * (g & 1))) & 0xf) as i16;
+    Group { q: q2, sign: Sign::XorSub(s2), scale: _mm256_set1_epi16(2 * ls + 1) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq3_s_dot<const NT: usize>(w: &[BlockIq3S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_s_group(x, g), None)
+}
+avx2_chunk_fn!(iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
+
+// ---------------------------------------------------------------------------------------
+// iq4_xs: group g: `MM256_SET_M128I(shuffle(values, qs >> 4), shuffle(values, qs & 15))` of
+// `qs[16g..16g+16]`, `mul_add_epi8`; scale `ls = ((scales_l[g/2] >> 4(g&1)) & 0xf |
+// ((scales_h >> 2g) & 3) << 4) - 32`; no final factor.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_xs_group(x: &BlockIq4Xs, g: usize) -> Group {
+    let values128 = load_i8x16(&KVALUES_IQ4NL);
+    let m4b = _mm_set1_epi8(0x0f);
+    let q4bits = load_u8x16(&x.qs.as_chunks::<16>().0[g]);
+    let q4b = _mm256_set_m128i(
+        _mm_shuffle_epi8(values128, _mm_and_si128(_mm_srli_epi16::<4>(q4bits), m4b)),
+        _mm_shuffle_epi8(values128, _mm_and_si128(q4bits, m4b)),
+    );
+    let sh = x.scales_h;
+    let ls = (((x.scales_l[g / 2] >> (4 * (g & 1))) & 0xf) as u16 | (((sh >> (2 * g)) & 3) << 4)) as i16 - 32;
+    Group { q: q4b, sign: Sign::Trick, scale: _mm256_set1_epi16(ls) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_xs_dot<const NT: usize>(w: &[BlockIq4Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq4_xs_group(x, g), None)
+}
+avx2_chunk_fn!(iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);

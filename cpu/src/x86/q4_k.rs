@@ -1,0 +1,134 @@
+//! q4_K weights with q8_K activations on AVX2: the dot kernel (quants.c
+//! `ggml_vec_dot_q4_K_q8_K`, AVX2 branch) and `dequantize_row_q4_K` (ggml-quants.c).
+
+use core::arch::x86_64::*;
+
+use qkern_formats::blocks::{BlockQ4K, BlockQ8K};
+
+use super::{
+    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x32, load_i16x16, load_u8x32, q8k_32,
+    store_f32x8, token_rows,
+};
+
+/// The kmask unpacking of the 12 scale bytes: `utmp[0..4]` (bytes 0..8 the 8 scales,
+/// bytes 8..16 the 8 mins), shared with q5_K.
+#[inline(always)]
+pub(crate) fn utmp(scales: &[u8; 12]) -> [u32; 4] {
+    const KMASK1: u32 = 0x3f3f3f3f;
+    const KMASK2: u32 = 0x0f0f0f0f;
+    const KMASK3: u32 = 0x03030303;
+    let s: &[[u8; 4]; 3] = bytemuck::cast_ref(scales);
+    let mut utmp = [u32::from_le_bytes(s[0]), u32::from_le_bytes(s[1]), u32::from_le_bytes(s[2]), 0];
+    utmp[3] = ((utmp[2] >> 4) & KMASK2) | (((utmp[1] >> 6) & KMASK3) << 4);
+    let uaux = utmp[1] & KMASK1;
+    utmp[1] = (utmp[2] & KMASK2) | (((utmp[0] >> 6) & KMASK3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= KMASK1;
+    utmp
+}
+
+/// `mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3], utmp[2], utmp[1], utmp[0]))`:
+/// returns `(scales, mins)` = (`MM256_SET_M128I(sc128, sc128)`, the high 128 bits).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn scales_mins(scales: &[u8; 12]) -> (__m256i, __m128i) {
+    let u = utmp(scales);
+    let mins_and_scales =
+        _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32));
+    let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
+    (_mm256_set_m128i(sc128, sc128), _mm256_extracti128_si256::<1>(mins_and_scales))
+}
+
+/// `prod = _mm_madd_epi16(mins, _mm_hadd_epi16(bsums[0..8], bsums[8..16]))`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn mins_prod(mins: __m128i, y: &BlockQ8K) -> __m128i {
+    let q8sums = load_i16x16(&y.bsums);
+    let q8s = _mm_hadd_epi16(_mm256_extracti128_si256::<0>(q8sums), _mm256_extracti128_si256::<1>(q8sums));
+    _mm_madd_epi16(mins, q8s)
+}
+
+/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens. Per super-block the scales, mins and (per
+/// 64-element step `j`) the two nibble vectors are unpacked once; each token keeps its
+/// `acc` (8 lanes), `acc_m` (4 lanes) and its super-block integer sum `sumi`. The integer
+/// sums are exact, so summing per step and token instead of ggml's loop order gives the same
+/// lanes; the float steps per token are ggml's, in ggml's order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    let n = w.len();
+    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
+    let m4 = _mm256_set1_epi8(0xF);
+    let mut acc = [_mm256_setzero_ps(); NT];
+    let mut acc_m = [_mm_setzero_ps(); NT];
+    for (i, x) in w.iter().enumerate() {
+        let dx = f16_to_f32(x.d);
+        let dminx = f16_to_f32(x.dmin);
+        let (scales, mins) = scales_mins(&x.scales);
+        for t in 0..NT {
+            let y = &ys[t][i];
+            // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
+            let dmin = -y.d * dminx;
+            let prod = mins_prod(mins, y);
+            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
+        }
+        let mut sumi = [_mm256_setzero_si256(); NT];
+        for j in 0..4 {
+            let scale_l = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j]));
+            let scale_h = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j + 1]));
+            let q4bits = load_u8x32(&x.qs.as_chunks::<32>().0[j]);
+            let q4l = _mm256_and_si256(q4bits, m4);
+            let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
+            for t in 0..NT {
+                let y = &ys[t][i];
+                let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, load_i8x32(q8k_32(&y.qs, 2 * j))));
+                let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, load_i8x32(q8k_32(&y.qs, 2 * j + 1))));
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p16l, p16h));
+            }
+        }
+        for t in 0..NT {
+            // `d = y[i].d * FP16_TO_FP32(x[i].d)`
+            let d = ys[t][i].d * dx;
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    for t in 0..NT {
+        let mut m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[t] = hsum_float_8(acc[t]) + _mm_cvtss_f32(m);
+    }
+}
+
+avx2_chunk_fn!(chunk_avx2, dot, BlockQ4K, BlockQ8K);
+
+/// `dequantize_row_q4_K`: `y = (d*sc) * q - (dmin*m)` (unfused, as ggml-base).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ4K], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = f16_to_f32(b.d);
+        let min = f16_to_f32(b.dmin);
+        let u = utmp(&b.scales);
+        let sm: [u8; 16] = bytemuck::cast(u);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        for j in 0..4 {
+            let q4bits = load_u8x32(&b.qs.as_chunks::<32>().0[j]);
+            let m4 = _mm256_set1_epi8(0xF);
+            let halves = [_mm256_and_si256(q4bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4)];
+            for (h, q) in halves.into_iter().enumerate() {
+                let sb = 2 * j + h;
+                let dd = _mm256_set1_ps(d * sm[sb] as f32);
+                let mm = _mm256_set1_ps(min * sm[8 + sb] as f32);
+                let lo = _mm256_castsi256_si128(q);
+                let hi = _mm256_extracti128_si256::<1>(q);
+                let parts = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
+                for (k, p) in parts.into_iter().enumerate() {
+                    let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(p));
+                    store_f32x8(&mut out[4 * sb + k], _mm256_sub_ps(_mm256_mul_ps(dd, v), mm));
+                }
+            }
+        }
+    }
+}

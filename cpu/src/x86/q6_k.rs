@@ -1,0 +1,112 @@
+//! q6_K weights with q8_K activations on AVX2: the dot kernel (quants.c
+//! `ggml_vec_dot_q6_K_q8_K`, AVX2 branch) and `dequantize_row_q6_K` (ggml-quants.c).
+
+use core::arch::x86_64::*;
+
+use qkern_formats::blocks::{BlockQ6K, BlockQ8K};
+
+use super::{
+    SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_i16x16, load_u8x16,
+    load_u8x32, q8k_32, store_f32x8, token_rows,
+};
+
+/// The unsigned 6-bit quants `q4_k` (k = 0..4) of 128-element half `j`, ggml's
+/// `q4_0..q4_3`: low/high nibbles of `ql[64j..64j+32]` / `ql[64j+32..64j+64]` with the
+/// matching 2-bit field of `qh[32j..32j+32]` in bits 4-5.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quants(x: &BlockQ6K, j: usize, k: usize) -> __m256i {
+    let m3 = _mm256_set1_epi8(3);
+    let m15 = _mm256_set1_epi8(15);
+    let ql = x.ql.as_chunks::<32>().0;
+    let q4bits = load_u8x32(&ql[2 * j + (k & 1)]);
+    let q4bits_h = load_u8x32(&x.qh.as_chunks::<32>().0[j]);
+    match k {
+        0 => _mm256_or_si256(_mm256_and_si256(q4bits, m15), _mm256_slli_epi16::<4>(_mm256_and_si256(q4bits_h, m3))),
+        1 => _mm256_or_si256(
+            _mm256_and_si256(q4bits, m15),
+            _mm256_slli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(12))),
+        ),
+        2 => _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m15),
+            _mm256_and_si256(q4bits_h, _mm256_set1_epi8(48)),
+        ),
+        _ => _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m15),
+            _mm256_srli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(-64))),
+        ),
+    }
+}
+
+/// `ggml_vec_dot_q6_K_q8_K` for `NT` tokens. Per 32-element step `(j, k)` the quants and
+/// `cvtepi8_epi16(shuffle(scales, get_scale_shuffle(4j + k)))` are built once; per token
+/// `sumi += madd(scale, maddubs(q, q8))`, then `sumi - q8sclsub` (exact integers: any
+/// grouping gives ggml's lanes) and `acc = fma(d, cvt(sumi), acc)`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+    let n = w.len();
+    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
+    let mut acc = [_mm256_setzero_ps(); NT];
+    for (i, x) in w.iter().enumerate() {
+        let dx = f16_to_f32(x.d);
+        let scales = load_i8x16(&x.scales);
+        let scales_16 = _mm256_cvtepi8_epi16(scales);
+        let mut sumi = [_mm256_setzero_si256(); NT];
+        for t in 0..NT {
+            // `q8sclsub = slli(madd(q8sums, scales_16), 5)`, subtracted up front.
+            let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&ys[t][i].bsums), scales_16));
+            sumi[t] = _mm256_sub_epi32(sumi[t], q8sclsub);
+        }
+        for j in 0..2 {
+            for k in 0..4 {
+                let q = quants(x, j, k);
+                let scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[4 * j + k])));
+                for t in 0..NT {
+                    let q8 = load_i8x32(q8k_32(&ys[t][i].qs, 4 * j + k));
+                    let p16 = _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q, q8));
+                    sumi[t] = _mm256_add_epi32(sumi[t], p16);
+                }
+            }
+        }
+        for t in 0..NT {
+            // `d = y[i].d * FP16_TO_FP32(x[i].d)`
+            let d = ys[t][i].d * dx;
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    for t in 0..NT {
+        out[t] = hsum_float_8(acc[t]);
+    }
+}
+
+avx2_chunk_fn!(chunk_avx2, dot, BlockQ6K, BlockQ8K);
+
+/// `dequantize_row_q6_K`: `y = d * sc * (q - 32)`, evaluated `(d * sc) * q` left to right
+/// as the C expression (both products in f32).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ6K], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = f16_to_f32(b.d);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        let m32 = _mm256_set1_epi8(32);
+        for j in 0..2 {
+            for k in 0..4 {
+                // Elements 128j + 32k .. +32; scales[8j + 2k + (l >= 16)].
+                let q = _mm256_sub_epi8(quants(b, j, k), m32);
+                let lo = _mm256_castsi256_si128(q);
+                let hi = _mm256_extracti128_si256::<1>(q);
+                let parts = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
+                for (p8, p) in parts.into_iter().enumerate() {
+                    let sc = b.scales[8 * j + 2 * k + p8 / 2] as f32;
+                    let dsc = _mm256_set1_ps(d * sc);
+                    let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+                    store_f32x8(&mut out[16 * j + 4 * k + p8], _mm256_mul_ps(dsc, v));
+                }
+            }
+        }
+    }
+}

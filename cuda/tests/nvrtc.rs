@@ -1,0 +1,42 @@
+//! Every kernel module compiles with NVRTC for sm_90, and exports every kernel the backend
+//! loads. Runs where NVRTC is found (no GPU or driver needed); skips with a message otherwise.
+
+use qkern_cuda::{args, kernels, probe};
+use qkern_formats::Format;
+
+#[test]
+fn every_module_compiles_for_sm_90() {
+    if let Err(e) = probe::nvrtc() {
+        eprintln!("NVRTC not found: skipped ({e})");
+        return;
+    }
+    let t = std::time::Instant::now();
+    let mods = kernels::all_modules();
+    kernels::compile_all(&mods, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("compiled {} modules in {:.1?}", mods.len(), t.elapsed());
+    for m in mods {
+        let ptx = kernels::compile(m, "sm_90").unwrap();
+        let mut names: Vec<String> = Vec::new();
+        match m {
+            kernels::Module::Quant => {
+                for a in Format::ACTIVATIONS {
+                    names.push(args::quant_kernel_name(a).to_string());
+                }
+            }
+            kernels::Module::Weights(f) => {
+                names.extend(args::mm_kernel_names(f).into_iter().flatten());
+                names.push(args::deq_kernel_name(f));
+            }
+        }
+        for n in names {
+            assert!(ptx.contains(&format!(".entry {n}(")), "{m}: PTX lacks kernel {n}");
+        }
+        // No contraction: with --fmad=false every fused op is an explicit fma.rn.
+        assert!(!ptx.contains("mad.f32") && !ptx.contains("mad.rn.f32"), "{m}: PTX has an unfused-looking mad");
+        // No spills to local memory for the register arrays.
+        let local = ptx.matches(".local").count();
+        if local > 0 {
+            eprintln!("{m}: {local} .local declarations in the PTX");
+        }
+    }
+}

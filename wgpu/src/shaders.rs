@@ -1,0 +1,207 @@
+//! WGSL sources: assembled from `src/wgsl/*.wgsl` per kernel (format, NT, subgroups or not).
+//!
+//! Every kernel is bit-identical to the scalar reference (`qkern_formats::reference`); each
+//! WGSL file says which ggml function it follows and why each float operation cannot be
+//! changed by a driver (see the crate documentation, "Bits").
+
+use qkern_formats::Format;
+
+const COMMON: &str = include_str!("wgsl/common.wgsl");
+const FLOATOPS: &str = include_str!("wgsl/floatops.wgsl");
+const REDUCE_SUBGROUP: &str = include_str!("wgsl/reduce_subgroup.wgsl");
+const REDUCE_SHARED: &str = include_str!("wgsl/reduce_shared.wgsl");
+const MATMUL_HEAD: &str = include_str!("wgsl/matmul_head.wgsl");
+const MATMUL_MAIN: &str = include_str!("wgsl/matmul_main.wgsl");
+const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
+const QUANT: &str = include_str!("wgsl/quant.wgsl");
+
+/// Word offsets of the lookup tables in the tables buffer (`T`), in the order
+/// [`tables_words`] writes them.
+const OFF_IQ2XXS: usize = 0;
+const OFF_IQ2XS: usize = OFF_IQ2XXS + 2 * 256;
+const OFF_IQ2S: usize = OFF_IQ2XS + 2 * 512;
+const OFF_IQ3XXS: usize = OFF_IQ2S + 2 * 1024;
+const OFF_IQ3S: usize = OFF_IQ3XXS + 256;
+const OFF_KVNL: usize = OFF_IQ3S + 512;
+const OFF_FP4: usize = OFF_KVNL + 4;
+const TABLE_WORDS: usize = OFF_FP4 + 4;
+
+fn table_consts() -> String {
+    format!(
+        "const OFF_IQ2XXS: u32 = {OFF_IQ2XXS}u;\nconst OFF_IQ2XS: u32 = {OFF_IQ2XS}u;\nconst OFF_IQ2S: u32 = {OFF_IQ2S}u;\n\
+         const OFF_IQ3XXS: u32 = {OFF_IQ3XXS}u;\nconst OFF_IQ3S: u32 = {OFF_IQ3S}u;\nconst OFF_KVNL: u32 = {OFF_KVNL}u;\n\
+         const OFF_FP4: u32 = {OFF_FP4}u;\n"
+    )
+}
+
+/// The lookup tables every kernel reads (ggml-common.h's grids, `kvalues_iq4nl`,
+/// `kvalues_fp4`), as little-endian u32 words.
+pub(crate) fn tables_words() -> Vec<u32> {
+    use qkern_formats::tables::*;
+    let mut v = Vec::with_capacity(TABLE_WORDS);
+    for g in IQ2XXS_GRID.iter().chain(IQ2XS_GRID.iter()).chain(IQ2S_GRID.iter()) {
+        v.push(*g as u32);
+        v.push((*g >> 32) as u32);
+    }
+    v.extend(IQ3XXS_GRID.iter().chain(IQ3S_GRID.iter()).copied());
+    for t in [&KVALUES_IQ4NL, &KVALUES_FP4] {
+        for c in t.chunks_exact(4) {
+            v.push(u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]));
+        }
+    }
+    debug_assert_eq!(v.len(), TABLE_WORDS);
+    v
+}
+
+/// The WGSL file of a weight format's matmul kernel.
+fn matmul_body(f: Format) -> Option<&'static str> {
+    Some(match f {
+        Format::Q8_0 => include_str!("wgsl/mm_q8_0.wgsl"),
+        Format::Q5_1 => include_str!("wgsl/mm_q5_1.wgsl"),
+        Format::Q4_K => include_str!("wgsl/mm_q4_k.wgsl"),
+        Format::Q5_K => include_str!("wgsl/mm_q5_k.wgsl"),
+        Format::Q6_K => include_str!("wgsl/mm_q6_k.wgsl"),
+        Format::IQ2_XXS => include_str!("wgsl/mm_iq2_xxs.wgsl"),
+        Format::IQ2_XS => include_str!("wgsl/mm_iq2_xs.wgsl"),
+        Format::IQ2_S => include_str!("wgsl/mm_iq2_s.wgsl"),
+        Format::IQ3_XXS => include_str!("wgsl/mm_iq3_xxs.wgsl"),
+        Format::IQ3_S => include_str!("wgsl/mm_iq3_s.wgsl"),
+        Format::IQ4_NL => include_str!("wgsl/mm_iq4_nl.wgsl"),
+        Format::IQ4_XS => include_str!("wgsl/mm_iq4_xs.wgsl"),
+        Format::NVFP4 => include_str!("wgsl/mm_nvfp4.wgsl"),
+        _ => return None,
+    })
+}
+
+/// The matmul kernel of `f` for `nt` tokens per dispatch.
+pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool) -> Option<String> {
+    let body = matmul_body(f)?;
+    let mut s = String::with_capacity(24 * 1024);
+    if subgroups {
+        s.push_str("enable subgroups;\n");
+    }
+    s.push_str(&format!("const NT: u32 = {nt}u;\n"));
+    s.push_str(&table_consts());
+    s.push_str(MATMUL_HEAD);
+    s.push_str(COMMON);
+    s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+    s.push_str(body);
+    s.push_str(MATMUL_MAIN);
+    Some(s)
+}
+
+/// The dequantize kernel of `f`.
+pub(crate) fn dequant_source(f: Format) -> Option<String> {
+    let name = match f {
+        Format::Q8_0 => "q8_0",
+        Format::Q5_1 => "q5_1",
+        Format::Q4_K => "q4_k",
+        Format::Q5_K => "q5_k",
+        Format::Q6_K => "q6_k",
+        Format::IQ2_XXS => "iq2_xxs",
+        Format::IQ2_XS => "iq2_xs",
+        Format::IQ2_S => "iq2_s",
+        Format::IQ3_XXS => "iq3_xxs",
+        Format::IQ3_S => "iq3_s",
+        Format::IQ4_NL => "iq4_nl",
+        Format::IQ4_XS => "iq4_xs",
+        Format::NVFP4 => "nvfp4",
+        _ => return None,
+    };
+    let mut s = table_consts();
+    s.push_str(&format!("const BE: u32 = {}u;\nconst BB: u32 = {}u;\n", f.block_elems(), f.block_bytes()));
+    s.push_str(&DEQUANT.replace("DEQ(", &format!("deq_{name}(")));
+    s.push_str(COMMON);
+    Some(s)
+}
+
+/// The activation quantizer of `act` (q8_0, q8_1, q8_K).
+pub(crate) fn quant_source(act: Format) -> Option<String> {
+    let call = match act {
+        Format::Q8_0 => "quant_q8_01(g, false)",
+        Format::Q8_1 => "quant_q8_01(g, true)",
+        Format::Q8_K => "quant_q8_k(g)",
+        _ => return None,
+    };
+    // The quantizer binds neither the weights `W` nor the tables `T`: common.wgsl goes in
+    // without the functions that read them.
+    let mut s = table_consts();
+    s.push_str(&QUANT.replace("QUANT;", &format!("{call};")));
+    s.push_str(&common_without_buffers());
+    s.push_str(FLOATOPS);
+    Some(s)
+}
+
+/// The probe kernel: float behaviour of the adapter (see [`crate::probe`]).
+pub(crate) fn probe_source() -> String {
+    let mut s = table_consts();
+    s.push_str(crate::probe::PROBE_WGSL);
+    s.push_str(&common_without_buffers());
+    s.push_str(FLOATOPS);
+    s
+}
+
+/// common.wgsl without the functions that read the weight buffer `W` or the tables `T`.
+fn common_without_buffers() -> String {
+    let mut out = String::new();
+    let mut skip = false;
+    for line in COMMON.lines() {
+        if line.starts_with("fn ") {
+            skip = ["fn w32(", "fn w16(", "fn w8(", "fn lut4("].iter().any(|p| line.starts_with(p));
+        }
+        if !skip {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if line == "}" {
+            skip = false;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel source parses and validates with naga (no adapter needed).
+    #[test]
+    fn every_source_validates() {
+        let mut sources = Vec::new();
+        for f in Format::WEIGHTS {
+            for nt in [1, 3, 8] {
+                for sg in [false, true] {
+                    sources.push((format!("matmul {f} nt={nt} sg={sg}"), matmul_source(f, nt, sg).unwrap()));
+                }
+            }
+            sources.push((format!("dequant {f}"), dequant_source(f).unwrap()));
+        }
+        for a in Format::ACTIVATIONS {
+            sources.push((format!("quant {a}"), quant_source(a).unwrap()));
+        }
+        sources.push(("probe".into(), probe_source()));
+        for (name, src) in sources {
+            let module = match wgpu::naga::front::wgsl::parse_str(&src) {
+                Ok(m) => m,
+                Err(e) => panic!("{name}: {}", e.emit_to_string(&src)),
+            };
+            let mut v = wgpu::naga::valid::Validator::new(
+                wgpu::naga::valid::ValidationFlags::all(),
+                wgpu::naga::valid::Capabilities::all(),
+            );
+            if let Err(e) = v.validate(&module) {
+                panic!("{name}: {}", e.emit_to_string(&src));
+            }
+        }
+    }
+
+    /// `neg_bytes` relies on no grid byte being 0 (then `(g ^ 0xff) + 1` carries into the
+    /// next byte).
+    #[test]
+    fn no_grid_byte_is_zero() {
+        let t = tables_words();
+        for (i, w) in t[..OFF_KVNL].iter().enumerate() {
+            assert!(w.to_le_bytes().iter().all(|&b| b != 0 && b < 128), "table word {i}: {w:#010x}");
+        }
+    }
+}

@@ -1,0 +1,40 @@
+// ---- iq2_xxs x q8_K: ggml_vec_dot_iq2_xxs_q8_K (AVX2) --------------------------------------
+// Block (66 bytes): d +0, qs u16[32] +2. Sub-block ib: aux0 = u32 at +2+8ib (four grid
+// indices), aux1 = u32 at +6+8ib (four 7-bit sign indices, scale in bits 28..32).
+// Lane L: elements 4L..4L+3 of each sub-block = half (L & 1) of grid entry aux0 byte L/2,
+// signs from ksigns[(aux1 >> 7(L/2)) & 127]; sub-block scale 2*ls+1; result 0.125 * hsum.
+// The sign is applied to the grid byte rather than to the activation (ggml: sign_epi8(q8, s)):
+// the same product for every activation byte but -128, which the API rejects.
+const ACT_BW: u32 = 73u;
+struct St { acc: array<f32, NT> }
+fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
+    let B = base + b * 66u;
+    let dx = f16f(w16(B));
+    let g = l >> 1u;
+    let h = l & 1u;
+    var wv: array<u32, 8>;
+    var ls: array<i32, 8>;
+    for (var ib = 0u; ib < 8u; ib++) {
+        let a0 = w32(B + 2u + 8u * ib);
+        let a1 = w32(B + 6u + 8u * ib);
+        let grid = T[OFF_IQ2XXS + 2u * ((a0 >> (8u * g)) & 0xffu) + h];
+        let sb = ksigns((a1 >> (7u * g)) & 127u);
+        wv[ib] = neg_bytes(grid, (sb >> (4u * h)) & 0xfu);
+        ls[ib] = 2i * i32(a1 >> 28u) + 1i;
+    }
+    for (var t = 0u; t < NT; t++) {
+        var sumi = 0i;
+        for (var ib = 0u; ib < 8u; ib++) {
+            sumi += ls[ib] * dot4I8Packed(wv[ib], aw(t, b, 1u + 8u * ib + l));
+        }
+        let d = dx * af(t, b, 0u);
+        (*st).acc[t] = fma(d, f32(sumi), (*st).acc[t]);
+    }
+}
+fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        r[t] = 0.125 * hsum8((*st).acc[t], lid);
+    }
+    return r;
+}

@@ -1,0 +1,38 @@
+// ---- iq4_xs x q8_K: ggml_vec_dot_iq4_xs_q8_K (AVX2) ----------------------------------------
+// Block (136 bytes, word aligned): d | scales_h << 16, scales_l[4], qs[128]. Sub-block ib:
+// ls = ((scales_l[ib/2] >> 4(ib&1)) & 15 | ((scales_h >> 2ib) & 3) << 4) - 32; element
+// e < 16 kvalues[low nibble of qs[16ib+e]], e >= 16 kvalues[high nibble of qs[16ib+e-16]].
+const ACT_BW: u32 = 73u;
+struct St { acc: array<f32, NT> }
+fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
+    let i0 = (base + b * 136u) >> 2u;
+    let w0 = W[i0];
+    let dx = f16f(w0 & 0xffffu);
+    let sh = w0 >> 16u;
+    let sl = W[i0 + 1u];
+    var wv: array<u32, 8>;
+    var ls: array<i32, 8>;
+    for (var ib = 0u; ib < 8u; ib++) {
+        let qsw = W[i0 + 2u + 4u * ib + (l & 3u)];
+        let nib = select((qsw >> 4u) & 0x0f0f0f0fu, qsw & 0x0f0f0f0fu, l < 4u);
+        wv[ib] = lut4(OFF_KVNL, nib);
+        let lo = (sl >> (8u * (ib >> 1u) + 4u * (ib & 1u))) & 15u;
+        let hi = (sh >> (2u * ib)) & 3u;
+        ls[ib] = i32(lo | (hi << 4u)) - 32i;
+    }
+    for (var t = 0u; t < NT; t++) {
+        var sumi = 0i;
+        for (var ib = 0u; ib < 8u; ib++) {
+            sumi += ls[ib] * dot4I8Packed(wv[ib], aw(t, b, 1u + 8u * ib + l));
+        }
+        let d = dx * af(t, b, 0u);
+        (*st).acc[t] = fma(d, f32(sumi), (*st).acc[t]);
+    }
+}
+fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        r[t] = hsum8((*st).acc[t], lid);
+    }
+    return r;
+}
