@@ -379,3 +379,49 @@ fn bad_qkern_cpu() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+#[test]
+fn parity_on_the_committed_vectors() {
+    // The default vectors directory is found from the executable (target/*/qkern).
+    let o = qkern(&["parity", "--backend", "cpu-scalar", "--threads", "2"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_ok(&o);
+    assert!(text.contains("cpu features:") && text.contains("cpu path in use:"), "{text}");
+    assert!(text.contains("q8_0     | cpu-scalar"), "{text}");
+    assert!(text.contains("parity: every value bit-equal to ggml"), "{text}");
+}
+
+fn committed_q8_0() -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../parity/vectors");
+    std::fs::read(dir.join("q8_0.qkv")).expect("committed q8_0 vectors")
+}
+
+#[test]
+fn parity_reports_a_difference_with_exit_1() {
+    let f = Files::new();
+    let mut bytes = committed_q8_0();
+    // The byte before the checksum is the top byte of the last case's last expected dot.
+    let n = bytes.len();
+    bytes[n - 9] ^= 0x01;
+    qkern_parity::vectors::reseal(&mut bytes);
+    std::fs::write(f.path("q8_0.qkv"), &bytes).unwrap();
+    let o = qkern(&["parity", "--backend", "cpu-scalar", "--vectors", s(&f.root)]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{text}\n{}", stderr(&o));
+    assert!(text.contains("MISMATCH") && text.contains("first mismatches"), "{text}");
+    assert!(text.contains("parity: DIFFERENCES"), "{text}");
+}
+
+#[test]
+fn parity_errors_exit_2() {
+    let f = Files::new();
+    let missing = f.path("nope");
+    assert_error(&qkern(&["parity", "--vectors", s(&missing)]), "does not exist");
+    assert_error(&qkern(&["parity", "--vectors", s(&f.root)]), "no .qkv files");
+    assert_error(&qkern(&["parity", "--backend", "tpu"]), "unknown backend");
+    assert_error(&qkern(&["parity", "--backend", "cuda:99"]), "cuda");
+    let mut bytes = committed_q8_0();
+    bytes.truncate(bytes.len() - 100);
+    std::fs::write(f.path("q8_0.qkv"), &bytes).unwrap();
+    assert_error(&qkern(&["parity", "--backend", "cpu-scalar", "--vectors", s(&f.root)]), "q8_0.qkv");
+}

@@ -300,6 +300,7 @@ impl WgpuBackend {
                     power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
                     force_fallback_adapter: false,
                     compatible_surface: None,
+                    apply_limit_buckets: false,
                 }))
                 .map_err(|e| WgpuError::NoAdapter(e.to_string()))?,
             },
@@ -370,6 +371,11 @@ impl WgpuBackend {
     /// The adapter's information.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.info
+    }
+
+    /// The device's limits (the adapter's own, all requested).
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
     }
 
     /// Whether the lane reductions use subgroup shuffles.
@@ -706,7 +712,7 @@ impl WgpuBackend {
         let nb = (w.cols / w.format.block_elems()) as u32;
         // (part, token offset, nt) in dispatch order
         let mut jobs = Vec::new();
-        for (pi, p) in w.parts.iter().enumerate() {
+        for pi in 0..w.parts.len() {
             for t0 in (0..tokens).step_by(MAX_NT) {
                 jobs.push((pi, t0, (tokens - t0).min(MAX_NT)));
             }

@@ -6,7 +6,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use qkern::BackendSpec;
+use qkern::{BackendSpec, Device, DeviceOptions};
+use qkern_parity::run::Report;
+use qkern_parity::vectors::VectorFile;
 
 use crate::args;
 use crate::error::stdout_error;
@@ -28,17 +30,66 @@ pub struct Args {
 
 pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let dir = vectors_dir(a.vectors.as_deref())?;
-    let specs = if a.backends.is_empty() {
+    let files = load_vectors(&dir)?;
+    let specs: Vec<BackendSpec> = if a.backends.is_empty() {
         qkern::available_backends().into_iter().filter(|b| b.1.is_ok()).map(|b| b.0).collect()
     } else {
         a.backends.clone()
     };
-    let mut head = String::new();
-    head.push_str(&super::formats::cpu_lines());
-    head.push_str(&format!("vectors: {}\n", dir.display()));
+    let opts = DeviceOptions { threads: a.threads };
+    // Open every device before running anything: a backend that cannot open is an error (2),
+    // not a difference (1).
+    let devices = specs
+        .iter()
+        .map(|&spec| Device::open(spec, opts).map_err(|e| CliError::new(format_args!("backend {spec}: {e}"))))
+        .collect::<Result<Vec<Device>>>()?;
+
+    let mut head = super::formats::cpu_lines();
+    let ggml = files.first().map_or("?", |f| f.1.header.ggml_version.as_str());
+    head.push_str(&format!("vectors: {} ({} formats, ggml {ggml})\n", dir.display(), files.len()));
+    let names: Vec<String> = devices.iter().map(Device::name).collect();
+    head.push_str(&format!("backends: {}\n\n", names.join(", ")));
     out.write_all(head.as_bytes()).map_err(stdout_error)?;
-    let _ = specs;
-    Err(CliError::new("the parity runner (qkern_parity::run) is not built yet"))
+    out.flush().map_err(stdout_error)?;
+
+    let mut report = Report::default();
+    for (spec, dev) in specs.iter().zip(&devices) {
+        for (path, file) in &files {
+            let r = qkern_parity::run::run_file(dev, file).map_err(|e| {
+                CliError::new(format_args!("{} on {spec}: {e}", path.file_name().unwrap_or_default().to_string_lossy()))
+            })?;
+            report.extend(r);
+        }
+    }
+    // format x backend x NT: formats in ggml id order, backends in the order run.
+    report.lines.sort_by_key(|l| l.format);
+    writeln!(out, "{report}").map_err(stdout_error)?;
+    if report.all_equal() {
+        writeln!(out, "parity: every value bit-equal to ggml").map_err(stdout_error)?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        writeln!(out, "parity: DIFFERENCES from ggml (see above)").map_err(stdout_error)?;
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Every `*.qkv` file of `dir`, parsed and validated, in ggml type id order.
+fn load_vectors(dir: &Path) -> Result<Vec<(PathBuf, VectorFile)>> {
+    let rd =
+        std::fs::read_dir(dir).map_err(|e| CliError::new(format_args!("vectors directory {}: {e}", dir.display())))?;
+    let mut paths: Vec<PathBuf> =
+        rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "qkv") && p.is_file()).collect();
+    paths.sort();
+    let mut files = Vec::with_capacity(paths.len());
+    for p in paths {
+        let f = VectorFile::load(&p).map_err(|e| CliError::new(format_args!("vector file {}: {e}", p.display())))?;
+        files.push((p, f));
+    }
+    files.sort_by_key(|f| f.1.header.format);
+    if files.is_empty() {
+        return Err(CliError::new(format_args!("vectors directory {} holds no .qkv files", dir.display())));
+    }
+    Ok(files)
 }
 
 /// Whether `dir` is a directory holding at least one `*.qkv` file.

@@ -112,7 +112,7 @@ pub fn vec_dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         fmadd_bcast(d, &cvt_i32x8(&sumi), &mut acc);
     }
     // acc_m = add(acc_m, movehl(acc_m)); acc_m = add_ss(acc_m, movehdup(acc_m))
-    let m = (acc_m[0] + acc_m[1]) + (acc_m[2] + acc_m[3]);
+    let m = (acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]);
     hsum_float_8(&acc) + m
 }
 

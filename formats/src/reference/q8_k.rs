@@ -51,7 +51,7 @@ pub fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
         let iscale = -127.0f32 / max;
         for (q, &v) in b.qs.iter_mut().zip(xb) {
             // y[i].qs[j] = MIN(127, v): int -> int8_t conversion wraps (gcc), e.g. -4194304 -> 0.
-            *q = { let val = iscale.mul_add(v, 12582912.0f32); ((val.to_bits() as i32 & 0x7fffff) - 0x400000).min(127) as i8 };
+            *q = nearest_int(iscale * v).min(127) as i8;
         }
         for (s, qs) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
             *s = qs.iter().map(|&q| q as i32).sum::<i32>() as i16;

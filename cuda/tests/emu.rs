@@ -1,0 +1,415 @@
+//! The CUDA kernels, run by the host emulator (`cuda/emu/emu.cpp`: the same kernel sources
+//! built as C++, one fiber per CUDA thread), against the scalar reference, bit for bit: the
+//! activation quantizers, every format's matmul (NT 1..8 and chunked, both lane splits,
+//! grouped launches) and dequantize (f32, f16, bf16). Needs a C++ compiler (`CXX`, `c++`,
+//! `g++` or `clang++`); skips with a message otherwise. No GPU involved.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use qkern_cuda::args::{self, DeqArgs, MmJobDesc, QuantArgs};
+use qkern_cuda::layout::{ActLayout, WeightLayout, tables};
+use qkern_formats::{Format, reference};
+use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
+
+type LaunchFn = unsafe extern "C" fn(*const i8, u32, u32, *const u8, *mut i8, i32) -> i32;
+
+struct Emu {
+    _lib: libloading::Library,
+    launch: LaunchFn,
+}
+
+fn emu() -> Option<&'static Emu> {
+    static E: OnceLock<Option<Emu>> = OnceLock::new();
+    E.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let srcs: Vec<PathBuf> = std::fs::read_dir(dir.join("kernels"))
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .chain([dir.join("emu/emu.cpp")])
+            .collect();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut srcs_sorted = srcs.clone();
+        srcs_sorted.sort();
+        for p in &srcs_sorted {
+            for b in std::fs::read(p).ok()? {
+                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("qkern_emu_{h:016x}.so"));
+        if !out.exists() {
+            let cxx = std::env::var("CXX").ok().into_iter().chain(["c++", "g++", "clang++"].map(String::from));
+            let mut built = false;
+            for c in cxx {
+                let tmp = out.with_extension("tmp.so");
+                let st = std::process::Command::new(&c)
+                    .args(["-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared", "-w"])
+                    .arg("-o")
+                    .arg(&tmp)
+                    .arg(dir.join("emu/emu.cpp"))
+                    .status();
+                match st {
+                    Ok(s) if s.success() => {
+                        std::fs::rename(&tmp, &out).ok()?;
+                        built = true;
+                        break;
+                    }
+                    Ok(s) => panic!("the emulator failed to compile with {c} ({s})"),
+                    Err(_) => continue,
+                }
+            }
+            if !built {
+                eprintln!("no C++ compiler found: emulator tests skipped");
+                return None;
+            }
+        }
+        let lib = unsafe { libloading::Library::new(&out) }.expect("load emulator");
+        let launch: LaunchFn = *unsafe { lib.get::<LaunchFn>(b"qk_emu_launch\0") }.expect("qk_emu_launch");
+        Some(Emu { _lib: lib, launch })
+    })
+    .as_ref()
+}
+
+fn run<A>(e: &Emu, name: &str, grid: u32, block: u32, a: &A) {
+    // The emulator runs one launch at a time (its scheduler state is global).
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut err = [0i8; 256];
+    let r = unsafe { (e.launch)(n.as_ptr(), grid, block, a as *const A as *const u8, err.as_mut_ptr(), 256) };
+    if r != 0 {
+        let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) };
+        panic!("emulated launch of {name} failed: {msg:?}");
+    }
+}
+
+/// An emulated device buffer: host memory with a 256-byte aligned base.
+struct Buf(Vec<u64>);
+
+impl Buf {
+    fn new(bytes: usize) -> Buf {
+        Buf(vec![0u64; bytes.div_ceil(8) + 32])
+    }
+    fn from(bytes: &[u8]) -> Buf {
+        let mut b = Buf::new(bytes.len());
+        b.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        b
+    }
+    fn base(&self) -> usize {
+        let p = self.0.as_ptr() as usize;
+        (p + 255) & !255
+    }
+    fn ptr(&self) -> u64 {
+        self.base() as u64
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let off = self.base() - self.0.as_ptr() as usize;
+        let len = self.0.len() * 8 - off;
+        unsafe { std::slice::from_raw_parts_mut((self.0.as_mut_ptr() as *mut u8).add(off), len) }
+    }
+    fn bytes(&self) -> &[u8] {
+        let off = self.base() - self.0.as_ptr() as usize;
+        let len = self.0.len() * 8 - off;
+        unsafe { std::slice::from_raw_parts((self.0.as_ptr() as *const u8).add(off), len) }
+    }
+    fn f32s(&self, n: usize) -> Vec<f32> {
+        self.bytes()[..4 * n].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+}
+
+fn tab() -> &'static Buf {
+    static T: OnceLock<Buf> = OnceLock::new();
+    T.get_or_init(|| Buf::from(bytemuck::cast_slice(&tables())))
+}
+
+/// Quantize `x` (`tokens x cols`) on the emulator; returns the ggml bytes.
+fn emu_quantize(e: &Emu, act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
+    let nt = x.len() / cols;
+    let l = ActLayout::new(act, cols, nt).unwrap();
+    let xb = Buf::from(bytemuck::cast_slice(x));
+    let buf = Buf::new(l.total);
+    let p = |o: usize| if o == 0 && act == Format::Q8_K { 0 } else { buf.ptr() + o as u64 };
+    let a = QuantArgs {
+        x: xb.ptr(),
+        qs: buf.ptr() + l.qs as u64,
+        d16: if act == Format::Q8_K { 0 } else { buf.ptr() + l.d16 as u64 },
+        d32: buf.ptr() + l.d32 as u64,
+        x16: if l.x16 == 0 { 0 } else { p(l.x16) },
+        x32: if l.x32 == 0 { 0 } else { p(l.x32) },
+        cols: cols as u32,
+        tokens: nt as u32,
+    };
+    let (grid, block) = args::quant_launch(act, cols, nt);
+    // a small grid too, to exercise the grid-stride loops
+    run(e, args::quant_kernel_name(act), grid.min(3), block, &a);
+    let mut out = vec![0u8; nt * act.row_bytes(cols).unwrap()];
+    l.to_ggml(&buf.bytes()[..l.total], nt, &mut out);
+    out
+}
+
+fn ref_quantize(act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
+    let rb = act.row_bytes(cols).unwrap();
+    let mut out = vec![0u8; x.len() / cols * rb];
+    for (xr, o) in x.chunks_exact(cols).zip(out.chunks_exact_mut(rb)) {
+        reference::quantize_row(act, xr, o).unwrap();
+    }
+    out
+}
+
+const SPECIALS: [f32; 20] = [
+    0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 126.5, 127.0, -127.0, 1e-40, -1e-45, 6.5e4, 1e30, -1e30, f32::MIN_POSITIVE,
+    f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY,
+];
+
+#[test]
+fn quantizers_match_reference() {
+    let Some(e) = emu() else { return };
+    let mut rng = Rng::new(11);
+    for act in Format::ACTIVATIONS {
+        let cols = act.block_elems() * 3;
+        for trial in 0..40 {
+            let nt = 1 + trial % 3;
+            let d = Dist::ALL[trial % Dist::ALL.len()];
+            let mut x = floats(&mut rng, d, nt * cols);
+            if trial >= 16 {
+                for v in x.iter_mut() {
+                    if rng.below(4) == 0 {
+                        *v = SPECIALS[rng.below(SPECIALS.len() as u64) as usize];
+                    }
+                }
+            }
+            if trial >= 28 {
+                for v in x.iter_mut() {
+                    if rng.below(9) == 0 {
+                        *v = [f32::NAN, f32::from_bits(0x7FC0_1234), f32::from_bits(0xFFA0_0001), f32::from_bits(0x7F80_0001)]
+                            [rng.below(4) as usize];
+                    }
+                }
+            }
+            let want = ref_quantize(act, cols, &x);
+            let got = emu_quantize(e, act, cols, &x);
+            if let Err(m) = qkern_parity::bytes_equal(&format!("{act} trial {trial} ({})", d.name()), act.block_bytes(), &want, &got) {
+                panic!("{m}\ninput: {x:?}");
+            }
+        }
+    }
+}
+
+/// Reference outputs `[t][rows]`.
+fn ref_matmul(f: Format, rows: usize, cols: usize, w: &[u8], acts: &[u8], nt: usize) -> Vec<f32> {
+    let wb = f.row_bytes(cols).unwrap();
+    let mut out = vec![0f32; nt * rows];
+    let mut col = vec![0f32; nt];
+    for r in 0..rows {
+        reference::dot_tokens(f, cols, &w[r * wb..(r + 1) * wb], acts, &mut col).unwrap();
+        for t in 0..nt {
+            out[t * rows + r] = col[t];
+        }
+    }
+    out
+}
+
+/// Same bits, except that NaN matches any NaN (the payload is not part of the contract).
+fn same(want: &[f32], got: &[f32]) -> Option<usize> {
+    want.iter().zip(got).position(|(a, b)| !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())))
+}
+
+struct Case {
+    f: Format,
+    rows: usize,
+    cols: usize,
+    w: Vec<u8>,
+    acts: Vec<u8>,
+    nt: usize,
+}
+
+fn make_case(rng: &mut Rng, f: Format, rows: usize, cols: usize, nt: usize, wild: bool) -> Case {
+    let act = f.vec_dot_type().unwrap();
+    let w = random_blocks(rng, f, rows * cols / f.block_elems(), wild);
+    let d = Dist::ALL[rng.below(Dist::ALL.len() as u64) as usize];
+    let x = floats(rng, d, nt * cols);
+    let acts = ref_quantize(act, cols, &x);
+    Case { f, rows, cols, w, acts, nt }
+}
+
+struct DevCase {
+    w: Buf,
+    wd: u64,
+    a: Buf,
+    l: ActLayout,
+}
+
+fn upload(c: &Case) -> DevCase {
+    let act = c.f.vec_dot_type().unwrap();
+    let wl = WeightLayout::of(c.f).unwrap();
+    let nblocks = c.rows * c.cols / c.f.block_elems();
+    let w = Buf::from(&wl.pack(&c.w));
+    let wd = if wl.split { w.ptr() + wl.d_region(nblocks) as u64 } else { 0 };
+    let l = ActLayout::new(act, c.cols, c.nt).unwrap();
+    let a = Buf::from(&l.from_ggml(&c.acts, c.nt));
+    DevCase { w, wd, a, l }
+}
+
+fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
+    let l = &d.l;
+    MmJobDesc {
+        w: d.w.ptr(),
+        wd: d.wd,
+        a_qs: d.a.ptr() + l.qs as u64,
+        a_d: d.a.ptr() + l.d32 as u64,
+        a_x: match l.format {
+            Format::Q8_1 => d.a.ptr() + l.x32 as u64,
+            Format::Q8_K => d.a.ptr() + l.x16 as u64,
+            _ => 0,
+        },
+        out,
+        rows: c.rows as u32,
+        tokens: c.nt as u32,
+    }
+}
+
+fn emu_matmul(e: &Emu, cases: &[&Case], s4_rows: u64) -> Vec<Vec<f32>> {
+    let devs: Vec<DevCase> = cases.iter().map(|c| upload(c)).collect();
+    let outs: Vec<Buf> = cases.iter().map(|c| Buf::new(4 * c.rows * c.nt)).collect();
+    let f = cases[0].f;
+    let names = args::mm_kernel_names(f);
+    let jobs = cases.iter().zip(&devs).zip(&outs).map(|((c, d), o)| desc(d, c, o.ptr()));
+    args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, s4_rows, |l, a| {
+        let name = names[l.kernel].as_ref().expect("kernel exists");
+        run(e, name, l.grid, l.block, a);
+        Ok(())
+    })
+    .unwrap();
+    cases.iter().zip(&outs).map(|(c, o)| o.f32s(c.rows * c.nt)).collect()
+}
+
+fn check(c: &Case, got: &[f32], what: &str) {
+    let want = ref_matmul(c.f, c.rows, c.cols, &c.w, &c.acts, c.nt);
+    if let Some(i) = same(&want, got) {
+        let n = want.iter().zip(got).filter(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan())).count();
+        panic!(
+            "{} {what} rows={} cols={} nt={}: {n}/{} differ; first at token {} row {}: want {:#010x} ({:e}) got {:#010x} ({:e})",
+            c.f,
+            c.rows,
+            c.cols,
+            c.nt,
+            want.len(),
+            i / c.rows,
+            i % c.rows,
+            want[i].to_bits(),
+            want[i],
+            got[i].to_bits(),
+            got[i]
+        );
+    }
+}
+
+fn matmul_format(f: Format) {
+    let Some(e) = emu() else { return };
+    let mut rng = Rng::new(0x5eed ^ f.id() as u64);
+    let unit = f.block_elems().max(f.vec_dot_type().unwrap().block_elems());
+    // widths: 1, 2, 3 and 5 units (an odd number of blocks for iq4_nl's tail)
+    for (i, units) in [1usize, 2, 3, 5].into_iter().enumerate() {
+        let cols = units * unit;
+        for nt in 1..=8usize {
+            let rows = [1, 7, 33, 40][(nt + i) % 4];
+            let c = make_case(&mut rng, f, rows, cols, nt, false);
+            let s4 = if nt % 2 == 0 { u64::MAX } else { 0 };
+            let got = emu_matmul(e, &[&c], s4);
+            check(&c, &got[0], if s4 == 0 { "S=1" } else { "S=4" });
+        }
+    }
+    // more than 8 tokens (chunks), wild scales (NaN / Inf / subnormal)
+    let c = make_case(&mut rng, f, 9, 2 * unit, 11, false);
+    check(&c, &emu_matmul(e, &[&c], u64::MAX)[0], "chunked");
+    let c = make_case(&mut rng, f, 12, 3 * unit, 3, true);
+    check(&c, &emu_matmul(e, &[&c], 0)[0], "wild scales");
+    // grouped: jobs with different rows and tokens in one launch (and over 16 jobs)
+    let cols = 2 * unit;
+    let cases: Vec<Case> = (0..19).map(|k| make_case(&mut rng, f, 3 + 5 * (k % 4), cols, 1 + k % 9, false)).collect();
+    let refs: Vec<&Case> = cases.iter().collect();
+    for s4 in [0, u64::MAX] {
+        let got = emu_matmul(e, &refs, s4);
+        for (c, g) in cases.iter().zip(&got) {
+            check(c, g, "grouped");
+        }
+    }
+}
+
+fn dequant_format(f: Format) {
+    let Some(e) = emu() else { return };
+    let mut rng = Rng::new(0xdec ^ f.id() as u64);
+    let (rows, cols) = (3, 2 * f.block_elems());
+    for wild in [false, true] {
+        let w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), wild);
+        let wl = WeightLayout::of(f).unwrap();
+        let nblocks = rows * cols / f.block_elems();
+        let wb = Buf::from(&wl.pack(&w));
+        let mut want = vec![0f32; rows * cols];
+        reference::dequantize_row(f, &w, &mut want).unwrap();
+        for kind in [args::DeqKind::F32, args::DeqKind::F16, args::DeqKind::Bf16] {
+            let out = Buf::new(4 * rows * cols);
+            let a = DeqArgs {
+                w: wb.ptr(),
+                wd: if wl.split { wb.ptr() + wl.d_region(nblocks) as u64 } else { 0 },
+                out: out.ptr(),
+                tab: tab().ptr(),
+                rows: rows as u32,
+                cols: cols as u32,
+                kind: kind as u32,
+                pad: 0,
+            };
+            run(e, &args::deq_kernel_name(f), 2, 64, &a);
+            match kind {
+                args::DeqKind::F32 => {
+                    let got = out.f32s(rows * cols);
+                    if let Some(i) = same(&want, &got) {
+                        panic!("{f} dequantize (wild={wild}) element {i}: want {:e} got {:e}", want[i], got[i]);
+                    }
+                }
+                _ => {
+                    let got: Vec<u16> =
+                        out.bytes()[..2 * rows * cols].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+                    for (i, (&v, &g)) in want.iter().zip(&got).enumerate() {
+                        let exp = if kind == args::DeqKind::F16 { qkern_formats::fp::f32_to_f16(v).to_bits() } else { bf16(v) };
+                        assert_eq!(exp, g, "{f} dequantize {kind:?} (wild={wild}) element {i} ({v:e})");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// ggml `ggml_compute_fp32_to_bf16`.
+fn bf16(f: f32) -> u16 {
+    let u = f.to_bits();
+    if (u & 0x7fff_ffff) > 0x7f80_0000 {
+        return ((u >> 16) | 64) as u16;
+    }
+    ((u + (0x7fff + ((u >> 16) & 1))) >> 16) as u16
+}
+
+macro_rules! per_format {
+    ($($name:ident, $dq:ident => $f:expr;)*) => {$(
+        #[test]
+        fn $name() { matmul_format($f) }
+        #[test]
+        fn $dq() { dequant_format($f) }
+    )*};
+}
+
+per_format! {
+    mm_q8_0, deq_q8_0 => Format::Q8_0;
+    mm_q5_1, deq_q5_1 => Format::Q5_1;
+    mm_q4_k, deq_q4_k => Format::Q4_K;
+    mm_q5_k, deq_q5_k => Format::Q5_K;
+    mm_q6_k, deq_q6_k => Format::Q6_K;
+    mm_iq2_xxs, deq_iq2_xxs => Format::IQ2_XXS;
+    mm_iq2_xs, deq_iq2_xs => Format::IQ2_XS;
+    mm_iq2_s, deq_iq2_s => Format::IQ2_S;
+    mm_iq3_xxs, deq_iq3_xxs => Format::IQ3_XXS;
+    mm_iq3_s, deq_iq3_s => Format::IQ3_S;
+    mm_iq4_nl, deq_iq4_nl => Format::IQ4_NL;
+    mm_iq4_xs, deq_iq4_xs => Format::IQ4_XS;
+    mm_nvfp4, deq_nvfp4 => Format::NVFP4;
+}

@@ -1,0 +1,45 @@
+//! The adapter the tests run on: `QKERN_WGPU_ADAPTER=N` picks one by index, otherwise wgpu's
+//! choice (honouring `WGPU_BACKEND` / `WGPU_ADAPTER_NAME`). In CI (`CI=true`) a missing
+//! adapter fails the test; elsewhere the test prints why it skips and passes.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use qkern_wgpu::{Options, WgpuBackend};
+
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn index() -> Option<usize> {
+    std::env::var("QKERN_WGPU_ADAPTER").ok().and_then(|v| v.parse().ok())
+}
+
+fn open(opts: Options) -> Option<WgpuBackend> {
+    match WgpuBackend::with_options(index(), opts) {
+        Ok(b) => {
+            eprintln!("wgpu adapter: {}", b.name());
+            Some(b)
+        }
+        Err(e) => {
+            if in_ci() {
+                panic!("CI=true but no usable wgpu adapter: {e} (install mesa-vulkan-drivers: scripts/setup.sh)");
+            }
+            eprintln!("SKIPPED: no usable wgpu adapter ({e}); install mesa-vulkan-drivers (scripts/setup.sh) to run");
+            None
+        }
+    }
+}
+
+/// The shared backend (default options), or `None` (skip) outside CI without an adapter.
+pub fn backend() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| open(Options::default())).as_ref()
+}
+
+/// A backend with the workgroup-memory reductions (no subgroups) and weights split into
+/// parts of at most 4 KiB, to exercise the fallback and the splitting on small matrices.
+pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| open(Options { subgroups: Some(false), max_part_bytes: Some(4096) })).as_ref()
+}
