@@ -64,9 +64,9 @@ pub fn svg(rep: &Report) -> Result<String, Error> {
     let tokens = &rep.config.tokens;
     let threads = &rep.config.threads;
     let find = |f: qkern::Format, nt: usize, t: usize, backend: Option<&str>| {
-        recs.iter().copied().find(|r| {
-            r.format == f && r.tokens == Some(nt) && r.threads == t && backend.is_none_or(|b| r.backend == b)
-        })
+        recs.iter()
+            .copied()
+            .find(|r| r.format == f && r.tokens == Some(nt) && r.threads == t && backend.is_none_or(|b| r.backend == b))
     };
     let value = |s: &Series, f, nt, t| -> Option<f64> {
         let r = find(f, nt, t, s.backend.as_deref())?;
@@ -158,18 +158,17 @@ pub fn svg(rep: &Report) -> Result<String, Error> {
             }
             if let (Some(Shape::OutOfCache), Some(b)) = (shape, bw(t)) {
                 let grey = RGBColor(90, 90, 90);
-                let line = chart
-                    .draw_series(LineSeries::new([(0.0, b), (nf, b)], grey.stroke_width(1)))
-                    .map_err(chart_err)?;
+                let line =
+                    chart.draw_series(LineSeries::new([(0.0, b), (nf, b)], grey.stroke_width(1))).map_err(chart_err)?;
                 if i == 0 {
                     line.label(format!("read bandwidth ({t} thr)"))
                         .legend(move |(x, y)| PathElement::new([(x, y), (x + 12, y)], grey));
                 }
-                let p = chart.backend_coord(&(nf, b));
+                let p = chart.backend_coord(&(0.0, b));
                 root.draw(&Text::new(
-                    format!("{b:.1} GB/s"),
-                    (p.0 - 4, p.1 - 3),
-                    ("sans-serif", 10).into_font().color(&grey).pos(Pos::new(HPos::Right, VPos::Bottom)),
+                    format!("read {b:.1} GB/s"),
+                    (p.0 + 4, p.1 - 3),
+                    ("sans-serif", 10).into_font().color(&grey).pos(Pos::new(HPos::Left, VPos::Bottom)),
                 ))
                 .map_err(chart_err)?;
             }

@@ -161,8 +161,10 @@ pub struct Config {
     pub threads: Vec<usize>,
     /// Timed seconds per contender per measurement.
     pub seconds: f64,
-    /// At least this many samples per contender per measurement.
+    /// At least this many samples per contender per measurement...
     pub min_reps: usize,
+    /// ...unless its samples already add up to this many seconds (a cap for slow paths).
+    pub max_seconds: f64,
     pub shapes: ShapeSel,
     pub ops: Vec<Op>,
     /// Weights per format for the out-of-cache shape, MiB.
@@ -186,6 +188,7 @@ impl Default for Config {
             threads,
             seconds: 0.3,
             min_reps: 3,
+            max_seconds: 10.0,
             shapes: ShapeSel::Both,
             ops: Op::ALL.to_vec(),
             weights_mib: 512,
@@ -210,6 +213,9 @@ impl Config {
         }
         if !(self.seconds.is_finite() && self.seconds >= 0.0) {
             return bad(format!("--seconds must be a non-negative number, not {}", self.seconds));
+        }
+        if self.max_seconds.is_nan() || self.max_seconds <= 0.0 {
+            return bad(format!("--max-seconds must be positive, not {}", self.max_seconds));
         }
         if self.weights_mib == 0 || self.cols == 0 {
             return bad("--weights-mib and the column count must be at least 1".into());
@@ -239,7 +245,10 @@ impl Config {
             ("tokens", join(&self.tokens)),
             ("threads", join(&self.threads)),
             ("seconds per contender per measurement", format!("{}", self.seconds)),
-            ("min samples", self.min_reps.to_string()),
+            (
+                "samples per contender",
+                format!("at least {} (fewer once they add up to {} s)", self.min_reps, self.max_seconds),
+            ),
             ("shapes", self.shapes.shapes().iter().map(|s| s.name()).collect::<Vec<_>>().join(",")),
             ("ops", self.ops.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")),
             ("out-of-cache weights", format!("{} MiB per format, {} columns", self.weights_mib, self.cols)),
@@ -425,7 +434,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
         ));
     }
 
-    let budget = Budget::new(cfg.seconds, cfg.min_reps);
+    let budget = Budget { max_seconds: cfg.max_seconds, ..Budget::new(cfg.seconds, cfg.min_reps) };
     let mut pools = Pools::default();
     let mut records = Vec::new();
     for &shape in &shapes {
@@ -496,7 +505,14 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
             if cpu { bandwidth.iter().find(|b| b.threads == r.threads).and_then(|b| b.gbps()) } else { None };
     }
     machine.load_end = machine::loadavg();
-    Ok(Report { machine, config: cfg.clone(), bandwidth, records, elapsed_s: start.elapsed().as_secs_f64(), notes: vec![] })
+    Ok(Report {
+        machine,
+        config: cfg.clone(),
+        bandwidth,
+        records,
+        elapsed_s: start.elapsed().as_secs_f64(),
+        notes: vec![],
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -6,7 +6,8 @@
 //! operations), then calibrated to a batch of `iters` calls lasting at least
 //! [`Budget::sample_floor`] so that the clock's resolution does not matter, then timed batch
 //! by batch. A contender leaves the rotation once it has `min_reps` samples and its batches
-//! add up to `seconds`; the others go on, still interleaved among themselves.
+//! add up to `seconds` (or, for very slow paths, its samples reach `max_seconds`); the others
+//! go on, still interleaved among themselves.
 
 use std::time::{Duration, Instant};
 
@@ -19,11 +20,14 @@ pub struct Budget {
     pub min_reps: usize,
     /// At most this many samples per contender.
     pub max_reps: usize,
+    /// Stop a contender once its timed samples add up to this many seconds, even below
+    /// `min_reps` (it always gets one sample): a cap for very slow paths.
+    pub max_seconds: f64,
 }
 
 impl Budget {
     pub fn new(seconds: f64, min_reps: usize) -> Budget {
-        Budget { seconds: seconds.max(0.0), min_reps: min_reps.max(1), max_reps: 2000 }
+        Budget { seconds: seconds.max(0.0), min_reps: min_reps.max(1), max_reps: 2000, max_seconds: f64::INFINITY }
     }
 
     /// Shortest batch worth timing: a 25th of the budget, between 0.5 ms and 20 ms.
@@ -61,7 +65,7 @@ pub fn interleaved(ops: &mut [Op<'_>], budget: Budget) -> Result<Vec<Vec<f64>>, 
             samples[i].push(t / iters[i] as f64);
             spent[i] += t;
             let enough = samples[i].len() >= budget.min_reps && spent[i] >= budget.seconds;
-            if enough || samples[i].len() >= budget.max_reps {
+            if enough || samples[i].len() >= budget.max_reps || spent[i] >= budget.max_seconds {
                 active[i] = false;
             }
         }

@@ -58,7 +58,9 @@ fn sections(rep: &Report) -> Vec<((Shape, Op), Vec<&Record>)> {
 
 fn section_title(rep: &Report, shape: Shape, op: Op, rs: &[&Record]) -> String {
     let dims = match shape {
-        Shape::OutOfCache => format!("{} MiB of weights per format, {} columns", rep.config.weights_mib, rep.config.cols),
+        Shape::OutOfCache => {
+            format!("{} MiB of weights per format, {} columns", rep.config.weights_mib, rep.config.cols)
+        }
         Shape::ExpertGateUp => "one MoE expert's gate/up, 640 rows x 2560 columns (in cache)".into(),
         Shape::ExpertDown => "one MoE expert's down, 2560 rows x 640 columns (in cache)".into(),
     };
@@ -74,8 +76,19 @@ fn section_title(rep: &Report, shape: Shape, op: Op, rs: &[&Record]) -> String {
     format!("{what}: {} ({dims}{nt})", shape.name())
 }
 
-const HEAD: [&str; 11] =
-    ["format", "backend", "NT", "threads", "ours GB/s", "ggml GB/s", "candle GB/s", "ours/ggml", "% bw", "= ggml", "note"];
+const HEAD: [&str; 11] = [
+    "format",
+    "backend",
+    "NT",
+    "threads",
+    "ours GB/s",
+    "ggml GB/s",
+    "candle GB/s",
+    "ours/ggml",
+    "% bw",
+    "= ggml",
+    "note",
+];
 
 fn row_cells(r: &Record) -> Vec<String> {
     vec![
@@ -254,7 +267,10 @@ pub fn markdown(rep: &Report, chart: Option<&str>) -> String {
     for (k, v) in rep.config.lines() {
         let _ = writeln!(o, "| {k} | {} |", md_escape(&v));
     }
-    let _ = writeln!(o, "\n## Streaming-read bandwidth\n\n| threads | median GB/s | min | max | samples |\n| ---: | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(
+        o,
+        "\n## Streaming-read bandwidth\n\n| threads | median GB/s | min | max | samples |\n| ---: | ---: | ---: | ---: | ---: |"
+    );
     for b in &rep.bandwidth {
         if let Some(s) = b.summary() {
             let _ = writeln!(o, "| {} | {} | {} | {} | {} |", b.threads, num(s.median), num(s.min), num(s.max), s.n);

@@ -36,7 +36,14 @@ impl Summary {
     /// maps to the median; the quartiles and extremes swap ends (a slower time is a lower rate).
     pub fn rate(&self, units: f64) -> Summary {
         let r = |s: f64| if s > 0.0 { units / s } else { f64::INFINITY };
-        Summary { n: self.n, median: r(self.median), p25: r(self.p75), p75: r(self.p25), min: r(self.max), max: r(self.min) }
+        Summary {
+            n: self.n,
+            median: r(self.median),
+            p25: r(self.p75),
+            p75: r(self.p25),
+            min: r(self.max),
+            max: r(self.min),
+        }
     }
 
     /// Half the interquartile range relative to the median, in percent.

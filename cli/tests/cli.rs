@@ -221,7 +221,8 @@ fn dot_matches_library_matmul() {
     let w = std::fs::read(&w_path).unwrap();
     let want = bits(&lib_matmul(Format::Q8_0, ROWS, COLS, &w, &x));
     let (r, c, t) = (ROWS.to_string(), COLS.to_string(), TOKENS.to_string());
-    let runs: [(&[&str], &[(&str, &str)]); 5] = [
+    type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let runs: [Run; 5] = [
         (&[], &[]),
         (&["--backend", "cpu-scalar", "--threads", "1"], &[]),
         (&["--backend", "cpu", "--threads", "3"], &[]),

@@ -187,3 +187,25 @@ fn live_wild_scales_all_formats() {
     }
     assert!(total_nans > 0, "the wild cases never produced a NaN: the generator is not wild");
 }
+
+macro_rules! live_quantize_tests {
+    ($($name:ident => $fmt:expr),* $(,)?) => {$(
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+            /// Activation quantize alone: every distribution, 1..16 blocks, ours == ggml bytes.
+            #[test]
+            fn $name(seed in any::<u64>(), nblocks in 1usize..=16, dist in 0usize..Dist::ALL.len()) {
+                let act = $fmt;
+                let mut rng = Rng::new(seed);
+                let r = activation(act, &mut rng, nblocks * act.block_elems(), Some(Dist::ALL[dist]));
+                prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+            }
+        }
+    )*};
+}
+
+live_quantize_tests! {
+    live_quantize_q8_0 => Format::Q8_0,
+    live_quantize_q8_1 => Format::Q8_1,
+    live_quantize_q8_k => Format::Q8_K,
+}

@@ -92,6 +92,9 @@ pub struct Options {
     /// Use subgroup shuffles for the lane reductions where the adapter offers them
     /// (`None`: yes unless `QKERN_WGPU_SUBGROUPS=0`).
     pub subgroups: Option<bool>,
+    /// Use the adapter's `fma()` where it was measured fused (`None`: yes unless
+    /// `QKERN_WGPU_FMA=emulate`); `Some(false)` always uses the emulation.
+    pub native_fma: Option<bool>,
     /// Split weights into parts of at most this many bytes (`None`: the adapter's
     /// storage-binding limit, at most 2 GiB).
     pub max_part_bytes: Option<u64>,
@@ -161,6 +164,8 @@ pub struct WgpuBackend {
     queue: wgpu::Queue,
     limits: wgpu::Limits,
     subgroups: bool,
+    native_fma: bool,
+    fma_measured_fused: bool,
     max_part: u64,
     max_binding: u64,
     tables: wgpu::Buffer,
@@ -348,6 +353,8 @@ impl WgpuBackend {
             queue,
             limits,
             subgroups: !features.is_empty(),
+            native_fma: false,
+            fma_measured_fused: false,
             max_part,
             max_binding,
             tables,
@@ -359,13 +366,27 @@ impl WgpuBackend {
         if be.subgroups && !be.subgroups_usable()? {
             be.subgroups = false;
         }
+        // Whether `fma()` is fused here: measured, on cases where fused and unfused differ.
+        let want_native = opts.native_fma.unwrap_or_else(|| std::env::var("QKERN_WGPU_FMA").map_or(true, |v| v != "emulate"));
+        let probe = be.float_probe(4096, 0xf3a)?;
+        be.fma_measured_fused = probe.fma_fused == probe.cases;
+        be.native_fma = want_native && be.fma_measured_fused;
+        if let Ok(mut c) = be.pipelines.lock() {
+            c.remove(&Kernel::Probe);
+        }
         be.check_errors()?;
         Ok(be)
     }
 
     /// The adapter's name and backend.
     pub fn name(&self) -> String {
-        format!("{} ({:?}{})", self.info.name, self.info.backend, if self.subgroups { ", subgroups" } else { "" })
+        format!(
+            "{} ({:?}, {}{})",
+            self.info.name,
+            self.info.backend,
+            if self.native_fma { "fma" } else { "emulated fma" },
+            if self.subgroups { ", subgroups" } else { "" }
+        )
     }
 
     /// The adapter's information.
@@ -376,6 +397,16 @@ impl WgpuBackend {
     /// The device's limits (the adapter's own, all requested).
     pub fn limits(&self) -> &wgpu::Limits {
         &self.limits
+    }
+
+    /// Whether the kernels use the adapter's `fma()` (measured fused) or the emulation.
+    pub fn uses_native_fma(&self) -> bool {
+        self.native_fma
+    }
+
+    /// Whether the adapter's `fma()` was measured to be a fused multiply-add.
+    pub fn fma_is_fused(&self) -> bool {
+        self.fma_measured_fused
     }
 
     /// Whether the lane reductions use subgroup shuffles.
@@ -404,10 +435,12 @@ impl WgpuBackend {
             return Ok(p.clone());
         }
         let (src, layout) = match k {
-            Kernel::Matmul(f, nt) => (shaders::matmul_source(f, nt, self.subgroups), &self.layouts.matmul),
+            Kernel::Matmul(f, nt) => {
+                (shaders::matmul_source(f, nt, self.subgroups, self.native_fma), &self.layouts.matmul)
+            }
             Kernel::Dequant(f) => (shaders::dequant_source(f), &self.layouts.dequant),
-            Kernel::Quant(f) => (shaders::quant_source(f), &self.layouts.quant_pl),
-            Kernel::Probe => (Some(shaders::probe_source()), &self.layouts.quant_pl),
+            Kernel::Quant(f) => (shaders::quant_source(f, self.native_fma), &self.layouts.quant_pl),
+            Kernel::Probe => (Some(shaders::probe_source(self.native_fma)), &self.layouts.quant_pl),
         };
         let src = src.ok_or_else(|| WgpuError::Unsupported(format!("no {k:?} kernel")))?;
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {

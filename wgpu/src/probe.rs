@@ -7,12 +7,18 @@
 
 use crate::{WgpuBackend, WgpuError};
 
-/// The probe kernel: for each case (a, b, c) as u32 bits, 12 output words.
+/// The probe kernel: for each case (a, b, c) as u32 bits, `PER` output words.
+pub(crate) const PER: usize = 13;
+
 pub(crate) const PROBE_WGSL: &str = r#"
 struct PP { n: u32, zero: u32 }
 @group(0) @binding(0) var<storage, read> PI: array<u32>;
 @group(0) @binding(1) var<storage, read_write> PO: array<u32>;
 @group(0) @binding(2) var<uniform> PPar: PP;
+
+fn zero_u() -> u32 {
+    return PPar.zero;
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -24,7 +30,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let a = bitcast<f32>(ua);
     let b = bitcast<f32>(PI[3u * i + 1u]);
     let c = bitcast<f32>(PI[3u * i + 2u]);
-    let o = 12u * i;
+    let o = 13u * i;
     PO[o + 0u] = bitcast<u32>(fma(a, b, c));
     PO[o + 1u] = bitcast<u32>(a * b + c);
     PO[o + 2u] = bitcast<u32>(bitcast<f32>(bitcast<u32>(a * b) ^ PPar.zero) + c);
@@ -37,6 +43,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     PO[o + 9u] = bitcast<u32>(f32(bitcast<i32>(ua)));
     PO[o + 10u] = bitcast<u32>(a * b);
     PO[o + 11u] = bitcast<u32>(a + b);
+    PO[o + 12u] = bitcast<u32>(fma_emul(a, b, c));
 }
 "#;
 
@@ -73,6 +80,10 @@ pub struct FloatReport {
     pub round_exact: usize,
     /// `f32(i32)` correctly rounded.
     pub i2f_exact: usize,
+    /// The emulated fma (`fma_emul`) bit-equal to `f32::mul_add`, among cases in its range.
+    pub emul_exact: usize,
+    /// Cases in the emulation's range (operands and product within 2^-100..2^100 or zero).
+    pub emul_cases: usize,
     /// `a * b` bit-equal to the CPU, among products whose exact result is subnormal.
     pub subnormal_products_exact: usize,
     /// Products with a subnormal result.
@@ -93,6 +104,7 @@ impl std::fmt::Display for FloatReport {
             "a*b+c == fused, where they differ:  {}/{} (contracted if > 0)",
             self.plain_fused_where_differs, self.fused_differs
         )?;
+        writeln!(f, "fma_emul == f32::mul_add:           {}/{}", self.emul_exact, self.emul_cases)?;
         writeln!(f, "laundered a*b+c == unfused:         {}/{n}", self.laundered_unfused)?;
         writeln!(f, "native a/b correctly rounded:       {}/{n}", self.div_native_exact)?;
         writeln!(f, "div_rn correctly rounded:           {}/{}", self.div_rn_exact, self.div_normal)?;
@@ -174,11 +186,11 @@ impl WgpuBackend {
     pub fn float_probe(&self, n: usize, seed: u64) -> Result<FloatReport, WgpuError> {
         let input = cases(n, seed);
         let words: Vec<u32> = input.iter().flatten().copied().collect();
-        let out = self.run_probe(&words, n, 12)?;
+        let out = self.run_probe(&words, n, PER)?;
         let mut r = FloatReport { cases: n, ..FloatReport::default() };
         for (i, c) in input.iter().enumerate() {
             let (a, b, cc) = (f32::from_bits(c[0]), f32::from_bits(c[1]), f32::from_bits(c[2]));
-            let o = &out[12 * i..12 * i + 12];
+            let o = &out[PER * i..PER * i + PER];
             let same = |x: u32, y: f32| x == y.to_bits() || (f32::from_bits(x).is_nan() && y.is_nan());
             let fused = a.mul_add(b, cc);
             let unfused = a * b + cc;
@@ -189,6 +201,11 @@ impl WgpuBackend {
                 r.plain_fused_where_differs += same(o[1], fused) as usize;
             }
             r.laundered_unfused += same(o[2], unfused) as usize;
+            let inr = |x: f32| x == 0.0 || (x.abs() > 7.9e-31 && x.abs() < 1.2e30);
+            if inr(a) && inr(b) && inr(cc) && inr(a * b) && inr(fused) {
+                r.emul_cases += 1;
+                r.emul_exact += same(o[12], fused) as usize;
+            }
             let q = a / b;
             r.div_native_exact += same(o[3], q) as usize;
             if q.is_normal() {

@@ -14,6 +14,14 @@ const MATMUL_HEAD: &str = include_str!("wgsl/matmul_head.wgsl");
 const MATMUL_MAIN: &str = include_str!("wgsl/matmul_main.wgsl");
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
+const FMA: &str = include_str!("wgsl/fma.wgsl");
+const FMA_NATIVE: &str = include_str!("wgsl/fma_native.wgsl");
+const FMA_EMULATED: &str = include_str!("wgsl/fma_emulated.wgsl");
+
+/// fma.wgsl with `fmx` bound to the native `fma()` or the emulation.
+fn fma_src(native: bool) -> String {
+    format!("{FMA}{}", if native { FMA_NATIVE } else { FMA_EMULATED })
+}
 
 /// Word offsets of the lookup tables in the tables buffer (`T`), in the order
 /// [`tables_words`] writes them.
@@ -74,7 +82,7 @@ fn matmul_body(f: Format) -> Option<&'static str> {
 }
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch.
-pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool) -> Option<String> {
+pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool, native_fma: bool) -> Option<String> {
     let body = matmul_body(f)?;
     let mut s = String::with_capacity(24 * 1024);
     if subgroups {
@@ -84,6 +92,7 @@ pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool) -> Option<Strin
     s.push_str(&table_consts());
     s.push_str(MATMUL_HEAD);
     s.push_str(COMMON);
+    s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
     s.push_str(MATMUL_MAIN);
@@ -116,7 +125,7 @@ pub(crate) fn dequant_source(f: Format) -> Option<String> {
 }
 
 /// The activation quantizer of `act` (q8_0, q8_1, q8_K).
-pub(crate) fn quant_source(act: Format) -> Option<String> {
+pub(crate) fn quant_source(act: Format, native_fma: bool) -> Option<String> {
     let call = match act {
         Format::Q8_0 => "quant_q8_01(g, false)",
         Format::Q8_1 => "quant_q8_01(g, true)",
@@ -128,15 +137,17 @@ pub(crate) fn quant_source(act: Format) -> Option<String> {
     let mut s = table_consts();
     s.push_str(&QUANT.replace("QUANT;", &format!("{call};")));
     s.push_str(&common_without_buffers());
+    s.push_str(&fma_src(native_fma));
     s.push_str(FLOATOPS);
     Some(s)
 }
 
 /// The probe kernel: float behaviour of the adapter (see [`crate::probe`]).
-pub(crate) fn probe_source() -> String {
+pub(crate) fn probe_source(native_fma: bool) -> String {
     let mut s = table_consts();
     s.push_str(crate::probe::PROBE_WGSL);
     s.push_str(&common_without_buffers());
+    s.push_str(&fma_src(native_fma));
     s.push_str(FLOATOPS);
     s
 }
@@ -171,15 +182,19 @@ mod tests {
         for f in Format::WEIGHTS {
             for nt in [1, 3, 8] {
                 for sg in [false, true] {
-                    sources.push((format!("matmul {f} nt={nt} sg={sg}"), matmul_source(f, nt, sg).unwrap()));
+                    for nf in [false, true] {
+                        sources.push((format!("matmul {f} nt={nt} sg={sg}"), matmul_source(f, nt, sg, nf).unwrap()));
+                    }
                 }
             }
             sources.push((format!("dequant {f}"), dequant_source(f).unwrap()));
         }
         for a in Format::ACTIVATIONS {
-            sources.push((format!("quant {a}"), quant_source(a).unwrap()));
+            for nf in [false, true] {
+                sources.push((format!("quant {a}"), quant_source(a, nf).unwrap()));
+            }
         }
-        sources.push(("probe".into(), probe_source()));
+        sources.push(("probe".into(), probe_source(false)));
         for (name, src) in sources {
             let module = match wgpu::naga::front::wgsl::parse_str(&src) {
                 Ok(m) => m,

@@ -79,9 +79,7 @@ mod imp {
 
     pub fn version() -> String {
         let (avx2, fma, f16c, avx512) = live::isa();
-        format!(
-            "ggml 0.26.0 (llama-cpp-sys-2 =0.1.161), built with avx2={avx2} fma={fma} f16c={f16c} avx512={avx512}"
-        )
+        format!("ggml 0.26.0 (llama-cpp-sys-2 =0.1.161), built with avx2={avx2} fma={fma} f16c={f16c} avx512={avx512}")
     }
 
     /// The CPU traits of `f`, after checking that ggml's block layout and `vec_dot_type`

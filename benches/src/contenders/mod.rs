@@ -55,7 +55,13 @@ pub struct WeightSet {
 impl WeightSet {
     /// Random weight blocks (every byte random except the scales, which are finite and of
     /// moderate size, so no contender meets NaN or Inf) and standard-normal activations.
-    pub fn random(format: Format, rows: usize, cols: usize, max_tokens: usize, seed: u64) -> Result<Self, qkern::Error> {
+    pub fn random(
+        format: Format,
+        rows: usize,
+        cols: usize,
+        max_tokens: usize,
+        seed: u64,
+    ) -> Result<Self, qkern::Error> {
         let bytes = format.matrix_bytes(rows, cols)?;
         let act = format.vec_dot_type().ok_or(qkern::ShapeError::Role { format, role: "quantized weight" })?;
         let mut rng = Rng::new(seed ^ (u64::from(format.id()) << 32) ^ (rows * 31 + cols) as u64);

@@ -33,7 +33,7 @@ fn deq_q5_1(B: u32, e: u32) -> f32 {
     let byte = w8(B + 8u + (e & 15u));
     let nib = select(byte >> 4u, byte & 15u, e < 16u);
     let q = nib | (((qh >> e) & 1u) << 4u);
-    return fma(f32(q), d, m);
+    return f32(q) * d + m;
 }
 
 // get_scale_min_k4(j, scales at S)

@@ -1,7 +1,7 @@
 // ---- floatops.wgsl: correctly rounded division and x86 max/convert semantics ---------
 
 // `a / b` correctly rounded: the native quotient, then moved to whichever neighbour leaves the
-// smallest exact residual `fma(-q, b, a)` (a quotient of two floats is never a midpoint, so
+// smallest exact residual `fmx(-q, b, a)` (a quotient of two floats is never a midpoint, so
 // there are no ties). Zero, infinite, NaN and subnormal quotients are returned as computed.
 fn div_rn(a: f32, b: f32) -> f32 {
     var q = a / b;
@@ -10,11 +10,11 @@ fn div_rn(a: f32, b: f32) -> f32 {
         return q;
     }
     for (var i = 0; i < 3; i++) {
-        let r = abs(fma(-q, b, a));
+        let r = abs(fmx(-q, b, a));
         let qu = bitcast<f32>(bitcast<u32>(q) + 1u);
         let qd = bitcast<f32>(bitcast<u32>(q) - 1u);
-        let ru = abs(fma(-qu, b, a));
-        let rd = abs(fma(-qd, b, a));
+        let ru = abs(fmx(-qu, b, a));
+        let rd = abs(fmx(-qd, b, a));
         if (ru < r && ru <= rd) {
             q = qu;
         } else if (rd < r) {

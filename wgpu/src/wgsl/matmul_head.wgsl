@@ -2,8 +2,8 @@
 //
 // One workgroup of 64 invocations computes 8 weight rows; invocation `lid` works on row
 // `lid / 8` and AVX2 lane `l = lid % 8`. Lane l keeps, for each of the NT tokens, its own f32
-// accumulator and runs ggml's per-lane chain `acc = fma(d, f32(lane_int), acc)` over the row's
-// blocks in order; integer lane sums are exact (packed 4x8 dot products), so only the float
+// accumulator and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)` (a true
+// fused multiply-add, fma.wgsl) over the row's blocks in order; integer lane sums are exact (packed 4x8 dot products), so only the float
 // chain's order matters, and it is the reference's. The 8 lanes are then reduced in
 // `hsum_float_8`'s order ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) by three xor exchanges.
 
@@ -24,6 +24,10 @@ struct Params {
 @group(1) @binding(0) var<storage, read> X: array<u32>;
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
 @group(2) @binding(1) var<uniform> P: Params;
+
+fn zero_u() -> u32 {
+    return P.zero;
+}
 
 // Activation word `w` of activation block `ab` of token `t` (of this dispatch).
 fn aw(t: u32, ab: u32, w: u32) -> u32 {

@@ -28,7 +28,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
             sumi += ls[ib] * dot4I8Packed(wv[ib], aw(t, b, 1u + 8u * ib + l));
         }
         let d = dx * af(t, b, 0u);
-        (*st).acc[t] = fma(d, f32(sumi), (*st).acc[t]);
+        (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {

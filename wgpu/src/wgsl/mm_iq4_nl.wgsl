@@ -2,7 +2,7 @@
 // Block (18 bytes): d +0, qs[16] +2; element j < 16 is kvalues[low nibble of qs[j]], j >= 16
 // kvalues[high nibble of qs[j-16]]. Blocks go in pairs: even ones into acc1, odd ones into
 // acc2, then hsum(acc1 + acc2); an odd last block is the scalar tail
-// `sumf = fma(d, f32(sumi1 + sumi2), sumf)` (gcc contracts it; reference iq4_nl.rs).
+// `sumf = fmx(d, f32(sumi1 + sumi2), sumf)` (gcc contracts it; reference iq4_nl.rs).
 const ACT_BW: u32 = 9u;
 struct St { acc1: array<f32, NT>, acc2: array<f32, NT>, tail_i: array<i32, NT>, tail_d: array<f32, NT> }
 fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
@@ -19,9 +19,9 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
             (*st).tail_i[t] = li;
             (*st).tail_d[t] = d;
         } else if ((b & 1u) == 0u) {
-            (*st).acc1[t] = fma(d, f32(li), (*st).acc1[t]);
+            (*st).acc1[t] = fmx(d, f32(li), (*st).acc1[t]);
         } else {
-            (*st).acc2[t] = fma(d, f32(li), (*st).acc2[t]);
+            (*st).acc2[t] = fmx(d, f32(li), (*st).acc2[t]);
         }
     }
 }
@@ -32,7 +32,7 @@ fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {
         var s = hsum8((*st).acc1[t] + (*st).acc2[t], lid);
         let si = isum8((*st).tail_i[t], lid);
         if (odd) {
-            s = fma((*st).tail_d[t], f32(si), s);
+            s = fmx((*st).tail_d[t], f32(si), s);
         }
         r[t] = s;
     }

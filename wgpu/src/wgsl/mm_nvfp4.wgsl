@@ -18,7 +18,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         for (var t = 0u; t < NT; t++) {
             let sc = ue * af(t, ab, 0u);
             let li = dot4I8Packed(wv, aw(t, ab, 1u + l));
-            (*st).acc[t] = fma(sc, f32(li), (*st).acc[t]);
+            (*st).acc[t] = fmx(sc, f32(li), (*st).acc[t]);
         }
     }
 }

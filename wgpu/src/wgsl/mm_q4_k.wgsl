@@ -41,7 +41,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         let q8s0 = sext16(bitcast<u32>(sext16(bs0) + (bitcast<i32>(bs0) >> 16u)));
         let q8s1 = sext16(bitcast<u32>(sext16(bs1) + (bitcast<i32>(bs1) >> 16u)));
         let prod = mn0 * q8s0 + mn1 * q8s1;
-        (*st).accm[t] = fma(dmin, f32(prod), (*st).accm[t]);
+        (*st).accm[t] = fmx(dmin, f32(prod), (*st).accm[t]);
         var sumi = 0i;
         for (var j = 0u; j < 4u; j++) {
             let sw = select(s47, s03, j < 2u);
@@ -52,7 +52,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
             sumi += sc0 * dot4I8Packed(lo, aw(t, b, 1u + 16u * j + l));
             sumi += sc1 * dot4I8Packed(hi, aw(t, b, 9u + 16u * j + l));
         }
-        (*st).acc[t] = fma(d, f32(sumi), (*st).acc[t]);
+        (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {

@@ -14,11 +14,11 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let nib = select((qsw >> 4u) & 0x0f0f0f0fu, qsw & 0x0f0f0f0fu, l < 4u);
     let q = nib | (spread4((qh >> (4u * l)) & 0xfu) << 4u);
     for (var t = 0u; t < NT; t++) {
-        // summs += m * s: the product of two fp16 values is exact, so fused or not is the same.
-        (*st).summs[t] = fma(m, af(t, b, 1u), (*st).summs[t]);
+        // summs += m * s: the product of two fp16 values is exact, so contracted or not is the same.
+        (*st).summs[t] = (*st).summs[t] + m * af(t, b, 1u);
         let d = dx * af(t, b, 0u);
         let li = dot4I8Packed(q, aw(t, b, 2u + l));
-        (*st).acc[t] = fma(d, f32(li), (*st).acc[t]);
+        (*st).acc[t] = fmx(d, f32(li), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {

@@ -1,7 +1,7 @@
 // ---- q5_K x q8_K: ggml_vec_dot_q5_K_q8_K (AVX2) --------------------------------------------
 // Block (176 bytes, word aligned): d | dmin << 16, scales[12], qh[32], qs[128]. As q4_K, plus
 // the fifth bits: element 32*(2j) + e takes bit 2j of qh[e], element 32*(2j+1) + e bit 2j+1.
-// The mins go to a scalar `summs = fma(dmin, hsum(prod), summs)` (gcc contracts it into
+// The mins go to a scalar `summs = fmx(dmin, hsum(prod), summs)` (gcc contracts it into
 // vfmadd231ss; formats/src/reference/q5_k.rs), added after the hsum.
 const ACT_BW: u32 = 73u;
 const KM1: u32 = 0x3f3f3f3fu;
@@ -44,7 +44,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
             let q8s1 = sext16(bitcast<u32>(sext16(bs1) + (bitcast<i32>(bs1) >> 16u)));
             hs += mn0 * q8s0 + mn1 * q8s1;
         }
-        (*st).summs[t] = fma(dmin, f32(hs), (*st).summs[t]);
+        (*st).summs[t] = fmx(dmin, f32(hs), (*st).summs[t]);
         var sumi = 0i;
         for (var j = 0u; j < 4u; j++) {
             let sw = select(s47, s03, j < 2u);
@@ -53,7 +53,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
             sumi += sc0 * dot4I8Packed(lo[j], aw(t, b, 1u + 16u * j + l));
             sumi += sc1 * dot4I8Packed(hi[j], aw(t, b, 9u + 16u * j + l));
         }
-        (*st).acc[t] = fma(d, f32(sumi), (*st).acc[t]);
+        (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {

@@ -43,7 +43,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         let sub = (sext16(bs) * sl0 + (bitcast<i32>(bs) >> 16u) * sl1) << 5u;
         sumi -= sub;
         let d = af(t, b, 0u) * dx;
-        (*st).acc[t] = fma(d, f32(sumi), (*st).acc[t]);
+        (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {

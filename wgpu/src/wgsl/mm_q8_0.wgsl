@@ -11,7 +11,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         // d = fp16(x.d) * fp16(y.d): exact (two 11-bit significands)
         let d = dx * af(t, b, 0u);
         let li = dot4I8Packed(q, aw(t, b, 1u + l));
-        (*st).acc[t] = fma(d, f32(li), (*st).acc[t]);
+        (*st).acc[t] = fmx(d, f32(li), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {

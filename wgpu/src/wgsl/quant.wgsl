@@ -17,6 +17,10 @@ struct QParams {
 @group(0) @binding(1) var<storage, read_write> XA: array<u32>;
 @group(0) @binding(2) var<uniform> QP: QParams;
 
+fn zero_u() -> u32 {
+    return QP.zero;
+}
+
 // The fp16 bits `h`, as the exact f32 the device layout keeps (see `f16f`).
 fn q8_d_word(h: u32) -> u32 {
     return bitcast<u32>(f16f(h));

@@ -41,5 +41,5 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// parts of at most 4 KiB, to exercise the fallback and the splitting on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { subgroups: Some(false), max_part_bytes: Some(4096) })).as_ref()
+    B.get_or_init(|| open(Options { subgroups: Some(false), max_part_bytes: Some(4096), ..Options::default() })).as_ref()
 }

@@ -1,0 +1,1 @@
+//! `qkern-engine`: placeholder while the crate is written.

@@ -1,0 +1,3 @@
+fn fmx(a: f32, b: f32, c: f32) -> f32 {
+    return fma_emul(a, b, c);
+}
