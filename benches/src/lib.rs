@@ -112,7 +112,7 @@ impl Shape {
         match self {
             Shape::OutOfCache => {
                 let rb = format.row_bytes(cfg.cols).unwrap_or(0);
-                let rows = if rb == 0 { 0 } else { (cfg.weights_mib << 20) / rb };
+                let rows = (cfg.weights_mib << 20).checked_div(rb).unwrap_or(0);
                 (rows.max(1), cfg.cols)
             }
             Shape::ExpertGateUp => (640, 2560),

@@ -26,7 +26,7 @@ QK_DEV float mm_q8_0(const MmArgs& A, const MmCtx& c) {
             if ((u32)t < c.nt) {
                 const i32 av = (i32)ld32(aq + (u64)t * cols + 32u * b);
                 const float d = qk_mul(dw, qk_ld(ad + (u64)t * nb + b));
-                acc[t] = qk_add(qk_mul(d, qk_i2f_small(qk_dp4a(wv, av, 0))), acc[t]);
+                acc[t] = qk_fma(d, qk_i2f_small(qk_dp4a(wv, av, 0)), acc[t]);
             }
         }
     }

@@ -413,3 +413,34 @@ per_format! {
     mm_iq4_xs, deq_iq4_xs => Format::IQ4_XS;
     mm_nvfp4, deq_nvfp4 => Format::NVFP4;
 }
+
+/// q8_K blocks on which `fma(iscale, v, 12582912)` and `iscale*v + 12582912` round apart,
+/// so that the quantizer test decides which one the kernel does.
+#[test]
+fn q8k_fused_or_not_is_tested() {
+    let Some(e) = emu() else { return };
+    let mut rng = Rng::new(99);
+    let mut x = Vec::new();
+    let mut found = 0;
+    for _ in 0..20000 {
+        let b = floats(&mut rng, Dist::Gaussian, 256);
+        let max = b.iter().copied().fold(0f32, |m, v| if v.abs() > m.abs() { v } else { m });
+        let iscale = -127.0f32 / max;
+        let differs = b.iter().any(|&v| {
+            let f = iscale.mul_add(v, 12582912.0).to_bits();
+            let u = (iscale * v + 12582912.0).to_bits();
+            f != u
+        });
+        if differs {
+            x.extend_from_slice(&b);
+            found += 1;
+            if found == 8 {
+                break;
+            }
+        }
+    }
+    assert!(found > 0, "no rounding-sensitive q8_K block found");
+    let want = ref_quantize(Format::Q8_K, 256, &x);
+    let got = emu_quantize(e, Format::Q8_K, 256, &x);
+    qkern_parity::bytes_equal("q8_K rounding-sensitive blocks", 292, &want, &got).unwrap();
+}

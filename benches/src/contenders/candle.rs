@@ -63,7 +63,7 @@ mod imp {
 
     fn cast<B: GgmlType>(w: &[u8]) -> Option<&[B]> {
         let size = std::mem::size_of::<B>();
-        if w.len() % size != 0 || w.as_ptr().align_offset(std::mem::align_of::<B>()) != 0 {
+        if !w.len().is_multiple_of(size) || w.as_ptr().align_offset(std::mem::align_of::<B>()) != 0 {
             return None;
         }
         // SAFETY: candle's blocks are #[repr(C)] structs of f16 / f32 / u8 / i8 fields (every bit
@@ -202,7 +202,7 @@ mod imp {
     }
 
     fn quant_ops<B: GgmlType + Send + 'static>(cols: usize, tokens: usize) -> Result<Box<dyn QuantOps>, Absent> {
-        if cols % B::BLCK_SIZE != 0 {
+        if !cols.is_multiple_of(B::BLCK_SIZE) {
             return Err(Absent::NotSupported(format!("{cols} columns")));
         }
         Ok(Box::new(Q::<B>(vec![B::zeros(); tokens * cols / B::BLCK_SIZE])))

@@ -1,27 +1,40 @@
 // ---- floatops.wgsl: correctly rounded division and x86 max/convert semantics ---------
 
-// `a / b` correctly rounded: the native quotient, then moved to whichever neighbour leaves the
-// smallest exact residual `fmx(-q, b, a)` (a quotient of two floats is never a midpoint, so
-// there are no ties). Zero, infinite, NaN and subnormal quotients are returned as computed.
+// `a / b` correctly rounded (Vulkan allows 2.5 ulp for `/`). The operands' significands are
+// divided in [1, 2) (so that the residual `fmx(-q, b, a)` is exact, the fma emulation
+// included), the quotient moved to whichever neighbour leaves the smallest residual (a
+// quotient of two floats is never a midpoint: no ties), then the exponent difference is put
+// back exactly. Zero, infinite, NaN or subnormal operands or quotients: the native quotient.
 fn div_rn(a: f32, b: f32) -> f32 {
-    var q = a / b;
-    let m = bitcast<u32>(q) & 0x7fffffffu;
-    if (m < 0x00800000u || m >= 0x7f800000u) {
+    let q = a / b;
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let ea = (ua >> 23u) & 0xffu;
+    let eb = (ub >> 23u) & 0xffu;
+    let qe = (bitcast<u32>(q) >> 23u) & 0xffu;
+    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u || qe == 0u || qe == 255u) {
         return q;
     }
+    let am = bitcast<f32>((ua & 0x807fffffu) | 0x3f800000u);
+    let bm = bitcast<f32>((ub & 0x807fffffu) | 0x3f800000u);
+    var qm = am / bm;
     for (var i = 0; i < 3; i++) {
-        let r = abs(fmx(-q, b, a));
-        let qu = bitcast<f32>(bitcast<u32>(q) + 1u);
-        let qd = bitcast<f32>(bitcast<u32>(q) - 1u);
-        let ru = abs(fmx(-qu, b, a));
-        let rd = abs(fmx(-qd, b, a));
+        let r = abs(fmx(-qm, bm, am));
+        let qu = bitcast<f32>(bitcast<u32>(qm) + 1u);
+        let qd = bitcast<f32>(bitcast<u32>(qm) - 1u);
+        let ru = abs(fmx(-qu, bm, am));
+        let rd = abs(fmx(-qd, bm, am));
         if (ru < r && ru <= rd) {
-            q = qu;
+            qm = qu;
         } else if (rd < r) {
-            q = qd;
+            qm = qd;
         }
     }
-    return q;
+    let e = i32((bitcast<u32>(qm) >> 23u) & 0xffu) + i32(ea) - i32(eb);
+    if (e < 1i || e > 254i) {
+        return q;
+    }
+    return bitcast<f32>((bitcast<u32>(qm) & 0x807fffffu) | (u32(e) << 23u));
 }
 
 // `_mm_max_ps(a, b)` on |x| bit patterns: `a > b ? a : b` (the second operand on NaN).
