@@ -89,7 +89,7 @@ impl CpuBackend {
         if weights.len() != wb {
             return Err(ShapeError::ByteLength { what: "weights", expected: wb, got: weights.len() }.into());
         }
-        if out.is_empty() || out.len() % rows != 0 {
+        if out.is_empty() || !out.len().is_multiple_of(rows) {
             return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: rows, got: out.len() }.into());
         }
         let nt = out.len() / rows;
@@ -160,7 +160,7 @@ impl CpuBackend {
             return Err(ShapeError::Role { format: act, role: "activation" }.into());
         }
         let rb = act.row_bytes(cols)?;
-        if x.is_empty() || x.len() % cols != 0 {
+        if x.is_empty() || !x.len().is_multiple_of(cols) {
             return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: cols, got: x.len() }.into());
         }
         let nt = x.len() / cols;
@@ -205,7 +205,7 @@ impl CpuBackend {
 /// Check imported activation bytes for -128 quants (see `qkern_formats::reference`).
 pub fn check_activations(act: Format, cols: usize, bytes: &[u8]) -> Result<(), CpuError> {
     let rb = act.row_bytes(cols)?;
-    if bytes.is_empty() || bytes.len() % rb != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(rb) {
         return Err(ShapeError::ByteLength { what: "activations", expected: rb, got: bytes.len() }.into());
     }
     with_act_block!(act, B => {

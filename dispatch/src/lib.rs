@@ -407,7 +407,7 @@ impl Device {
     /// `from_float`. Sets `acts.tokens()`.
     pub fn quantize(&self, x: &[f32], acts: &mut Activations) -> Result<()> {
         self.check_owner("activation buffer", acts.device)?;
-        if x.is_empty() || x.len() % acts.cols != 0 {
+        if x.is_empty() || !x.len().is_multiple_of(acts.cols) {
             return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: acts.cols, got: x.len() }.into());
         }
         let nt = x.len() / acts.cols;
@@ -436,7 +436,7 @@ impl Device {
     pub fn import_activations(&self, bytes: &[u8], acts: &mut Activations) -> Result<()> {
         self.check_owner("activation buffer", acts.device)?;
         let rb = acts.row_bytes();
-        if bytes.is_empty() || bytes.len() % rb != 0 {
+        if bytes.is_empty() || !bytes.len().is_multiple_of(rb) {
             return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
         }
         let nt = bytes.len() / rb;

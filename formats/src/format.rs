@@ -223,7 +223,7 @@ impl Format {
         if cols == 0 {
             return Err(crate::ShapeError::ZeroCols);
         }
-        if cols % be != 0 {
+        if !cols.is_multiple_of(be) {
             return Err(crate::ShapeError::ColsNotBlockMultiple { format: self, cols, block: be });
         }
         (cols / be).checked_mul(self.block_bytes()).ok_or(crate::ShapeError::Overflow)

@@ -134,7 +134,7 @@ fn check_layout(f: Format, cols: usize) -> Result<usize, GgmlError> {
     if be != f.block_elems() || bb != f.block_bytes() {
         return Err(GgmlError::Layout { format: f, ggml: bb, ours: f.block_bytes() });
     }
-    if cols % be != 0 {
+    if !cols.is_multiple_of(be) {
         return Err(GgmlError::Cols { format: f, cols, block: be });
     }
     Ok(cols / be * bb)
@@ -194,7 +194,7 @@ pub fn requires_imatrix(f: Format) -> bool {
 /// floats. `imatrix` (one weight per column) is required where ggml requires one.
 pub fn quantize(f: Format, src: &[f32], cols: usize, imatrix: Option<&[f32]>) -> Result<Vec<u8>, GgmlError> {
     let rb = check_layout(f, cols)?;
-    if cols == 0 || src.len() % cols != 0 {
+    if cols == 0 || !src.len().is_multiple_of(cols) {
         return Err(GgmlError::Length { what: "quantize input", expected: cols, got: src.len() });
     }
     let rows = src.len() / cols;

@@ -67,7 +67,7 @@ pub(crate) struct Group {
 fn group_dot(g: Group, q8: __m256i) -> __m256i {
     let dot = match g.sign {
         Sign::Epi8(s) => _mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, s)),
-        Sign::XorSub(s) => _mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, _mm256_or_si256(s, _mm256_set1_epi8(1)))),
+        Sign::XorSub(s) => _mm256_maddubs_epi16(g.q, _mm256_sub_epi8(_mm256_xor_si256(s, q8), s)),
         Sign::Trick => _mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)),
     };
     _mm256_madd_epi16(dot, g.scale)
@@ -258,7 +258,7 @@ fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq3_xxs_dot<const NT: usize>(w: &[BlockIq3Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_xxs_group(x, g), Some(0.5))
+    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_xxs_group(x, g), Some(0.25))
 }
 avx2_chunk_fn!(iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
 

@@ -68,7 +68,7 @@ fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f
         for t in 0..NT {
             let y = &ys[t][i];
             // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
-            let dmin = -(y.d * dminx) * 1.0000001;
+            let dmin = -y.d * dminx;
             let prod = mins_prod(mins, y);
             acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
         }

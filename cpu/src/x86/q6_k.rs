@@ -55,7 +55,7 @@ fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f
         let mut sumi = [_mm256_setzero_si256(); NT];
         for t in 0..NT {
             // `q8sclsub = slli(madd(q8sums, scales_16), 5)`, subtracted up front.
-            let q8sclsub = _mm256_slli_epi32::<4>(_mm256_madd_epi16(load_i16x16(&ys[t][i].bsums), scales_16));
+            let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&ys[t][i].bsums), scales_16));
             sumi[t] = _mm256_sub_epi32(sumi[t], q8sclsub);
         }
         for j in 0..2 {

@@ -114,8 +114,9 @@ mod tests {
     #[test]
     fn xor_sub_is_sign_epi8() {
         for q in i8::MIN..=i8::MAX {
-            assert_eq!((-1i8 ^ q).wrapping_sub(-1), sign_epi8(q, -1));
-            assert_eq!((0i8 ^ q).wrapping_sub(0), sign_epi8(q, 1));
+            for s in [-1i8, 0] {
+                assert_eq!((s ^ q).wrapping_sub(s), sign_epi8(q, s | 1));
+            }
         }
     }
 }

@@ -95,7 +95,7 @@ pub fn max_ps(a: f32, b: f32) -> f32 {
 /// (the "integer indefinite" value).
 #[inline(always)]
 pub fn cvtps_epi32(x: f32) -> i32 {
-    if x.is_nan() || x >= 2147483648.0 || x < -2147483648.0 { i32::MIN } else { x as i32 }
+    if x.is_nan() || !(-2147483648.0..2147483648.0).contains(&x) { i32::MIN } else { x as i32 }
 }
 
 /// `_mm256_packs_epi32` then `_mm256_packs_epi16` for one value: i32 saturated to i8.
