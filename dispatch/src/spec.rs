@@ -66,6 +66,12 @@ pub fn available_backends() -> Vec<(BackendSpec, Result<(), String>)> {
         };
         v.push((BackendSpec::Cpu(Some(p)), r));
     }
+    #[cfg(feature = "cuda")]
+    match qkern_cuda::available() {
+        Ok(n) => (0..n).for_each(|i| v.push((BackendSpec::Cuda(i), Ok(())))),
+        Err(e) => v.push((BackendSpec::Cuda(0), Err(e.to_string()))),
+    }
+    #[cfg(not(feature = "cuda"))]
     v.push((BackendSpec::Cuda(0), Err("not built with cuda".into())));
     v.push((BackendSpec::Wgpu(None), Err("not built with wgpu".into())));
     v

@@ -98,6 +98,12 @@ fn committed_files_are_complete() {
         for w in vectors::WEIGHT_SOURCES {
             assert!(file.cases.iter().any(|c| c.weight_source == w), "{f}: no weights {}", w.name());
         }
+        // NaN payloads are not part of the contract (see live_ggml.rs): the vectors stay finite
+        // so that bit-for-bit equality is exactly the contract.
+        for (i, c) in file.cases.iter().enumerate() {
+            let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+            assert!(finite(&c.dequant) && finite(&c.act_f32) && finite(&c.dots), "{f} case {i}: non-finite values");
+        }
         assert!(file.cases.iter().any(|c| c.cols == vectors::unit_cols(f)));
         assert!(file.cases.iter().any(|c| c.cols == 14336));
         assert!(file.cases.iter().any(|c| !c.cols.is_power_of_two() && c.cols > 2 * vectors::unit_cols(f)));

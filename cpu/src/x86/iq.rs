@@ -170,7 +170,7 @@ fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
 fn iq2_xxs_dot<const NT: usize>(w: &[BlockIq2Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_xxs_group(x, g), Some(0.125))
 }
-avx2_chunk_fn!(iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
+avx2_chunk_fn!(mod iq2_xxs_nt, fn iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq2_xs: entry k of group g is `qs[4g+k]`: grid `iq2xs_grid[q & 511]`, sign byte `q >> 9`
@@ -203,7 +203,7 @@ fn iq2_xs_group(x: &BlockIq2Xs, scales: __m128i, g: usize) -> Group {
 fn iq2_xs_dot<const NT: usize>(w: &[BlockIq2Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_xs_group(x, iq2_xs_scales(x), g), Some(0.125))
 }
-avx2_chunk_fn!(iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
+avx2_chunk_fn!(mod iq2_xs_nt, fn iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq2_s: entry k of group g: grid `iq2s_grid[qs[4g+k] | ((qh[g] << (8 - 2k)) & 0x300)]`;
@@ -237,7 +237,7 @@ fn iq2_s_group(x: &BlockIq2S, scales16: __m256i, g: usize) -> Group {
 fn iq2_s_dot<const NT: usize>(w: &[BlockIq2S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_s_group(x, iq2_s_scales(x), g), Some(0.125))
 }
-avx2_chunk_fn!(iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
+avx2_chunk_fn!(mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq3_xxs: group g: grid `iq3xxs_grid[qs[8g + k]]` (8 x u32), `aux32 = gas[g]` (the u32 at
@@ -260,7 +260,7 @@ fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
 fn iq3_xxs_dot<const NT: usize>(w: &[BlockIq3Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_xxs_group(x, g), Some(0.25))
 }
-avx2_chunk_fn!(iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
+avx2_chunk_fn!(mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq3_s: group g: index k = `qs[8g + k] | ((qh[g] << (8 - k)) & 256)` (ggml's `idx_shift`,
@@ -284,7 +284,7 @@ fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
 fn iq3_s_dot<const NT: usize>(w: &[BlockIq3S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_s_group(x, g), None)
 }
-avx2_chunk_fn!(iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
+avx2_chunk_fn!(mod iq3_s_nt, fn iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq4_xs: group g: `MM256_SET_M128I(shuffle(values, qs >> 4), shuffle(values, qs & 15))` of
@@ -311,4 +311,4 @@ fn iq4_xs_group(x: &BlockIq4Xs, g: usize) -> Group {
 fn iq4_xs_dot<const NT: usize>(w: &[BlockIq4Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq4_xs_group(x, g), None)
 }
-avx2_chunk_fn!(iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);
+avx2_chunk_fn!(mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);

@@ -108,7 +108,7 @@ fn pass<const NT: usize>(
     accum
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);
 
 /// `dequantize_row_iq4_nl`: `y = d * kvalues_iq4nl[q]`.
 ///

@@ -13,7 +13,7 @@
 //! are exactly ggml's `vec_dot` for that token alone: tokens never mix, and integer work
 //! (exact, wrapping) may be regrouped where the float order is untouched.
 //!
-//! [`ChunkFn`] is the type-erased entry point used by `matmul.rs`: one weight row against
+//! `crate::matmul::ChunkFn` is the type-erased entry point used by `matmul.rs`: one weight row against
 //! 1..=8 tokens; the caller splits larger token counts into chunks.
 //!
 //! ## Safety
@@ -39,44 +39,58 @@ pub(crate) mod q8_0;
 
 /// The largest token count with its own specialised kernel; `matmul.rs` chunks beyond it.
 
-/// Dispatch a chunk of `1..=MAX_NT` tokens to the const-generic kernel `$dot::<NT>`:
-/// `$dot(w, a, apr, &mut [f32; NT])`. Expands inside a `#[target_feature]` function.
-macro_rules! nt_dispatch {
-    ($dot:ident, $w:expr, $a:expr, $apr:expr, $out:expr) => {{
-        let out: &mut [f32] = $out;
-        macro_rules! arm {
-            ($n:literal) => {{
-                let mut o = [0f32; $n];
-                $dot::<$n>($w, $a, $apr, &mut o);
-                out.copy_from_slice(&o);
-            }};
-        }
-        match out.len() {
-            1 => arm!(1),
-            2 => arm!(2),
-            3 => arm!(3),
-            4 => arm!(4),
-            5 => arm!(5),
-            6 => arm!(6),
-            7 => arm!(7),
-            8 => arm!(8),
-            // matmul.rs never passes more than MAX_NT tokens (nor zero).
-            _ => debug_assert!(false, "chunk of {} tokens", out.len()),
-        }
-    }};
-}
-pub(crate) use nt_dispatch;
-
-/// Define the `ChunkFn` entry point `$name` for the AVX2 kernel `$dot`.
+/// Define the `ChunkFn` entry point `$name` for the const-generic AVX2 kernel `$dot` and,
+/// in module `$m`, one non-inlined function per token count (`$m::nt1` .. `$m::nt8`, each
+/// `$dot::<NT>` inlined), so that every specialisation is a symbol of its own in the built
+/// library (`scripts/spill-check.sh` disassembles them by name).
 macro_rules! avx2_chunk_fn {
-    ($name:ident, $dot:ident, $W:ty, $A:ty) => {
+    (mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
+        pub(crate) mod $m {
+            use super::*;
+            macro_rules! nt_fn {
+                ($f:ident, $n:literal) => {
+                    #[inline(never)]
+                    #[target_feature(enable = "avx2,fma,f16c")]
+                    pub(super) fn $f(w: &[$W], a: &[$A], apr: usize, out: &mut [f32; $n]) {
+                        $dot::<$n>(w, a, apr, out)
+                    }
+                };
+            }
+            nt_fn!(nt1, 1);
+            nt_fn!(nt2, 2);
+            nt_fn!(nt3, 3);
+            nt_fn!(nt4, 4);
+            nt_fn!(nt5, 5);
+            nt_fn!(nt6, 6);
+            nt_fn!(nt7, 7);
+            nt_fn!(nt8, 8);
+        }
+
         /// One weight row against a chunk of 1..=8 tokens (`ChunkFn`).
         ///
         /// # Safety
-        /// The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.supported()`).
+        /// The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.cpu_has_features()`).
         #[target_feature(enable = "avx2,fma,f16c")]
         pub(crate) unsafe fn $name(w: &[$W], a: &[$A], apr: usize, out: &mut [f32]) {
-            $crate::x86::nt_dispatch!($dot, w, a, apr, out)
+            macro_rules! arm {
+                ($f:ident, $n:literal) => {{
+                    let mut o = [0f32; $n];
+                    $m::$f(w, a, apr, &mut o);
+                    out.copy_from_slice(&o);
+                }};
+            }
+            match out.len() {
+                1 => arm!(nt1, 1),
+                2 => arm!(nt2, 2),
+                3 => arm!(nt3, 3),
+                4 => arm!(nt4, 4),
+                5 => arm!(nt5, 5),
+                6 => arm!(nt6, 6),
+                7 => arm!(nt7, 7),
+                8 => arm!(nt8, 8),
+                // matmul.rs never passes more than MAX_NT tokens (nor zero).
+                _ => debug_assert!(false, "chunk of {} tokens", out.len()),
+            }
         }
     };
 }

@@ -75,7 +75,7 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
     }
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockNvfp4, BlockQ8_0);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockNvfp4, BlockQ8_0);
 
 /// `dequantize_row_nvfp4`: `kvalues_fp4[q] * UE4M3(d[s])` per sub-block of 16 (element j
 /// the low nibble of byte j, element j+8 the high nibble).

@@ -99,7 +99,7 @@ fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f
     }
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockQ4K, BlockQ8K);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ4K, BlockQ8K);
 
 /// `dequantize_row_q4_K`: `y = (d*sc) * q - (dmin*m)` (unfused, as ggml-base).
 ///

@@ -67,7 +67,7 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, out: &mut 
     }
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockQ5_1, BlockQ8_1);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ5_1, BlockQ8_1);
 
 /// x86 `quantize_row_q8_1` (AVX2 branch) of one row; `x.len() == y.len() * 32`.
 ///

@@ -87,7 +87,7 @@ fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f
     }
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockQ5K, BlockQ8K);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ5K, BlockQ8K);
 
 /// `dequantize_row_q5_K`: `y = (d*sc) * (q + 16h) - (dmin*m)` (unfused, as ggml-base).
 ///

@@ -80,7 +80,7 @@ fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f
     }
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockQ6K, BlockQ8K);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ6K, BlockQ8K);
 
 /// `dequantize_row_q6_K`: `y = d * sc * (q - 32)`, evaluated `(d * sc) * q` left to right
 /// as the C expression (both products in f32).

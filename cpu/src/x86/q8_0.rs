@@ -34,7 +34,7 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, out: &mut 
     }
 }
 
-avx2_chunk_fn!(chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
+avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
 
 /// x86 `quantize_row_q8_0` (AVX2 branch) of one row; `x.len() == y.len() * 32`.
 ///
