@@ -6,3 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo test --workspace --features qkern-parity/ggml "$@"
+# The committed vectors on the wgpu backend through the qkern facade (lavapipe in CI; the
+# workspace run above builds qkern without `wgpu`, so this test skipped there).
+cargo test -p qkern-wgpu --features qkern/wgpu --test vectors

@@ -15,6 +15,7 @@ use crate::layout::{ActLayout, WeightLayout};
 use crate::{CudaError, Result, probe};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+const NO_OVERRIDE: u64 = u64::MAX - 1;
 
 fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     let (p, _sync) = s.device_ptr(stream);
@@ -48,6 +49,8 @@ pub struct CudaBackend {
     tab: u64,
     modules: Mutex<HashMap<Module, Arc<Loaded>>>,
     scratch: Mutex<Option<CudaSlice<f32>>>,
+    /// Override of the S = 4 row threshold (`u64::MAX - 1` = none).
+    s4_override: AtomicU64,
 }
 
 /// Weights resident on the device (in the layout of [`crate::layout::WeightLayout`]).
@@ -178,6 +181,7 @@ impl CudaBackend {
             tab,
             modules: Mutex::new(HashMap::new()),
             scratch: Mutex::new(None),
+            s4_override: AtomicU64::new(NO_OVERRIDE),
         })
     }
 
@@ -513,7 +517,16 @@ impl CudaBackend {
 
     /// Rows below which the S = 4 kernels (4x more threads per row) are used.
     fn s4_rows(&self) -> u64 {
-        self.sms as u64 * 128
+        match self.s4_override.load(Ordering::Relaxed) {
+            NO_OVERRIDE => self.sms as u64 * 128,
+            v => v,
+        }
+    }
+
+    /// Tests and benchmarks: force the lane-split choice of the 256-element formats
+    /// (`Some(0)`: always S = 1, `Some(u64::MAX)`: always S = 4, `None`: by size).
+    pub fn set_split_threshold(&self, rows: Option<u64>) {
+        self.s4_override.store(rows.unwrap_or(NO_OVERRIDE).min(u64::MAX), Ordering::Relaxed);
     }
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {

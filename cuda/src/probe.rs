@@ -23,8 +23,8 @@ pub fn driver() -> Result<(), CudaError> {
     R.get_or_init(|| {
         try_names("cuda").map_err(|names| {
             format!(
-                "the CUDA driver library (libcuda.so.1) is not installed or not on the library path (tried {})",
-                names.join(", ")
+                "the CUDA driver library (libcuda.so.1) is not installed or not on the library path ({} names tried)",
+                names.len()
             )
         })
     })
@@ -71,8 +71,9 @@ pub fn nvrtc() -> Result<(), CudaError> {
             }
         }
         Err(format!(
-            "NVRTC (libnvrtc.so.13) is not installed or not on the library path (tried {}; set QKERN_NVRTC to its path)",
-            names.join(", ")
+            "NVRTC (libnvrtc.so.13) is not installed or not on the library path ({} names and the CUDA toolkit \
+             folders tried; set QKERN_NVRTC to its path)",
+            names.len()
         ))
     })
     .clone()

@@ -37,6 +37,12 @@ mod spec;
 pub use buf::AlignedBuf;
 pub use spec::{BackendSpec, available_backends};
 
+/// The CUDA backend crate, for engines that use its device-side API (device outputs,
+/// device inputs, grouped launches) through [`Device::cuda`], [`Weights::cuda`] and
+/// [`Activations::cuda`].
+#[cfg(feature = "cuda")]
+pub use qkern_cuda;
+
 /// Everything that can go wrong in qkern's public API.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -166,6 +172,16 @@ impl Weights<'_> {
     pub fn byte_len(&self) -> usize {
         self.rows * self.format.row_bytes(self.cols).unwrap_or(0)
     }
+
+    /// The CUDA buffer behind these weights (CUDA devices only).
+    #[cfg(feature = "cuda")]
+    pub fn cuda(&self) -> Option<&qkern_cuda::CudaWeights> {
+        match &self.storage {
+            WeightStorage::Cuda(w) => Some(w),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
 }
 
 enum ActStorage {
@@ -215,6 +231,16 @@ impl Activations {
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match &self.storage {
             ActStorage::Host(b) => Some(&b.as_slice()[..self.tokens * self.row_bytes()]),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// The CUDA buffer behind these activations (CUDA devices only).
+    #[cfg(feature = "cuda")]
+    pub fn cuda(&self) -> Option<&qkern_cuda::CudaActs> {
+        match &self.storage {
+            ActStorage::Cuda(a) => Some(a),
             #[allow(unreachable_patterns)]
             _ => None,
         }
@@ -273,8 +299,14 @@ impl Device {
         Device::open(BackendSpec::Cpu(Some(path)), DeviceOptions { threads })
     }
 
-    /// The best backend present (a GPU where built and available, else the CPU).
+    /// The best backend present: CUDA device 0 where built and available, else the CPU.
+    /// wgpu is never picked implicitly (its adapter may be a software rasteriser such as
+    /// lavapipe): ask for it by name.
     pub fn best() -> Result<Device> {
+        #[cfg(feature = "cuda")]
+        if let Ok(d) = Device::open(BackendSpec::Cuda(0), DeviceOptions::default()) {
+            return Ok(d);
+        }
         Device::open(BackendSpec::Cpu(None), DeviceOptions::default())
     }
 
@@ -492,6 +524,65 @@ impl Device {
             _ => return Err(self.mixed()),
         }
         Ok(())
+    }
+
+    /// Several matmuls in one call, e.g. a layer's routed experts each with its own tokens:
+    /// job i's `[tokens_i][rows_i]` result is written to `out` right after job i-1's
+    /// (`out.len()` is the sum of `tokens_i * rows_i`). On CUDA, jobs of one format and width
+    /// run in one launch per 16 jobs of up to 8 tokens; elsewhere one after the other.
+    pub fn matmul_grouped(&self, jobs: &[(&Weights<'_>, &Activations)], out: &mut [f32]) -> Result<()> {
+        let mut total = 0usize;
+        for (w, acts) in jobs {
+            self.check_owner("weights", w.device)?;
+            self.check_owner("activation buffer", acts.device)?;
+            if acts.tokens == 0 {
+                return Err(Error::NoTokens);
+            }
+            if acts.format != w.act_format() {
+                return Err(ShapeError::Pairing { weights: w.format, expected: w.act_format(), got: acts.format }.into());
+            }
+            if acts.cols != w.cols {
+                return Err(Error::Cols { weights: w.cols, acts: acts.cols });
+            }
+            let n = acts.tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+            total = total.checked_add(n).ok_or(ShapeError::Overflow)?;
+        }
+        if out.len() != total {
+            return Err(ShapeError::Length { what: "grouped output", expected: total, got: out.len() }.into());
+        }
+        #[cfg(feature = "cuda")]
+        if let Inner::Cuda(c) = &self.inner {
+            let uniform = jobs.windows(2).all(|p| p[0].0.format == p[1].0.format && p[0].0.cols == p[1].0.cols);
+            if uniform && !jobs.is_empty() {
+                let mut v = Vec::with_capacity(jobs.len());
+                for (w, a) in jobs {
+                    match (&w.storage, &a.storage) {
+                        (WeightStorage::Cuda(wb), ActStorage::Cuda(ab)) => v.push((wb, ab, a.tokens)),
+                        #[allow(unreachable_patterns)]
+                        _ => return Err(self.mixed()),
+                    }
+                }
+                return c.matmul_grouped_host(&v, out).map_err(gpu_err!("cuda"));
+            }
+        }
+        let mut off = 0;
+        for (w, acts) in jobs {
+            let n = acts.tokens * w.rows;
+            self.matmul(w, acts, &mut out[off..off + n])?;
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// The CUDA backend of this device (CUDA devices only), for its device-side API:
+    /// `matmul_device`, `matmul_grouped` into device memory, `quantize_device`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(&self) -> Option<&qkern_cuda::CudaBackend> {
+        match &self.inner {
+            Inner::Cuda(c) => Some(c),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 
     /// Dequantize all weights to f32 (`out.len() == rows * cols`), as ggml's `to_float`.

@@ -10,5 +10,7 @@ pub mod run;
 pub mod vectors;
 #[cfg(feature = "ggml")]
 pub mod ggml;
+#[cfg(feature = "ggml")]
+pub mod gguf_writer;
 
 pub use compare::{Mismatch, bits_equal, bytes_equal};

@@ -86,6 +86,8 @@ pub enum WgpuError {
 
 type Result<T, E = WgpuError> = std::result::Result<T, E>;
 
+static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
 /// Options beyond the adapter index (for tests and tuning).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
@@ -173,6 +175,11 @@ pub struct WgpuBackend {
     pipelines: Mutex<HashMap<Kernel, wgpu::ComputePipeline>>,
     scratch: Mutex<Scratch>,
     errors: Arc<Mutex<Vec<String>>>,
+    /// One operation at a time: wgpu's uncaptured errors and buffer mappings are per device,
+    /// so concurrent calls would see each other's; the queue is serial anyway.
+    op: Mutex<()>,
+    /// A process-unique id (buffers remember which backend made them).
+    id: usize,
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -289,7 +296,10 @@ impl WgpuBackend {
             Some(i) => {
                 let mut all = block_on(instance.enumerate_adapters(wgpu::Backends::all()));
                 if i >= all.len() {
-                    return Err(WgpuError::NoAdapter(format!("adapter index {i} out of range ({} adapters)", all.len())));
+                    return Err(WgpuError::NoAdapter(format!(
+                        "adapter index {i} out of range ({} adapters)",
+                        all.len()
+                    )));
                 }
                 all.swap_remove(i)
             }
@@ -299,10 +309,13 @@ impl WgpuBackend {
                     block_on(instance.enumerate_adapters(wgpu::Backends::all()))
                         .into_iter()
                         .find(|a| a.get_info().name.to_lowercase().contains(&want))
-                        .ok_or_else(|| WgpuError::NoAdapter(format!("no adapter name contains WGPU_ADAPTER_NAME={name:?}")))?
+                        .ok_or_else(|| {
+                            WgpuError::NoAdapter(format!("no adapter name contains WGPU_ADAPTER_NAME={name:?}"))
+                        })?
                 }
                 _ => block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-                    power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
+                    power_preference:
+                        wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
                     force_fallback_adapter: false,
                     compatible_surface: None,
                     apply_limit_buckets: false,
@@ -311,7 +324,8 @@ impl WgpuBackend {
             },
         };
         let info = adapter.get_info();
-        let want_sg = opts.subgroups.unwrap_or_else(|| std::env::var("QKERN_WGPU_SUBGROUPS").map_or(true, |v| v != "0"));
+        let want_sg =
+            opts.subgroups.unwrap_or_else(|| std::env::var("QKERN_WGPU_SUBGROUPS").map_or(true, |v| v != "0"));
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
         let features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
         let limits = adapter.limits();
@@ -362,12 +376,15 @@ impl WgpuBackend {
             pipelines: Mutex::default(),
             scratch: Mutex::new(scratch),
             errors,
+            op: Mutex::new(()),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         if be.subgroups && !be.subgroups_usable()? {
             be.subgroups = false;
         }
         // Whether `fma()` is fused here: measured, on cases where fused and unfused differ.
-        let want_native = opts.native_fma.unwrap_or_else(|| std::env::var("QKERN_WGPU_FMA").map_or(true, |v| v != "emulate"));
+        let want_native =
+            opts.native_fma.unwrap_or_else(|| std::env::var("QKERN_WGPU_FMA").map_or(true, |v| v != "emulate"));
         let probe = be.float_probe(4096, 0xf3a)?;
         be.fma_measured_fused = probe.fma_fused == probe.cases;
         be.native_fma = want_native && be.fma_measured_fused;
@@ -419,6 +436,10 @@ impl WgpuBackend {
         self.max_part
     }
 
+    fn lock_op(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.op.lock().map_err(|_| WgpuError::Gpu("device lock poisoned".into()))
+    }
+
     fn check_errors(&self) -> Result<()> {
         let mut v = self.errors.lock().map_err(|_| WgpuError::Gpu("error sink poisoned".into()))?;
         if v.is_empty() {
@@ -461,7 +482,7 @@ impl WgpuBackend {
     }
 
     fn device_id(&self) -> usize {
-        self as *const _ as usize
+        self.id
     }
 
     fn buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
@@ -490,9 +511,14 @@ impl WgpuBackend {
         });
         self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
         let ok = done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false);
-        self.check_errors()?;
         if !ok {
+            read.unmap();
+            self.check_errors()?;
             return Err(WgpuError::Gpu("mapping the readback buffer failed".into()));
+        }
+        if let Err(e) = self.check_errors() {
+            read.unmap();
+            return Err(e);
         }
         let r = {
             let view = read.get_mapped_range(0..n).map_err(|e| WgpuError::Gpu(e.to_string()))?;
@@ -504,6 +530,7 @@ impl WgpuBackend {
 
     /// Make `rows` x `cols` of `format` (raw ggml blocks) resident.
     pub fn upload_weights(&self, format: Format, rows: usize, cols: usize, bytes: &[u8]) -> Result<WgpuWeights> {
+        let _op = self.lock_op()?;
         if !format.is_weight() {
             return Err(ShapeError::Role { format, role: "quantized weight" }.into());
         }
@@ -528,7 +555,8 @@ impl WgpuBackend {
             let pr = rows_per_part.min(rows - row0);
             let data = &bytes[row0 * row_bytes..(row0 + pr) * row_bytes];
             let size = (data.len() as u64).next_multiple_of(4) + PAD;
-            let buffer = self.buffer("qkern weights", size, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
+            let buffer =
+                self.buffer("qkern weights", size, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
             // Upload in pieces of at most 64 MiB (wgpu stages each write).
             const PIECE: usize = 64 << 20;
             let whole = data.len() / 4 * 4;
@@ -562,6 +590,7 @@ impl WgpuBackend {
 
     /// A reusable activation buffer of `format` (q8_0, q8_1, q8_K) for `capacity` tokens.
     pub fn alloc_acts(&self, format: Format, cols: usize, capacity: usize) -> Result<WgpuActs> {
+        let _op = self.lock_op()?;
         if !format.is_activation() {
             return Err(ShapeError::Role { format, role: "activation" }.into());
         }
@@ -624,9 +653,12 @@ impl WgpuBackend {
     /// Quantize `x` (`tokens x cols` f32) into `a` on the device, as ggml-cpu's x86
     /// `from_float`.
     pub fn quantize(&self, x: &[f32], a: &mut WgpuActs) -> Result<()> {
+        let _op = self.lock_op()?;
         self.check_acts(a)?;
-        if x.is_empty() || x.len() % a.cols != 0 || x.len() / a.cols > a.capacity {
-            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: a.cols, got: x.len() }.into());
+        if x.is_empty() || !x.len().is_multiple_of(a.cols) || x.len() / a.cols > a.capacity {
+            return Err(
+                ShapeError::Length { what: "activations ([tokens][cols])", expected: a.cols, got: x.len() }.into()
+            );
         }
         let nblocks = (x.len() / a.format.block_elems()) as u32;
         let pipe = self.pipeline(Kernel::Quant(a.format))?;
@@ -647,9 +679,10 @@ impl WgpuBackend {
 
     /// Import activations already quantized (`tokens` rows of ggml blocks).
     pub fn import(&self, bytes: &[u8], a: &mut WgpuActs) -> Result<()> {
+        let _op = self.lock_op()?;
         self.check_acts(a)?;
         let rb = a.format.row_bytes(a.cols)?;
-        if bytes.is_empty() || bytes.len() % rb != 0 || bytes.len() / rb > a.capacity {
+        if bytes.is_empty() || !bytes.len().is_multiple_of(rb) || bytes.len() / rb > a.capacity {
             return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
         }
         let bb = a.format.block_bytes();
@@ -677,10 +710,13 @@ impl WgpuBackend {
 
     /// Copy the first `tokens` rows of `a` back in ggml's block layout.
     pub fn read_acts(&self, a: &WgpuActs, tokens: usize, out: &mut [u8]) -> Result<()> {
+        let _op = self.lock_op()?;
         self.check_acts(a)?;
         let rb = a.format.row_bytes(a.cols)?;
         if tokens > a.capacity || out.len() != tokens * rb {
-            return Err(ShapeError::ByteLength { what: "activation read-back", expected: tokens * rb, got: out.len() }.into());
+            return Err(
+                ShapeError::ByteLength { what: "activation read-back", expected: tokens * rb, got: out.len() }.into()
+            );
         }
         if tokens == 0 {
             return Ok(());
@@ -726,6 +762,7 @@ impl WgpuBackend {
 
     /// `out[t * rows + r] = vec_dot(row r, token t)` for the first `tokens` tokens of `a`.
     pub fn matmul(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut [f32]) -> Result<()> {
+        let _op = self.lock_op()?;
         self.check_acts(a)?;
         if w.device != self.device_id() {
             return Err(WgpuError::Unsupported("weights of another wgpu device".into()));
@@ -738,10 +775,32 @@ impl WgpuBackend {
             return Err(ShapeError::Length { what: "activation columns", expected: w.cols, got: a.cols }.into());
         }
         if tokens == 0 || tokens > a.capacity || out.len() != tokens * w.rows {
-            return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: tokens * w.rows, got: out.len() }.into());
+            return Err(ShapeError::Length {
+                what: "output ([tokens][rows])",
+                expected: tokens * w.rows,
+                got: out.len(),
+            }
+            .into());
         }
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
+        self.encode_matmul(&mut sc, w, a, tokens, 1, true)?;
+        self.read_back(&sc.read, n, |b| copy_f32(&b[..out.len() * 4], out))
+    }
+
+    /// Encode and submit `reps` repetitions of the matmul of `tokens` tokens (the parameter
+    /// ring is written once per batch; with `copy`, the output is copied to the readback
+    /// buffer after the last dispatch).
+    fn encode_matmul(
+        &self,
+        sc: &mut Scratch,
+        w: &WgpuWeights,
+        a: &WgpuActs,
+        tokens: usize,
+        reps: usize,
+        copy: bool,
+    ) -> Result<()> {
+        let n = (tokens * w.rows * 4) as u64;
         let nb = (w.cols / w.format.block_elems()) as u32;
         // (part, token offset, nt) in dispatch order
         let mut jobs = Vec::new();
@@ -758,7 +817,6 @@ impl WgpuBackend {
         }
         let nbatches = jobs.len().div_ceil(SLOTS as usize);
         for (bi, batch) in jobs.chunks(SLOTS as usize).enumerate() {
-            let sc = &mut *sc;
             sc.staging.clear();
             for &(pi, t0, _) in batch {
                 let p = &w.parts[pi];
@@ -783,32 +841,64 @@ impl WgpuBackend {
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pass.set_bind_group(1, &a.group, &[]);
-                for (k, &(pi, _, nt)) in batch.iter().enumerate() {
-                    let p = &w.parts[pi];
-                    let (gx, gy) = grid((p.rows as u32).div_ceil(8));
-                    if let Some(pipe) = &pipes[nt] {
-                        pass.set_pipeline(pipe);
+                for _ in 0..reps {
+                    for (k, &(pi, _, nt)) in batch.iter().enumerate() {
+                        let p = &w.parts[pi];
+                        let (gx, gy) = grid((p.rows as u32).div_ceil(8));
+                        if let Some(pipe) = &pipes[nt] {
+                            pass.set_pipeline(pipe);
+                        }
+                        pass.set_bind_group(0, &p.group, &[]);
+                        pass.set_bind_group(2, &sc.group, &[(k as u64 * SLOT) as u32]);
+                        pass.dispatch_workgroups(gx, gy, 1);
                     }
-                    pass.set_bind_group(0, &p.group, &[]);
-                    pass.set_bind_group(2, &sc.group, &[(k as u64 * SLOT) as u32]);
-                    pass.dispatch_workgroups(gx, gy, 1);
                 }
             }
-            if bi + 1 == nbatches {
+            if copy && bi + 1 == nbatches {
                 enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
             }
             self.queue.submit([enc.finish()]);
         }
-        self.read_back(&sc.read, n, |b| copy_f32(&b[..out.len() * 4], out))
+        Ok(())
+    }
+
+    /// Device time of `reps` back-to-back matmuls of `tokens` tokens (one submission, one
+    /// wait; no readback): for benchmarks of the kernels alone. The result stays on the
+    /// device.
+    pub fn bench_matmul(
+        &self,
+        w: &WgpuWeights,
+        a: &WgpuActs,
+        tokens: usize,
+        reps: usize,
+    ) -> Result<std::time::Duration> {
+        let _op = self.lock_op()?;
+        self.check_acts(a)?;
+        if tokens == 0 || tokens > a.capacity || a.cols != w.cols || Some(a.format) != w.format.vec_dot_type() {
+            return Err(ShapeError::Length { what: "bench tokens", expected: a.capacity, got: tokens }.into());
+        }
+        let mut sc = self.scratch((tokens * w.rows * 4) as u64)?;
+        // Warm (pipelines built, caches hot), then time.
+        self.encode_matmul(&mut sc, w, a, tokens, 1, false)?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        let t = std::time::Instant::now();
+        self.encode_matmul(&mut sc, w, a, tokens, reps.max(1), false)?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        let d = t.elapsed();
+        self.check_errors()?;
+        Ok(d)
     }
 
     /// Dequantize all of `w` to f32 (`out.len() == rows * cols`), as ggml's `to_float`.
     pub fn dequantize(&self, w: &WgpuWeights, out: &mut [f32]) -> Result<()> {
+        let _op = self.lock_op()?;
         if w.device != self.device_id() {
             return Err(WgpuError::Unsupported("weights of another wgpu device".into()));
         }
         if out.len() != w.rows * w.cols {
-            return Err(ShapeError::Length { what: "dequantize output", expected: w.rows * w.cols, got: out.len() }.into());
+            return Err(
+                ShapeError::Length { what: "dequantize output", expected: w.rows * w.cols, got: out.len() }.into()
+            );
         }
         let pipe = self.pipeline(Kernel::Dequant(w.format))?;
         // Rows per dispatch: the output chunk stays within 64 MiB and the binding limit.
@@ -845,6 +935,7 @@ impl WgpuBackend {
 
     /// Run the probe kernel on `words` (3 per case), returning `per` words per case.
     pub(crate) fn run_probe(&self, words: &[u32], n: usize, per: usize) -> Result<Vec<u32>> {
+        let _op = self.lock_op()?;
         use wgpu::BufferUsages as U;
         let pipe = self.pipeline(Kernel::Probe)?;
         let input = self.buffer("probe in", (words.len() * 4) as u64, U::STORAGE | U::COPY_DST)?;
@@ -1043,7 +1134,7 @@ mod tests {
     fn grid_covers() {
         for n in [0u32, 1, 8, 65535, 65536, 200_000] {
             let (x, y) = grid(n);
-            assert!(x as u64 * y as u64 >= n as u64 && x <= 65535 && x >= 1 && y >= 1);
+            assert!(x as u64 * y as u64 >= n as u64 && (1..=65535).contains(&x) && y >= 1);
         }
     }
 }

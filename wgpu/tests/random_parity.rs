@@ -30,7 +30,15 @@ fn raw_acts(rng: &mut Rng, act: Format, cols: usize, nt: usize) -> Vec<u8> {
     v
 }
 
-fn case(be: &WgpuBackend, f: Format, seed: u64, rows: usize, units: usize, nt: usize, dist: Dist) -> Result<(), String> {
+fn case(
+    be: &WgpuBackend,
+    f: Format,
+    seed: u64,
+    rows: usize,
+    units: usize,
+    nt: usize,
+    dist: Dist,
+) -> Result<(), String> {
     let act = f.vec_dot_type().unwrap();
     let cols = units * f.block_elems().max(act.block_elems());
     let mut rng = Rng::new(seed);
@@ -38,6 +46,9 @@ fn case(be: &WgpuBackend, f: Format, seed: u64, rows: usize, units: usize, nt: u
     let tag = format!("{f} seed={seed:#x} rows={rows} cols={cols} nt={nt} {} [{}]", dist.name(), be.name());
     let e = |e: qkern_wgpu::WgpuError| format!("{tag}: {e}");
     let gw = be.upload_weights(f, rows, cols, &w).map_err(e)?;
+    if be.max_part_bytes() < 2048 && rows * (w.len() / rows) > 2048 && gw.parts() < 2 {
+        return Err(format!("{tag}: expected the weights split into parts"));
+    }
 
     // dequantize
     let mut want = vec![0f32; rows * cols];

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use crate::Result;
 
+pub mod bench;
 pub mod dequant;
 pub mod dot;
 pub mod formats;
@@ -26,6 +27,8 @@ pub enum Command {
     Parity(parity::Args),
     /// The formats qkern supports, their geometry and the backends that run them.
     Formats(formats::Args),
+    /// Benchmark qkern beside ggml's vec_dot loop and candle, against the memory bandwidth.
+    Bench(bench::Args),
 }
 
 impl Command {
@@ -36,6 +39,7 @@ impl Command {
             Command::QuantizeActs(a) => quantize_acts::run(a, out),
             Command::Parity(a) => parity::run(a, out),
             Command::Formats(a) => formats::run(a, out),
+            Command::Bench(a) => bench::run(a, out),
         }
     }
 }

@@ -17,8 +17,8 @@ use qkern_formats::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, Block
 use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
 
 use super::{
-    SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_u8x16,
-    load_u8x32, q8k_32, token_rows,
+    SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
+    load_u8x16, load_u8x32, q8k_32, token_rows,
 };
 
 /// quants.c `keven_signs_q2xs`, read as `uint64_t signs64[128]`: byte j of entry k is -1
@@ -82,7 +82,7 @@ fn dot<const NT: usize, X: Copy>(
     a: &[BlockQ8K],
     apr: usize,
     out: &mut [f32; NT],
-    dx: impl Fn(&X) -> f32,
+    dx: impl Fn(&X) -> __m256,
     group: impl Fn(&X, usize) -> Group,
     fscale: Option<f32>,
 ) {
@@ -93,25 +93,25 @@ fn dot<const NT: usize, X: Copy>(
         let mut sumi = [_mm256_setzero_si256(); NT];
         for g in 0..8 {
             let gr = group(x, g);
-            for t in 0..NT {
+            for_tokens!(NT, t => {
                 let q8 = load_i8x32(q8k_32(&ys[t][i].qs, g));
                 sumi[t] = _mm256_add_epi32(sumi[t], group_dot(gr, q8));
-            }
+            });
         }
         let d0 = dx(x);
-        for t in 0..NT {
-            // `d = FP16_TO_FP32(x[i].d) * y[i].d`
-            let d = d0 * ys[t][i].d;
-            accumf[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), accumf[t]);
-        }
+        for_tokens!(NT, t => {
+            // `d = FP16_TO_FP32(x[i].d) * y[i].d` (in every lane)
+            let d = _mm256_mul_ps(d0, _mm256_set1_ps(ys[t][i].d));
+            accumf[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), accumf[t]);
+        });
     }
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         let h = hsum_float_8(accumf[t]);
         out[t] = match fscale {
             Some(f) => f * h,
             None => h,
         };
-    }
+    });
 }
 
 /// `_mm256_set_epi64x(t[i3], t[i2], t[i1], t[i0])`.
@@ -168,7 +168,7 @@ fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq2_xxs_dot<const NT: usize>(w: &[BlockIq2Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_xxs_group(x, g), Some(0.125))
+    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq2_xxs_group(x, g), Some(0.125))
 }
 avx2_chunk_fn!(mod iq2_xxs_nt, fn iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
 
@@ -201,7 +201,7 @@ fn iq2_xs_group(x: &BlockIq2Xs, scales: __m128i, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq2_xs_dot<const NT: usize>(w: &[BlockIq2Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_xs_group(x, iq2_xs_scales(x), g), Some(0.125))
+    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq2_xs_group(x, iq2_xs_scales(x), g), Some(0.125))
 }
 avx2_chunk_fn!(mod iq2_xs_nt, fn iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
 
@@ -216,7 +216,8 @@ fn iq2_s_scales(x: &BlockIq2S) -> __m256i {
     let m4 = _mm_set1_epi8(0xf);
     let m1 = _mm_set1_epi8(1);
     let aux64 = u64::from_le_bytes(x.scales);
-    let scales8 = _mm_add_epi8(_mm_slli_epi16::<1>(_mm_and_si128(_mm_set_epi64x((aux64 >> 4) as i64, aux64 as i64), m4)), m1);
+    let scales8 =
+        _mm_add_epi8(_mm_slli_epi16::<1>(_mm_and_si128(_mm_set_epi64x((aux64 >> 4) as i64, aux64 as i64), m4)), m1);
     _mm256_cvtepi8_epi16(scales8)
 }
 
@@ -235,7 +236,7 @@ fn iq2_s_group(x: &BlockIq2S, scales16: __m256i, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq2_s_dot<const NT: usize>(w: &[BlockIq2S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq2_s_group(x, iq2_s_scales(x), g), Some(0.125))
+    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq2_s_group(x, iq2_s_scales(x), g), Some(0.125))
 }
 avx2_chunk_fn!(mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
 
@@ -258,7 +259,7 @@ fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq3_xxs_dot<const NT: usize>(w: &[BlockIq3Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_xxs_group(x, g), Some(0.25))
+    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq3_xxs_group(x, g), Some(0.25))
 }
 avx2_chunk_fn!(mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
 
@@ -282,7 +283,7 @@ fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq3_s_dot<const NT: usize>(w: &[BlockIq3S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq3_s_group(x, g), None)
+    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq3_s_group(x, g), None)
 }
 avx2_chunk_fn!(mod iq3_s_nt, fn iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
 
@@ -309,6 +310,6 @@ fn iq4_xs_group(x: &BlockIq4Xs, g: usize) -> Group {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq4_xs_dot<const NT: usize>(w: &[BlockIq4Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32(x.d), |x, g| iq4_xs_group(x, g), None)
+    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq4_xs_group(x, g), None)
 }
 avx2_chunk_fn!(mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);

@@ -7,8 +7,8 @@ use qkern_formats::blocks::{BlockIq4Nl, BlockQ8_0};
 use qkern_formats::tables::KVALUES_IQ4NL;
 
 use super::{
-    avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, mul_sum_i8_pairs_float,
-    store_f32x8, token_rows,
+    avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16,
+    mul_sum_i8_pairs_float, store_f32x8, token_rows,
 };
 
 /// The 32 values of a block: `MM256_SET_M128I(shuffle(values, qs >> 4 & 15), shuffle(values, qs & 15))`.
@@ -27,10 +27,11 @@ fn values(x: &BlockIq4Nl, values128: __m128i) -> __m256i {
 /// `accum = fma(set1(dy * dx), cvtepi32(madd(mul_add_epi8(q4b, q8b), mone)), accum)`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn step(q4b: __m256i, dx: f32, y: &BlockQ8_0, accum: __m256) -> __m256 {
+fn step(q4b: __m256i, dx: __m256, y: &BlockQ8_0, accum: __m256) -> __m256 {
     // `mul_add_epi8` + `madd(.., mone)` is `mul_sum_i8_pairs_float` (madd is commutative).
     let p = mul_sum_i8_pairs_float(q4b, load_i8x32(&y.qs));
-    _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(y.d) * dx), p, accum)
+    // `set1(FP16_TO_FP32(y.d) * FP16_TO_FP32(x.d))`, the product in every lane.
+    _mm256_fmadd_ps(_mm256_mul_ps(f16_to_f32x8(y.d), dx), p, accum)
 }
 
 /// `ggml_vec_dot_iq4_nl_q8_0` for `NT` tokens. ggml sends even blocks into `accum1` and odd
@@ -51,28 +52,43 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut
             let (i1, i2) = (2 * p, 2 * p + 1);
             let (x1, x2) = (&w[i1], &w[i2]);
             let (q1, q2) = (values(x1, values128), values(x2, values128));
-            let (d1, d2) = (f16_to_f32(x1.d), f16_to_f32(x2.d));
-            for t in 0..NT {
+            let (d1, d2) = (f16_to_f32x8(x1.d), f16_to_f32x8(x2.d));
+            for_tokens!(NT, t => {
                 accum1[t] = step(q1, d1, &ys[t][i1], accum1[t]);
                 accum2[t] = step(q2, d2, &ys[t][i2], accum2[t]);
-            }
+            });
         }
     } else {
-        accum1 = pass(w, &ys, pairs, 0, values128);
-        accum2 = pass(w, &ys, pairs, 1, values128);
+        // One of the two chains: blocks `2p + parity` for `p < pairs`.
+        macro_rules! pass {
+            ($parity:literal, $accum:ident) => {
+                for p in 0..pairs {
+                    let i = 2 * p + $parity;
+                    let x = &w[i];
+                    let q = values(x, values128);
+                    let dx = f16_to_f32x8(x.d);
+                    for_tokens!(NT, t => {
+                        $accum[t] = step(q, dx, &ys[t][i], $accum[t]);
+                    });
+                }
+            };
+        }
+        pass!(0, accum1);
+        pass!(1, accum2);
     }
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         // `sumf = hsum_float_8(_mm256_add_ps(accum1, accum2));`
         out[t] = hsum_float_8(_mm256_add_ps(accum1[t], accum2[t]));
-    }
+    });
     if n % 2 == 1 {
         // The scalar tail block: plain integer products (exact, so any grouping), then
         // `sumf += d * (sumi1 + sumi2)`, contracted into one fma by gcc (see the reference).
         let x = &w[n - 1];
         let q = values(x, values128);
-        let (q_lo, q_hi) = (_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q)));
+        let (q_lo, q_hi) =
+            (_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q)));
         let dx = f16_to_f32(x.d);
-        for t in 0..NT {
+        for_tokens!(NT, t => {
             let y = &ys[t][n - 1];
             let qy = load_i8x32(&y.qs);
             let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(qy));
@@ -81,31 +97,8 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut
             let sumi = super::hsum_i32_8(prod);
             let d = f16_to_f32(y.d) * dx;
             out[t] = d.mul_add(sumi as f32, out[t]);
-        }
+        });
     }
-}
-
-/// One of the two chains: blocks `2p + parity` for `p < pairs`, into fresh accumulators.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn pass<const NT: usize>(
-    w: &[BlockIq4Nl],
-    ys: &[&[BlockQ8_0]; NT],
-    pairs: usize,
-    parity: usize,
-    values128: __m128i,
-) -> [__m256; NT] {
-    let mut accum = [_mm256_setzero_ps(); NT];
-    for p in 0..pairs {
-        let i = 2 * p + parity;
-        let x = &w[i];
-        let q = values(x, values128);
-        let dx = f16_to_f32(x.d);
-        for t in 0..NT {
-            accum[t] = step(q, dx, &ys[t][i], accum[t]);
-        }
-    }
-    accum
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);

@@ -96,11 +96,57 @@ macro_rules! avx2_chunk_fn {
 }
 pub(crate) use avx2_chunk_fn;
 
+/// `for $t in 0..$nt { $body }` for a const `$nt <= 8`, unrolled in the source: each copy
+/// sees `$t` as a literal, so `[__m256; NT]` accumulator arrays are only ever indexed by
+/// constants and live in registers. (LLVM's own unroller gives up on large token-loop
+/// bodies and then keeps the array on the stack, indexed at run time.)
+macro_rules! for_tokens {
+    ($nt:expr, $t:ident => $body:block) => {{
+        $crate::x86::for_tokens!(@one $nt, $t, 0, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 1, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 2, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 3, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 4, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 5, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 6, $body);
+        $crate::x86::for_tokens!(@one $nt, $t, 7, $body);
+        const { assert!($nt <= 8, "for_tokens! unrolls at most 8 tokens") };
+    }};
+    (@one $nt:expr, $t:ident, $i:literal, $body:block) => {
+        if $i < $nt {
+            #[allow(clippy::identity_op, clippy::erasing_op)]
+            let $t: usize = $i;
+            $body
+        }
+    };
+}
+pub(crate) use for_tokens;
+
+/// Keep a super-block's unpacked weights in memory when more than one token uses them.
+///
+/// The two-level kernels (K-quants, IQ formats) unpack a super-block once into a small
+/// array and then run the tokens one after the other over it, so that each token needs only
+/// its own float accumulators and one integer sum in registers. Called at the start of each
+/// token's pass: the opaque use makes LLVM keep the array in an L1-resident stack buffer and
+/// load it again per token, instead of promoting it to registers (or sharing the loads
+/// across tokens) and then spilling whatever it likes, often the accumulators. For one
+/// token it is a no-op and the array stays in registers (ggml's own loop order).
+#[inline(always)]
+pub(crate) fn pin_if_shared<T, const NT: usize>(buf: &mut T) {
+    if NT > 1 {
+        core::hint::black_box(buf);
+    }
+}
+
 /// The activation rows of `NT` tokens (`apr` blocks apart in `a`), each `n` blocks long.
 /// Slicing here, once per row, lets the block loops index without per-token checks.
 #[inline(always)]
 pub(crate) fn token_rows<A, const NT: usize>(a: &[A], apr: usize, n: usize) -> [&[A]; NT] {
-    core::array::from_fn(|t| &a[t * apr..t * apr + n])
+    let mut rows = [&a[..0]; NT];
+    for (t, r) in rows.iter_mut().enumerate() {
+        *r = &a[t * apr..][..n];
+    }
+    rows
 }
 
 // ---------------------------------------------------------------------------------------
@@ -214,6 +260,16 @@ pub(crate) fn f16_to_f32(h: f16) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
 }
 
+/// `GGML_CPU_FP16_TO_FP32(h)` broadcast to 8 lanes (`vpbroadcastw` + `vcvtph2ps`). The
+/// kernels multiply scales as vectors of equal lanes (each lane the scalar product ggml
+/// computes): the scalar conversion above compiles to a `vpinsrw` into a stale register,
+/// often an accumulator, a false dependency that serialises the block loop.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_to_f32x8(h: f16) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(h.to_bits() as i16))
+}
+
 /// `GGML_CPU_FP32_TO_FP16` as this ggml build runs it: ggml's software converter (round to
 /// nearest even, canonical NaN), not F16C. One per block, so the scalar one is used as is.
 #[inline]
@@ -267,8 +323,7 @@ pub(crate) fn bytes_from_nibbles_32(x: &[u8; 16]) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn bytes_from_bits_32(x: &[u8; 4]) -> __m256i {
     let x32 = u32::from_le_bytes(*x);
-    let shuf_mask =
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+    let shuf_mask = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
     let mut bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x32 as i32), shuf_mask);
     let bit_mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
     bytes = _mm256_or_si256(bytes, bit_mask);

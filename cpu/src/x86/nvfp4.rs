@@ -7,7 +7,9 @@ use qkern_formats::blocks::{BlockNvfp4, BlockQ8_0};
 use qkern_formats::fp::ue4m3_to_f32;
 use qkern_formats::tables::KVALUES_FP4;
 
-use super::{avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8, token_rows};
+use super::{
+    avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8, token_rows,
+};
 
 /// `GGML_CPU_UE4M3_TO_FP32` of every byte (exact values, from the reference's converter).
 static UE4M3: [f32; 256] = {
@@ -58,21 +60,21 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
     for (i, x) in w.iter().enumerate() {
         let q4 = values(x, values128);
         let u = scales(x);
-        for t in 0..NT {
+        for_tokens!(NT, t => {
             for k in 0..2 {
                 let y = &ys[t][2 * i + k];
                 let q8 = load_i8x32(&y.qs);
                 // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)`.
                 let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
                 let p = _mm256_madd_epi16(p16, mone);
-                let s = _mm256_mul_ps(u[k], _mm256_set1_ps(f16_to_f32(y.d)));
+                let s = _mm256_mul_ps(u[k], f16_to_f32x8(y.d));
                 accum[t] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), accum[t]);
             }
-        }
+        });
     }
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         out[t] = hsum_float_8(accum[t]);
-    }
+    });
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockNvfp4, BlockQ8_0);

@@ -6,8 +6,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ4K, BlockQ8K};
 
 use super::{
-    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x32, load_i16x16, load_u8x32, q8k_32,
-    store_f32x8, token_rows,
+    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32, load_i16x16,
+    load_u8x32, pin_if_shared, q8k_32, store_f32x8, token_rows,
 };
 
 /// The kmask unpacking of the 12 scale bytes: `utmp[0..4]` (bytes 0..8 the 8 scales,
@@ -33,8 +33,7 @@ pub(crate) fn utmp(scales: &[u8; 12]) -> [u32; 4] {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn scales_mins(scales: &[u8; 12]) -> (__m256i, __m128i) {
     let u = utmp(scales);
-    let mins_and_scales =
-        _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32));
+    let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32));
     let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
     (_mm256_set_m128i(sc128, sc128), _mm256_extracti128_si256::<1>(mins_and_scales))
 }
@@ -48,11 +47,11 @@ pub(crate) fn mins_prod(mins: __m128i, y: &BlockQ8K) -> __m128i {
     _mm_madd_epi16(mins, q8s)
 }
 
-/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens. Per super-block the scales, mins and (per
-/// 64-element step `j`) the two nibble vectors are unpacked once; each token keeps its
-/// `acc` (8 lanes), `acc_m` (4 lanes) and its super-block integer sum `sumi`. The integer
-/// sums are exact, so summing per step and token instead of ggml's loop order gives the same
-/// lanes; the float steps per token are ggml's, in ggml's order.
+/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens. Per super-block the scales, mins and the 8
+/// nibble vectors (with their `scale_l` / `scale_h` shuffles) are unpacked once; then each
+/// token in turn sums its 8 steps into one integer vector (exact, so the grouping is free:
+/// ggml's lanes) and updates its own `acc` (8 lanes) and `acc_m` (4 lanes; two tokens share
+/// one 256-bit register, lane-wise the same fma). The float steps per token are ggml's.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
@@ -60,43 +59,55 @@ fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f
     let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
     let m4 = _mm256_set1_epi8(0xF);
     let mut acc = [_mm256_setzero_ps(); NT];
-    let mut acc_m = [_mm_setzero_ps(); NT];
+    // acc_m of tokens 2p (low half) and 2p+1 (high half).
+    let mut acc_m = [_mm256_setzero_ps(); NT];
     for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32(x.d);
-        let dminx = f16_to_f32(x.dmin);
+        let dx = f16_to_f32x8(x.d);
+        let dminx = _mm256_castps256_ps128(f16_to_f32x8(x.dmin));
         let (scales, mins) = scales_mins(&x.scales);
-        for t in 0..NT {
-            let y = &ys[t][i];
-            // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
-            let dmin = -y.d * dminx;
-            let prod = mins_prod(mins, y);
-            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
-        }
-        let mut sumi = [_mm256_setzero_si256(); NT];
+        // Step k = 2j + h: the nibbles of `qs[32j..32j+32]` (h = 0 low, 1 high) and
+        // `shuffle(scales, get_scale_shuffle_k4(k))`.
+        let mut wq = [[_mm256_setzero_si256(); 8]; 2];
         for j in 0..4 {
-            let scale_l = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j]));
-            let scale_h = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j + 1]));
             let q4bits = load_u8x32(&x.qs.as_chunks::<32>().0[j]);
-            let q4l = _mm256_and_si256(q4bits, m4);
-            let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
-            for t in 0..NT {
-                let y = &ys[t][i];
-                let p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, load_i8x32(q8k_32(&y.qs, 2 * j))));
-                let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, load_i8x32(q8k_32(&y.qs, 2 * j + 1))));
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p16l, p16h));
+            wq[0][2 * j] = _mm256_and_si256(q4bits, m4);
+            wq[0][2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
+        }
+        for k in 0..8 {
+            wq[1][k] = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[k]));
+        }
+        for_tokens!(NT.div_ceil(2), p => {
+            // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`; `acc_m = fma(dmin, cvt(prod), acc_m)`
+            let (t0, t1) = (2 * p, (2 * p + 1).min(NT - 1));
+            let (y0, y1) = (&ys[t0][i], &ys[t1][i]);
+            let dmin = _mm256_set_m128(_mm_mul_ps(_mm_set1_ps(-y1.d), dminx), _mm_mul_ps(_mm_set1_ps(-y0.d), dminx));
+            let prod = _mm256_set_m128i(mins_prod(mins, y1), mins_prod(mins, y0));
+            acc_m[p] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), acc_m[p]);
+        });
+        for_tokens!(NT, t => {
+            let y = &ys[t][i];
+            pin_if_shared::<_, NT>(&mut wq);
+            let mut sumi = _mm256_setzero_si256();
+            for k in 0..8 {
+                // `madd(scale, maddubs(q4, q8))`
+                let p16 = _mm256_maddubs_epi16(wq[0][k], load_i8x32(q8k_32(&y.qs, k)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(wq[1][k], p16));
             }
-        }
-        for t in 0..NT {
-            // `d = y[i].d * FP16_TO_FP32(x[i].d)`
-            let d = ys[t][i].d * dx;
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-        }
+            // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
+            let d = _mm256_mul_ps(_mm256_set1_ps(y.d), dx);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[t]);
+        });
     }
-    for t in 0..NT {
-        let mut m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+    for_tokens!(NT, t => {
+        let am = if t % 2 == 0 {
+            _mm256_castps256_ps128(acc_m[t / 2])
+        } else {
+            _mm256_extractf128_ps::<1>(acc_m[t / 2])
+        };
+        let mut m = _mm_add_ps(am, _mm_movehl_ps(am, am));
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
         out[t] = hsum_float_8(acc[t]) + _mm_cvtss_f32(m);
-    }
+    });
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ4K, BlockQ8K);

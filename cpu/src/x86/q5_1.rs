@@ -7,8 +7,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ5_1, BlockQ8_1};
 
 use super::{
-    avx2_chunk_fn, bytes_from_bits_32, bytes_from_nibbles_32, f16_to_f32, f32_to_f16, hsum_float_8, hsum_i32_8,
-    load_i8x32, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
+    avx2_chunk_fn, bytes_from_bits_32, bytes_from_nibbles_32, f16_to_f32, f16_to_f32x8, f32_to_f16, for_tokens,
+    hsum_float_8, hsum_i32_8, load_i8x32, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
 };
 
 /// The 32 unsigned 5-bit quants of a block: `bytes_from_nibbles_32(qs) | (bytes_from_bits_32(qh) & 0x10)`.
@@ -32,13 +32,13 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, out: &mut 
     let mut acc = [_mm256_setzero_ps(); NT];
     let mut summs = _mm256_setzero_ps();
     for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32(x.d);
-        let m = _mm256_set1_ps(f16_to_f32(x.m));
+        let dx = f16_to_f32x8(x.d);
+        let m = f16_to_f32x8(x.m);
         // The tokens' `s` in lanes 0..NT (zero beyond).
         let mut s = [0u16; 8];
-        for t in 0..NT {
+        for_tokens!(NT, t => {
             s[t] = ys[t][i].s.to_bits();
-        }
+        });
         let s = _mm256_cvtph_ps(_mm_setr_epi16(
             s[0] as i16,
             s[1] as i16,
@@ -51,20 +51,20 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, out: &mut 
         ));
         summs = _mm256_add_ps(summs, _mm256_mul_ps(m, s));
         let qx = quants(x);
-        for t in 0..NT {
+        for_tokens!(NT, t => {
             let y = &ys[t][i];
             let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&y.qs)));
             // `_mm256_mul_ps(dx, dy)`
-            let d = _mm256_set1_ps(dx * f16_to_f32(y.d));
+            let d = _mm256_mul_ps(dx, f16_to_f32x8(y.d));
             acc[t] = _mm256_fmadd_ps(q, d, acc[t]);
-        }
+        });
     }
     let mut sm = [0f32; 8];
     store_f32x8(&mut sm, summs);
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         // `*s = hsum_float_8(acc) + summs;`
         out[t] = hsum_float_8(acc[t]) + sm[t];
-    }
+    });
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ5_1, BlockQ8_1);

@@ -7,8 +7,8 @@ use qkern_formats::blocks::{BlockQ5K, BlockQ8K};
 
 use super::q4_k::{mins_prod, scales_mins, utmp};
 use super::{
-    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x32, load_u8x32, q8k_32, store_f32x8,
-    token_rows,
+    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32, load_u8x32,
+    q8k_32, store_f32x8, token_rows,
 };
 
 /// The two 32-element quant vectors of step `j`: low/high nibbles of `qs[32j..]` plus
@@ -41,23 +41,24 @@ fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f
     let mut acc = [_mm256_setzero_ps(); NT];
     let mut summs = _mm256_setzero_ps();
     for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32(x.d);
-        let dminx = f16_to_f32(x.dmin);
+        let dx = f16_to_f32x8(x.d);
+        let dminx = f16_to_f32x8(x.dmin);
         let (scales, mins) = scales_mins(&x.scales);
-        let mut dmin = [0f32; 8];
+        let mut neg_yd = [0f32; 8];
         let mut hs = [0i32; 8];
-        for t in 0..NT {
+        for_tokens!(NT, t => {
             let y = &ys[t][i];
-            // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
-            dmin[t] = -y.d * dminx;
+            neg_yd[t] = -y.d;
             let prod = mins_prod(mins, y);
             let mzero = _mm_setzero_si128();
             let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, mzero), mzero);
             hs[t] = _mm_extract_epi32::<0>(hsum);
-        }
+        });
         // `summs += dmin * (float)hsum`, fused, lane t = token t.
         let hs = _mm256_cvtepi32_ps(_mm256_setr_epi32(hs[0], hs[1], hs[2], hs[3], hs[4], hs[5], hs[6], hs[7]));
-        let dmin = _mm256_setr_ps(dmin[0], dmin[1], dmin[2], dmin[3], dmin[4], dmin[5], dmin[6], dmin[7]);
+        // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`, lane t = token t.
+        let n = neg_yd;
+        let dmin = _mm256_mul_ps(_mm256_setr_ps(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]), dminx);
         summs = _mm256_fmadd_ps(dmin, hs, summs);
 
         let hbits = load_u8x32(&x.qh);
@@ -66,25 +67,25 @@ fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f
             let scale_0 = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j]));
             let scale_1 = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j + 1]));
             let q5 = quants(x, hbits, j);
-            for t in 0..NT {
+            for_tokens!(NT, t => {
                 let y = &ys[t][i];
                 let p16_0 = _mm256_madd_epi16(scale_0, _mm256_maddubs_epi16(q5[0], load_i8x32(q8k_32(&y.qs, 2 * j))));
                 let p16_1 = _mm256_madd_epi16(scale_1, _mm256_maddubs_epi16(q5[1], load_i8x32(q8k_32(&y.qs, 2 * j + 1))));
                 sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p16_0, p16_1));
-            }
+            });
         }
-        for t in 0..NT {
-            // `d = y[i].d * FP16_TO_FP32(x[i].d)`
-            let d = ys[t][i].d * dx;
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-        }
+        for_tokens!(NT, t => {
+            // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
+            let d = _mm256_mul_ps(_mm256_set1_ps(ys[t][i].d), dx);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        });
     }
     let mut sm = [0f32; 8];
     store_f32x8(&mut sm, summs);
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         // `*s = hsum_float_8(acc) + summs;`
         out[t] = hsum_float_8(acc[t]) + sm[t];
-    }
+    });
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ5K, BlockQ8K);

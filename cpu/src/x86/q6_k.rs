@@ -6,8 +6,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ6K, BlockQ8K};
 
 use super::{
-    SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, hsum_float_8, load_i8x16, load_i8x32, load_i16x16, load_u8x16,
-    load_u8x32, q8k_32, store_f32x8, token_rows,
+    SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
+    load_i16x16, load_u8x16, load_u8x32, q8k_32, store_f32x8, token_rows,
 };
 
 /// The unsigned 6-bit quants `q4_k` (k = 0..4) of 128-element half `j`, ggml's
@@ -49,35 +49,35 @@ fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f
     let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
     let mut acc = [_mm256_setzero_ps(); NT];
     for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32(x.d);
+        let dx = f16_to_f32x8(x.d);
         let scales = load_i8x16(&x.scales);
         let scales_16 = _mm256_cvtepi8_epi16(scales);
         let mut sumi = [_mm256_setzero_si256(); NT];
-        for t in 0..NT {
+        for_tokens!(NT, t => {
             // `q8sclsub = slli(madd(q8sums, scales_16), 5)`, subtracted up front.
             let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&ys[t][i].bsums), scales_16));
             sumi[t] = _mm256_sub_epi32(sumi[t], q8sclsub);
-        }
+        });
         for j in 0..2 {
             for k in 0..4 {
                 let q = quants(x, j, k);
                 let scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[4 * j + k])));
-                for t in 0..NT {
+                for_tokens!(NT, t => {
                     let q8 = load_i8x32(q8k_32(&ys[t][i].qs, 4 * j + k));
                     let p16 = _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q, q8));
                     sumi[t] = _mm256_add_epi32(sumi[t], p16);
-                }
+                });
             }
         }
-        for t in 0..NT {
-            // `d = y[i].d * FP16_TO_FP32(x[i].d)`
-            let d = ys[t][i].d * dx;
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-        }
+        for_tokens!(NT, t => {
+            // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
+            let d = _mm256_mul_ps(_mm256_set1_ps(ys[t][i].d), dx);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        });
     }
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         out[t] = hsum_float_8(acc[t]);
-    }
+    });
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ6K, BlockQ8K);

@@ -6,8 +6,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::BlockQ8_0;
 
 use super::{
-    avx2_chunk_fn, f16_to_f32, f32_to_f16, hsum_float_8, load_i8x16, load_i8x32, mul_sum_i8_pairs_float, q8_block,
-    q8_pack, store_f32x8, store_i8x32, token_rows,
+    avx2_chunk_fn, f16_to_f32, f16_to_f32x8, f32_to_f16, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
+    mul_sum_i8_pairs_float, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
 };
 
 /// `ggml_vec_dot_q8_0_q8_0` for `NT` tokens at once. Per block: `qx` loaded once; per
@@ -19,19 +19,19 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, out: &mut 
     let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, n);
     let mut acc = [_mm256_setzero_ps(); NT];
     for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32(x.d);
         let qx = load_i8x32(&x.qs);
-        for t in 0..NT {
+        let dx = f16_to_f32x8(x.d);
+        for_tokens!(NT, t => {
             let y = &ys[t][i];
-            // `_mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d))`
-            let d = _mm256_set1_ps(dx * f16_to_f32(y.d));
+            // `_mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d))`, the product in every lane.
+            let d = _mm256_mul_ps(dx, f16_to_f32x8(y.d));
             let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
             acc[t] = _mm256_fmadd_ps(d, q, acc[t]);
-        }
+        });
     }
-    for t in 0..NT {
+    for_tokens!(NT, t => {
         out[t] = hsum_float_8(acc[t]);
-    }
+    });
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);

@@ -330,7 +330,7 @@ impl Gguf {
 
     /// Parse a file held in memory.
     pub fn parse(bytes: &[u8]) -> Result<Gguf, GgufError> {
-        Gguf::parse_from(bytes, bytes.len() as u64)
+        Gguf::parse_from(&bytes, bytes.len() as u64)
     }
 
     /// Parse `len` bytes of `src`.

@@ -36,7 +36,7 @@ pub trait ReadAt {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 }
 
-impl ReadAt for [u8] {
+impl ReadAt for &[u8] {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let start = usize::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         let src = start
@@ -103,7 +103,7 @@ pub enum ErrorKind {
 
 /// A malformed or unreadable GGUF file: what, which field, and the field's file offset.
 #[derive(Debug, thiserror::Error)]
-#[error("GGUF {field} at offset {offset}: {kind}")]
+#[error("GGUF {field} at byte {offset}: {kind}")]
 pub struct GgufError {
     /// The field, e.g. `header.tensor_count`, `kv[3] "general.name" string length`,
     /// `tensor[2] "blk.0.ffn_up.weight" offset`.
@@ -305,11 +305,15 @@ impl<'a> Cursor<'a> {
             ValueType::I64 => fixed!(I64, i64),
             ValueType::F64 => fixed!(F64, f64),
             ValueType::Bool => {
-                let b = fixed!(U8, u8);
-                match b {
-                    Array::U8(v) => Array::Bool(v.into_iter().map(|x| x != 0).collect()),
-                    _ => unreachable!(),
+                // Stored as int8 (ggml: any non-zero byte is true).
+                let mut v: Vec<bool> = Vec::with_capacity(n);
+                let mut left = n;
+                while left > 0 {
+                    let k = left.min(WINDOW);
+                    v.extend(self.take(k, "array data")?.iter().map(|&x| x != 0));
+                    left -= k;
                 }
+                Array::Bool(v)
             }
             ValueType::Str => {
                 let mut v = Vec::with_capacity(n);
@@ -364,7 +368,7 @@ pub(super) fn parse(src: &dyn ReadAt, len: u64) -> Result<Gguf, GgufError> {
         return Err(c.err("tensor_count", 8, ErrorKind::TooLarge { what: "tensor count", value: n_tensors, limit }));
     }
     let n_kv = c.u64("kv_count")?;
-    let limit = (c.remaining() - n_tensors * MIN_TENSOR_INFO) / MIN_KV;
+    let limit = c.remaining().saturating_sub(n_tensors * MIN_TENSOR_INFO) / MIN_KV;
     if n_kv > limit {
         return Err(c.err("kv_count", 16, ErrorKind::TooLarge { what: "KV count", value: n_kv, limit }));
     }

@@ -38,8 +38,9 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 }
 
 /// A backend with the workgroup-memory reductions (no subgroups) and weights split into
-/// parts of at most 4 KiB, to exercise the fallback and the splitting on small matrices.
+/// parts of at most 1 KiB, to exercise the fallback and the splitting on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { subgroups: Some(false), max_part_bytes: Some(4096), ..Options::default() })).as_ref()
+    B.get_or_init(|| open(Options { subgroups: Some(false), max_part_bytes: Some(1024), ..Options::default() }))
+        .as_ref()
 }

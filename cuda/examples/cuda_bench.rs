@@ -1,0 +1,198 @@
+//! CUDA matmul throughput and MoE-expert latency, with the device-to-device copy bandwidth
+//! measured in the same run (counted as bytes read plus bytes written, as the issue asks).
+//!
+//! `cargo run --release -p qkern-cuda --example cuda_bench [-- --gib 1 --iters 20]`
+//!
+//! - per format: K = 4096, rows so that the weights are `--gib` GiB in ggml's format;
+//!   NT = 1, 2, 4, 8 in one launch (CUDA events, back to back); GB/s = weight bytes / time.
+//! - experts: 640 x 2560 (gate/up, q4_K) and 2560 x 640 (down: q5_1, q8_0, iq4_nl) at NT = 4:
+//!   launch-to-result on the host clock (matmul into device memory, then stream sync; and
+//!   matmul into host memory), and a grouped launch of 8 distinct experts, per expert.
+//!
+//! Writes `bench_cuda.md` to `$QKERN_RESULTS_DIR` when set.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use qkern_cuda::CudaBackend;
+use qkern_formats::Format;
+
+fn fill(seed: u64, out: &mut [u8]) {
+    let mut s = seed | 1;
+    for c in out.chunks_mut(8) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let v = s.to_le_bytes();
+        c.copy_from_slice(&v[..c.len()]);
+    }
+}
+
+/// Random blocks with moderate fp16 scales (the speed does not depend on the values).
+fn weights(f: Format, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    let mut w = vec![0u8; f.matrix_bytes(rows, cols).unwrap()];
+    fill(seed, &mut w);
+    let offs = qkern_parity::inputs::f16_scale_offsets(f);
+    let s = half::f16::from_f32(0.01).to_le_bytes();
+    for b in w.chunks_exact_mut(f.block_bytes()) {
+        for &o in offs {
+            b[o..o + 2].copy_from_slice(&s);
+        }
+        if f == Format::NVFP4 {
+            b[..4].copy_from_slice(&[0x38; 4]);
+        }
+    }
+    w
+}
+
+fn acts_x(cols: usize, nt: usize, seed: u64) -> Vec<f32> {
+    let mut r = qkern_parity::inputs::Rng::new(seed);
+    (0..cols * nt).map(|_| r.normal()).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// ggml 0.26.0's own CUDA mul_mat on an H200 (GB/s at N = 1 and N = 8), from issue 5.
+fn ggml_ref(f: Format) -> Option<(f64, f64)> {
+    Some(match f {
+        Format::Q8_0 => (3025.0, 1567.0),
+        Format::Q4_K => (1850.0, 742.0),
+        Format::Q5_1 => (2620.0, 1282.0),
+        Format::IQ4_XS => (1925.0, 904.0),
+        Format::NVFP4 => (1920.0, 886.0),
+        Format::IQ2_XS => (844.0, 379.0),
+        Format::IQ3_S => (1103.0, 568.0),
+        _ => return None,
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |k: &str, d: f64| {
+        args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(d)
+    };
+    let gib = arg("--gib", 1.0);
+    let iters = arg("--iters", 20.0) as usize;
+    let only: Option<Vec<Format>> = args
+        .iter()
+        .position(|a| a == "--formats")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect());
+
+    let b = CudaBackend::new(0)?;
+    let t = Instant::now();
+    b.warm_up()?;
+    let mut md = String::new();
+    writeln!(md, "# qkern CUDA bench\n\ndevice: {} (kernels compiled + loaded in {:.1?})\n", b.name(), t.elapsed())?;
+
+    // copy bandwidth: 2 x `gib` GiB buffers, device to device
+    let n = (gib * (1u64 << 30) as f64 / 4.0) as usize;
+    let src = b.alloc_f32(n)?;
+    let mut dst = b.alloc_f32(n)?;
+    let ms = b.time_ms(iters, || b.copy_f32(&src, &mut dst))?;
+    let copy_gbs = 2.0 * 4.0 * n as f64 / (ms * 1e-3) / 1e9;
+    writeln!(md, "device-to-device copy of {:.2} GiB: {ms:.3} ms, **{copy_gbs:.0} GB/s** (read + written)\n", 4.0 * n as f64 / (1u64 << 30) as f64)?;
+    drop(src);
+    drop(dst);
+    println!("{md}");
+
+    // matmul throughput
+    let cols = 4096;
+    writeln!(md, "## matmul, K = {cols}, {gib} GiB of weights (ggml bytes), one launch per call\n")?;
+    writeln!(
+        md,
+        "| format | rows | NT=1 GB/s | % copy | NT=2 | NT=4 | NT=8 GB/s | NT8/NT1 time | ggml N=1 / N=8 |\n|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for f in Format::WEIGHTS {
+        if only.as_ref().is_some_and(|o| !o.contains(&f)) {
+            continue;
+        }
+        let act = f.vec_dot_type().unwrap();
+        let rb = f.row_bytes(cols)?;
+        let rows = ((gib * (1u64 << 30) as f64) / rb as f64) as usize;
+        let w = weights(f, rows, cols, f.id() as u64 + 7);
+        let wt = b.upload_weights(f, rows, cols, &w)?;
+        drop(w);
+        let bytes = wt.ggml_bytes() as f64;
+        let mut acts = b.alloc_acts(act, cols, 8)?;
+        b.quantize(&acts_x(cols, 8, 3), &mut acts)?;
+        let mut out = b.alloc_f32(rows * 8)?;
+        let mut gbs = Vec::new();
+        let mut times = Vec::new();
+        for nt in [1usize, 2, 4, 8] {
+            let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
+            times.push(ms);
+            gbs.push(bytes / (ms * 1e-3) / 1e9);
+        }
+        let g = ggml_ref(f).map(|(a, c)| format!("{a:.0} / {c:.0}")).unwrap_or_else(|| "-".into());
+        let line = format!(
+            "| {f} | {rows} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} | {:.2}x | {g} |",
+            gbs[0],
+            100.0 * gbs[0] / copy_gbs,
+            gbs[1],
+            gbs[2],
+            gbs[3],
+            times[3] / times[0]
+        );
+        println!("{line}");
+        writeln!(md, "{line}")?;
+    }
+
+    // experts
+    writeln!(md, "\n## MoE experts, NT = 4\n")?;
+    writeln!(
+        md,
+        "| expert | format | kernel (events) us | launch-to-result, device out, us | to host out, us | grouped x8, us/expert |\n|---|---|---|---|---|---|"
+    )?;
+    let nt = 4;
+    for (name, f, rows, cols) in [
+        ("gate/up 640x2560", Format::Q4_K, 640usize, 2560usize),
+        ("down 2560x640", Format::Q5_1, 2560, 640),
+        ("down 2560x640", Format::Q8_0, 2560, 640),
+        ("down 2560x640", Format::IQ4_NL, 2560, 640),
+    ] {
+        let act = f.vec_dot_type().unwrap();
+        let ws: Vec<_> = (0..8).map(|k| b.upload_weights(f, rows, cols, &weights(f, rows, cols, 100 + k)).unwrap()).collect();
+        let mut acts: Vec<_> = (0..8).map(|_| b.alloc_acts(act, cols, nt).unwrap()).collect();
+        for (k, a) in acts.iter_mut().enumerate() {
+            b.quantize(&acts_x(cols, nt, 50 + k as u64), a)?;
+        }
+        let mut out = b.alloc_f32(8 * rows * nt)?;
+        let mut host = vec![0f32; rows * nt];
+        let kern = b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3;
+        let mut dev_t = Vec::new();
+        let mut host_t = Vec::new();
+        let mut grp_t = Vec::new();
+        let jobs: Vec<_> = ws.iter().zip(&acts).map(|(w, a)| (w, a, nt)).collect();
+        for _ in 0..300 {
+            let t = Instant::now();
+            b.matmul_device(&ws[0], &acts[0], nt, &mut out)?;
+            b.synchronize()?;
+            dev_t.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            b.matmul(&ws[0], &acts[0], nt, &mut host)?;
+            host_t.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            b.matmul_grouped(&jobs, &mut out)?;
+            b.synchronize()?;
+            grp_t.push(t.elapsed().as_secs_f64() * 1e6 / 8.0);
+        }
+        let line = format!(
+            "| {name} | {f} | {kern:.1} | {:.1} | {:.1} | {:.2} |",
+            median(dev_t),
+            median(host_t),
+            median(grp_t)
+        );
+        println!("{line}");
+        writeln!(md, "{line}")?;
+    }
+    writeln!(md, "\n(medians of 300 host-timed calls; kernel column: CUDA events over 200 back-to-back launches)")?;
+    if let Some(d) = std::env::var_os("QKERN_RESULTS_DIR") {
+        std::fs::create_dir_all(&d)?;
+        std::fs::write(std::path::Path::new(&d).join("bench_cuda.md"), &md)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! Parity on a real GPU: the committed ggml vectors through the `qkern` API (`cuda:0`), and
+//! live random cases through qkern-cuda against the scalar reference (which runs on this
+//! machine's CPU in the same binary): activation quantize (specials included), dequantize to
+//! f32/f16/bf16, matmul for NT 1..8 with both lane splits, chunked NT, grouped launches,
+//! wild scales and MoE expert shapes. Prints a table (also written to
+//! `$QKERN_RESULTS_DIR/parity_cuda.txt` when set). Without a device: "no CUDA device: skipped".
+//! Run with `--test-threads=1`.
+
+use std::fmt::Write as _;
+
+use qkern_cuda::{CudaBackend, DeqKind};
+use qkern_formats::{Format, reference};
+use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
+
+fn backend() -> Option<CudaBackend> {
+    match CudaBackend::new(0) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            println!("no CUDA device: skipped ({e})");
+            None
+        }
+    }
+}
+
+fn save(name: &str, text: &str) {
+    if let Some(d) = std::env::var_os("QKERN_RESULTS_DIR") {
+        let p = std::path::Path::new(&d).join(name);
+        let _ = std::fs::create_dir_all(&d);
+        std::fs::write(&p, text).unwrap_or_else(|e| eprintln!("cannot write {}: {e}", p.display()));
+    }
+}
+
+/// Bit-equal, except that NaN matches any NaN (payloads are not part of the contract).
+fn diff(want: &[f32], got: &[f32]) -> usize {
+    want.iter().zip(got).filter(|(a, b)| !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))).count()
+        + want.len().abs_diff(got.len())
+}
+
+fn ref_quantize(act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
+    let rb = act.row_bytes(cols).unwrap();
+    let mut out = vec![0u8; x.len() / cols * rb];
+    for (xr, o) in x.chunks_exact(cols).zip(out.chunks_exact_mut(rb)) {
+        reference::quantize_row(act, xr, o).unwrap();
+    }
+    out
+}
+
+fn ref_matmul(f: Format, rows: usize, cols: usize, w: &[u8], acts: &[u8], nt: usize) -> Vec<f32> {
+    let wb = f.row_bytes(cols).unwrap();
+    let mut out = vec![0f32; nt * rows];
+    let mut col = vec![0f32; nt];
+    for r in 0..rows {
+        reference::dot_tokens(f, cols, &w[r * wb..(r + 1) * wb], acts, &mut col).unwrap();
+        for t in 0..nt {
+            out[t * rows + r] = col[t];
+        }
+    }
+    out
+}
+
+#[test]
+fn gpu_committed_vectors() {
+    let dev = match qkern::Device::parse("cuda:0", Default::default()) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("no CUDA device: skipped ({e})");
+            return;
+        }
+    };
+    let mut report = None::<qkern_parity::run::Report>;
+    let mut missing = Vec::new();
+    for f in Format::WEIGHTS {
+        // QKERN_VECTORS_DIR: the vectors where the binary runs (built elsewhere, it cannot
+        // rely on the build machine's path).
+        let dir = std::env::var_os("QKERN_VECTORS_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(qkern_parity::vectors::committed_dir);
+        match qkern_parity::vectors::VectorFile::load(dir.join(qkern_parity::vectors::file_name(f))) {
+            Ok(file) => {
+                let r = qkern_parity::run::run_file(&dev, &file).unwrap_or_else(|e| panic!("{f}: {e}"));
+                match &mut report {
+                    Some(all) => all.extend(r),
+                    None => report = Some(r),
+                }
+            }
+            Err(e) => missing.push(format!("{f}: {e}")),
+        }
+    }
+    let mut text = format!("committed vectors on {}\n", dev.name());
+    if let Some(r) = &report {
+        write!(text, "{r}").unwrap();
+    }
+    for m in &missing {
+        writeln!(text, "no vectors: {m}").unwrap();
+    }
+    println!("{text}");
+    save("parity_vectors_cuda.txt", &text);
+    assert!(report.as_ref().is_some_and(|r| r.all_equal()), "committed vectors differ on CUDA (table above)");
+}
+
+struct Row {
+    format: Format,
+    cells: Vec<(String, usize, usize)>, // (what, differing, total)
+}
+
+impl Row {
+    fn add(&mut self, what: impl Into<String>, differing: usize, total: usize) {
+        let what = what.into();
+        match self.cells.iter_mut().find(|c| c.0 == what) {
+            Some(c) => {
+                c.1 += differing;
+                c.2 += total;
+            }
+            None => self.cells.push((what, differing, total)),
+        }
+    }
+}
+
+fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &mut String) {
+    let act = f.vec_dot_type().unwrap();
+    let unit = f.block_elems().max(act.block_elems());
+    // matmul: widths of 1, 2, 3, 5 and 16 units; NT 1..8; S forced both ways
+    for (i, units) in [1usize, 2, 3, 5, 16].into_iter().enumerate() {
+        let cols = units * unit;
+        for nt in 1..=8usize {
+            let rows = [1, 7, 33, 40, 300][(nt + i) % 5];
+            for wild in [false, true] {
+                let w = random_blocks(rng, f, rows * cols / f.block_elems(), wild);
+                let d = Dist::ALL[rng.below(Dist::ALL.len() as u64) as usize];
+                let x = floats(rng, d, nt * cols);
+                let want_q = ref_quantize(act, cols, &x);
+                let wt = b.upload_weights(f, rows, cols, &w).unwrap();
+                let mut acts = b.alloc_acts(act, cols, nt).unwrap();
+                // device quantize == reference quantize
+                b.quantize(&x, &mut acts).unwrap();
+                let mut got_q = vec![0u8; want_q.len()];
+                b.read_acts(&acts, nt, &mut got_q).unwrap();
+                let qd = want_q.chunks(act.block_bytes()).zip(got_q.chunks(act.block_bytes())).filter(|(a, b)| a != b).count();
+                row.add("quant", qd, want_q.len() / act.block_bytes());
+                let want = ref_matmul(f, rows, cols, &w, &want_q, nt);
+                for s in [Some(0u64), Some(u64::MAX)] {
+                    if s == Some(u64::MAX) && f.block_elems() != 256 {
+                        continue;
+                    }
+                    b.set_split_threshold(s);
+                    let mut got = vec![0f32; nt * rows];
+                    b.matmul(&wt, &acts, nt, &mut got).unwrap();
+                    let n = diff(&want, &got);
+                    let what = if wild { "wild".to_string() } else { format!("NT{nt}") };
+                    row.add(what.clone(), n, want.len());
+                    if n > 0 {
+                        let k = want.iter().zip(&got).position(|(a, g)| !(a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan()))).unwrap_or(0);
+                        writeln!(
+                            log,
+                            "{f} {what} S={} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
+                            if s == Some(0) { 1 } else { 4 },
+                            want.len(),
+                            k / rows,
+                            k % rows,
+                            want[k].to_bits(),
+                            got[k].to_bits()
+                        )
+                        .unwrap();
+                    }
+                }
+                b.set_split_threshold(None);
+                // dequantize (f32, f16, bf16) on the first width only
+                if nt <= 2 {
+                    let mut dw = vec![0f32; rows * cols];
+                    reference::dequantize_row(f, &w, &mut dw).unwrap();
+                    let mut got = vec![0f32; rows * cols];
+                    b.dequantize(&wt, &mut got).unwrap();
+                    row.add("deq f32", diff(&dw, &got), dw.len());
+                    for kind in [DeqKind::F16, DeqKind::Bf16] {
+                        let mut h = vec![0u16; rows * cols];
+                        b.dequantize_half(&wt, kind, &mut h).unwrap();
+                        let exp: Vec<u16> = dw
+                            .iter()
+                            .map(|&v| if kind == DeqKind::F16 { qkern_formats::fp::f32_to_f16(v).to_bits() } else { bf16(v) })
+                            .collect();
+                        // NaN matches any NaN (x86 propagates a payload, the GPU a canonical NaN)
+                        let nan = |v: u16| {
+                            if kind == DeqKind::F16 { v & 0x7c00 == 0x7c00 && v & 0x3ff != 0 } else { v & 0x7f80 == 0x7f80 && v & 0x7f != 0 }
+                        };
+                        let n = exp.iter().zip(&h).filter(|(a, b)| a != b && !(nan(**a) && nan(**b))).count();
+                        row.add(if kind == DeqKind::F16 { "deq f16" } else { "deq bf16" }, n, exp.len());
+                    }
+                }
+            }
+        }
+    }
+    // chunked NT (11 and 19 tokens) through import of reference-quantized activations
+    for nt in [11usize, 19] {
+        let (rows, cols) = (45, 3 * unit);
+        let w = random_blocks(rng, f, rows * cols / f.block_elems(), false);
+        let x = floats(rng, Dist::Gaussian, nt * cols);
+        let q = ref_quantize(act, cols, &x);
+        let wt = b.upload_weights(f, rows, cols, &w).unwrap();
+        let mut acts = b.alloc_acts(act, cols, nt).unwrap();
+        b.import(&q, &mut acts).unwrap();
+        let mut got = vec![0f32; nt * rows];
+        b.matmul(&wt, &acts, nt, &mut got).unwrap();
+        let want = ref_matmul(f, rows, cols, &w, &q, nt);
+        row.add("chunked", diff(&want, &got), want.len());
+    }
+    // grouped: 19 jobs (two launches), different rows and tokens
+    let cols = 2 * unit;
+    let mut ws = Vec::new();
+    let mut as_ = Vec::new();
+    let mut want = Vec::new();
+    for k in 0..19usize {
+        let (rows, nt) = (3 + 5 * (k % 4), 1 + k % 9);
+        let w = random_blocks(rng, f, rows * cols / f.block_elems(), false);
+        let x = floats(rng, Dist::ALL[k % 8], nt * cols);
+        let q = ref_quantize(act, cols, &x);
+        want.extend(ref_matmul(f, rows, cols, &w, &q, nt));
+        ws.push(b.upload_weights(f, rows, cols, &w).unwrap());
+        let mut a = b.alloc_acts(act, cols, nt).unwrap();
+        b.quantize(&x, &mut a).unwrap();
+        as_.push((a, nt));
+    }
+    let jobs: Vec<_> = ws.iter().zip(&as_).map(|(w, (a, nt))| (w, a, *nt)).collect();
+    let mut got = vec![0f32; want.len()];
+    b.matmul_grouped_host(&jobs, &mut got).unwrap();
+    row.add("grouped", diff(&want, &got), want.len());
+    // MoE expert shapes: 640 x 2560 (gate/up) and 2560 x 640 (down; 32-element formats)
+    let shape = if f.block_elems() == 256 { (640, 2560) } else { (2560, 640) };
+    let (rows, cols) = shape;
+    let nt = 4;
+    let w = random_blocks(rng, f, rows * cols / f.block_elems(), false);
+    let x = floats(rng, Dist::Gaussian, nt * cols);
+    let q = ref_quantize(act, cols, &x);
+    let wt = b.upload_weights(f, rows, cols, &w).unwrap();
+    let mut acts = b.alloc_acts(act, cols, nt).unwrap();
+    b.quantize(&x, &mut acts).unwrap();
+    let mut got = vec![0f32; nt * rows];
+    b.matmul(&wt, &acts, nt, &mut got).unwrap();
+    row.add("expert", diff(&ref_matmul(f, rows, cols, &w, &q, nt), &got), nt * rows);
+}
+
+/// ggml `ggml_compute_fp32_to_bf16`.
+fn bf16(f: f32) -> u16 {
+    let u = f.to_bits();
+    if (u & 0x7fff_ffff) > 0x7f80_0000 {
+        return ((u >> 16) | 64) as u16;
+    }
+    ((u + (0x7fff + ((u >> 16) & 1))) >> 16) as u16
+}
+
+const SPECIALS: [f32; 24] = [
+    0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 126.5, 127.0, -127.0, 1e-40, -1e-45, 6.5e4, 1e30, -1e30, f32::MIN_POSITIVE,
+    f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.0, 0.0, 0.0,
+];
+
+#[test]
+fn gpu_live_random() {
+    let Some(b) = backend() else { return };
+    let t0 = std::time::Instant::now();
+    b.warm_up().unwrap();
+    let mut text = format!("live random cases on {} (kernels compiled and loaded in {:.1?})\n", b.name(), t0.elapsed());
+    let mut log = String::new();
+    let mut rng = Rng::new(0xC0DA);
+    let mut rows = Vec::new();
+    // activation quantizers on special values (NaN payloads, infinities, ties, subnormals)
+    let mut special = Row { format: Format::Q8_0, cells: Vec::new() };
+    for act in Format::ACTIVATIONS {
+        for trial in 0..64 {
+            let cols = act.block_elems() * 2;
+            let nt = 1 + trial % 3;
+            let mut x = floats(&mut rng, Dist::ALL[trial % 8], nt * cols);
+            for v in x.iter_mut() {
+                if rng.below(3) == 0 {
+                    *v = SPECIALS[rng.below(SPECIALS.len() as u64) as usize];
+                    if rng.below(5) == 0 {
+                        *v = f32::from_bits([0x7FC0_1234, 0xFFA0_0001, 0x7F80_0001, 0xFFC0_0000][rng.below(4) as usize]);
+                    }
+                }
+            }
+            if trial % 4 != 0 {
+                x.iter_mut().filter(|v| !v.is_finite()).for_each(|v| *v = 1.0);
+            }
+            let want = ref_quantize(act, cols, &x);
+            let mut a = b.alloc_acts(act, cols, nt).unwrap();
+            b.quantize(&x, &mut a).unwrap();
+            let mut got = vec![0u8; want.len()];
+            b.read_acts(&a, nt, &mut got).unwrap();
+            let n = want.chunks(act.block_bytes()).zip(got.chunks(act.block_bytes())).filter(|(a, b)| a != b).count();
+            special.add(format!("{act} specials"), n, want.len() / act.block_bytes());
+            if n > 0 {
+                writeln!(log, "{act} specials trial {trial}: {}", qkern_parity::bytes_equal("", act.block_bytes(), &want, &got).unwrap_err()).unwrap();
+            }
+        }
+    }
+    for f in Format::WEIGHTS {
+        let t = std::time::Instant::now();
+        let mut row = Row { format: f, cells: Vec::new() };
+        live_format(&b, f, &mut rng, &mut row, &mut log);
+        eprintln!("{f}: {:.1?}", t.elapsed());
+        rows.push(row);
+    }
+    // table
+    let mut heads: Vec<String> = Vec::new();
+    for r in &rows {
+        for c in &r.cells {
+            if !heads.contains(&c.0) {
+                heads.push(c.0.clone());
+            }
+        }
+    }
+    write!(text, "| format |").unwrap();
+    for h in &heads {
+        write!(text, " {h} |").unwrap();
+    }
+    writeln!(text).unwrap();
+    writeln!(text, "|---|{}", "---|".repeat(heads.len())).unwrap();
+    let mut ok = true;
+    for r in &rows {
+        write!(text, "| {} |", r.format).unwrap();
+        for h in &heads {
+            match r.cells.iter().find(|c| &c.0 == h) {
+                Some((_, d, t)) => {
+                    ok &= *d == 0;
+                    if *d == 0 {
+                        write!(text, " ok {t} |").unwrap()
+                    } else {
+                        write!(text, " **{d}/{t} differ** |").unwrap()
+                    }
+                }
+                None => write!(text, " - |").unwrap(),
+            }
+        }
+        writeln!(text).unwrap();
+    }
+    for (h, d, t) in &special.cells {
+        ok &= *d == 0;
+        writeln!(text, "{h}: {}", if *d == 0 { format!("ok {t} blocks") } else { format!("{d}/{t} blocks differ") }).unwrap();
+    }
+    if !log.is_empty() {
+        writeln!(text, "\nmismatches:\n{log}").unwrap();
+    }
+    writeln!(text, "total time {:.1?}", t0.elapsed()).unwrap();
+    println!("{text}");
+    save("parity_live_cuda.txt", &text);
+    assert!(ok, "CUDA results differ from the reference (table above)");
+}
+
+#[test]
+fn gpu_errors_are_errors() {
+    let Some(b) = backend() else { return };
+    let w = b.upload_weights(Format::Q8_0, 2, 64, &vec![0u8; 2 * 68]).unwrap();
+    let a = b.alloc_acts(Format::Q8_K, 256, 1).unwrap();
+    let mut out = vec![0f32; 2];
+    assert!(b.matmul(&w, &a, 1, &mut out).is_err(), "pairing");
+    assert!(b.upload_weights(Format::Q8_0, 2, 64, &[0u8; 10]).is_err(), "length");
+    let mut a0 = b.alloc_acts(Format::Q8_0, 64, 1).unwrap();
+    let mut bad = vec![0u8; 68];
+    bad[5] = 0x80;
+    assert!(b.import(&bad, &mut a0).is_err(), "-128");
+    assert!(CudaBackend::new(1000).is_err(), "device index");
+}

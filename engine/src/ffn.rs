@@ -1,0 +1,896 @@
+//! One FFN layer computed only through the `qkern` API: an MoE layer (router -> softmax or
+//! sigmoid -> top-k -> per expert, only its routed tokens: gate and up matmul ->
+//! SiLU(gate) * up -> quantize -> down matmul -> weighted sum) and a dense FFN
+//! (`down(SiLU(gate(x)) * up(x))`), with llama.cpp's tensor names and shapes:
+//!
+//! | tensor | ggml `ne` | |
+//! |---|---|---|
+//! | `blk.N.ffn_gate_inp.weight` | `[n_embd, n_expert]` | router, f32 / f16 / bf16 (or a quantized format) |
+//! | `blk.N.ffn_gate_exps.weight`, `ffn_up_exps` | `[n_embd, n_ff, n_expert]` | experts stacked |
+//! | `blk.N.ffn_down_exps.weight` | `[n_ff, n_embd, n_expert]` | |
+//! | `blk.N.exp_probs_b.bias` (optional) | `[n_expert]` | f32 selection bias (DeepSeek V3) |
+//! | `blk.N.ffn_gate.weight`, `ffn_up` / `ffn_down` | `[n_embd, n_ff]` / `[n_ff, n_embd]` | dense |
+//!
+//! Every float operation outside the kernels runs on the host in a fixed order, so the
+//! output bits depend only on the kernels' bits, which qkern makes identical on every backend,
+//! path and thread count:
+//!
+//! - router (float weights): `logit[t][e] = sum_i x[t][i] * w[e][i]` in f32 over 8 lanes, lane
+//!   `l` summing `i = l, l + 8, ...` in increasing `i` (separate multiply and add, no fma),
+//!   then the lanes as `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`, then the tail
+//!   `i >= 8 * (n / 8)` added in order. Quantized routers go through `Device::matmul`.
+//! - softmax as ggml's `soft_max`: `m = max`, `e_i = exp(l_i - m)` (f32), `sum` in f64 in
+//!   index order, `p_i = e_i * (f32)(1 / sum)`; sigmoid gating `p = 1 / (1 + exp(-l))`.
+//! - top-k: the k largest of `p (+ exp_probs_b)`, ties to the lower expert index; weights
+//!   are the selected `p`, divided by their f32 sum (slot order) when normalised, then times
+//!   `expert_weights_scale` when that is not 1.
+//! - SiLU: `g / (1 + exp(-g)) * u` in f32 (`ggml_silu_f32` form).
+//! - combine (as llama.cpp's `build_moe_ffn` adds the expert views): `out = y0 * w0`, then
+//!   `out = out + y_s * w_s` for slots `s = 1..k` in top-k order.
+//!
+//! Buffers are made once (for `max_tokens`); `forward` allocates nothing.
+
+use std::time::{Duration, Instant};
+
+use qkern::{Activations, Device, Format, Weights, WeightsRef};
+
+use crate::gguf::{MetaTypeError, TensorInfo};
+use crate::load::LoadedModel;
+
+/// Errors building or running a layer.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    #[error(transparent)]
+    Qkern(#[from] qkern::Error),
+    #[error(transparent)]
+    Meta(#[from] MetaTypeError),
+    #[error("layer {layer}: {msg}")]
+    Layer { layer: usize, msg: String },
+    #[error("{0}")]
+    Shape(String),
+    #[error("{got} tokens exceed the layer's max_tokens of {max}")]
+    Tokens { got: usize, max: usize },
+}
+
+/// How router probabilities are made from logits (`<arch>.expert_gating_func`: 1 softmax,
+/// 2 sigmoid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    Softmax,
+    Sigmoid,
+}
+
+/// Routing parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeConfig {
+    pub n_expert: usize,
+    pub top_k: usize,
+    /// Divide the selected weights by their sum (`<arch>.expert_weights_norm`).
+    pub norm_topk: bool,
+    /// `<arch>.expert_weights_scale` (1: none).
+    pub weights_scale: f32,
+    pub gating: Gating,
+}
+
+/// `n_expert` matrices of `rows x cols` stacked in one tensor (expert-major).
+#[derive(Clone, Copy, Debug)]
+pub struct Stacked<'a> {
+    pub format: Format,
+    pub bytes: &'a [u8],
+}
+
+/// The host bytes of an MoE layer.
+#[derive(Clone, Debug)]
+pub struct MoeWeights<'a> {
+    pub n_embd: usize,
+    pub n_ff: usize,
+    /// `[n_expert][n_embd]`: f32, f16, bf16, or a quantized weight format.
+    pub router: Stacked<'a>,
+    pub gate: Stacked<'a>,
+    pub up: Stacked<'a>,
+    pub down: Stacked<'a>,
+    /// Optional f32 selection bias per expert.
+    pub probs_bias: Option<Vec<f32>>,
+}
+
+/// The host bytes of a dense FFN.
+#[derive(Clone, Copy, Debug)]
+pub struct DenseWeights<'a> {
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub gate: Stacked<'a>,
+    pub up: Stacked<'a>,
+    pub down: Stacked<'a>,
+}
+
+/// Accumulated wall time per stage (over every `forward` given the same value).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    pub router: Duration,
+    pub topk: Duration,
+    pub gather: Duration,
+    pub quantize: Duration,
+    pub gate_up: Duration,
+    pub act: Duration,
+    pub down: Duration,
+    pub combine: Duration,
+    pub total: Duration,
+    pub matmuls: u64,
+    pub quantizes: u64,
+    pub calls: u64,
+}
+
+impl StageTimes {
+    pub fn stages(&self) -> [(&'static str, Duration); 8] {
+        [
+            ("router", self.router),
+            ("softmax+top-k", self.topk),
+            ("gather", self.gather),
+            ("quantize", self.quantize),
+            ("gate+up matmul", self.gate_up),
+            ("silu*up", self.act),
+            ("down matmul", self.down),
+            ("combine", self.combine),
+        ]
+    }
+}
+
+impl std::fmt::Display for StageTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.calls.max(1) as f64;
+        let tot = self.total.as_secs_f64().max(1e-12);
+        for (name, d) in self.stages() {
+            writeln!(f, "  {name:<16} {:>10.3} ms  {:>5.1} %", d.as_secs_f64() * 1e3 / n, d.as_secs_f64() / tot * 100.0)?;
+        }
+        write!(
+            f,
+            "  {:<16} {:>10.3} ms  ({} matmuls, {} quantizes per run)",
+            "total",
+            self.total.as_secs_f64() * 1e3 / n,
+            self.matmuls / self.calls.max(1),
+            self.quantizes / self.calls.max(1)
+        )
+    }
+}
+
+/// Time of each kernel call of one forward, each measured alone (minimum over repetitions).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelTimes {
+    pub quantize: Duration,
+    pub matmul: Duration,
+    pub calls: u64,
+}
+
+impl KernelTimes {
+    pub fn sum(&self) -> Duration {
+        self.quantize + self.matmul
+    }
+}
+
+fn lap(t: &mut Instant) -> Duration {
+    let now = Instant::now();
+    let d = now - *t;
+    *t = now;
+    d
+}
+
+/// Minimum wall time of `reps` runs of `f`.
+fn min_time(reps: usize, mut f: impl FnMut() -> Result<(), LayerError>) -> Result<Duration, LayerError> {
+    let mut best = Duration::MAX;
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        f()?;
+        best = best.min(t.elapsed());
+    }
+    Ok(best)
+}
+
+/// ggml's fp16 to f32 (exact).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1F) as u32;
+    let man = (h & 0x3FF) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: value m * 2^-24, exact in f32.
+            let v = m as f32 * (1.0 / 16_777_216.0);
+            return if sign != 0 { -v } else { v };
+        }
+        (31, 0) => sign | 0x7F80_0000,
+        (31, m) => sign | 0x7FC0_0000 | (m << 13),
+        (e, m) => sign | ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Float rows (f32, f16, bf16) to f32, exactly.
+pub fn float_rows(format: Format, bytes: &[u8], out: &mut Vec<f32>) -> Result<(), LayerError> {
+    out.clear();
+    match format {
+        Format::F32 => out.extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
+        Format::F16 => out.extend(bytes.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]])))),
+        Format::BF16 => out.extend(bytes.chunks_exact(2).map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))),
+        f => return Err(LayerError::Shape(format!("{f} is not a float format"))),
+    }
+    Ok(())
+}
+
+/// The router dot product in the fixed order documented at the top of this module.
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let body = n / 8 * 8;
+    let mut l = [0f32; 8];
+    for (ca, cb) in a[..body].chunks_exact(8).zip(b[..body].chunks_exact(8)) {
+        for j in 0..8 {
+            l[j] += ca[j] * cb[j];
+        }
+    }
+    let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for i in body..n {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+/// Softmax in place as documented above.
+pub fn softmax(v: &mut [f32]) {
+    let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f64;
+    for x in v.iter_mut() {
+        *x = (*x - m).exp();
+        sum += *x as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for x in v.iter_mut() {
+        *x *= inv;
+    }
+}
+
+/// SiLU(g) * u in place into `g`.
+pub fn silu_mul(g: &mut [f32], u: &[f32]) {
+    for (x, &y) in g.iter_mut().zip(u) {
+        *x = *x / (1.0 + (-*x).exp()) * y;
+    }
+}
+
+/// The `k` largest of `score` (ties to the lower index) into `sel`.
+pub fn top_k(score: &[f32], sel: &mut [u32]) {
+    let k = sel.len();
+    for s in 0..k {
+        let mut best = usize::MAX;
+        for (e, &v) in score.iter().enumerate() {
+            if sel[..s].contains(&(e as u32)) {
+                continue;
+            }
+            if best == usize::MAX || v > score[best] {
+                best = e;
+            }
+        }
+        sel[s] = best as u32;
+    }
+}
+
+/// FNV-1a 64 over the little-endian bits of `v`: the output hash `qkern layer` prints.
+pub fn hash_f32(v: &[f32]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for x in v {
+        for b in x.to_bits().to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Seeded inputs: SplitMix64, uniform in [-1, 1) with 24-bit resolution.
+pub fn seeded_inputs(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed ^ 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn split<'a>(s: Stacked<'a>, n: usize, rows: usize, cols: usize, what: &str) -> Result<Vec<WeightsRef<'a>>, LayerError> {
+    if !s.format.is_weight() {
+        return Err(LayerError::Shape(format!("{what}: {} is not a quantized weight format qkern runs", s.format)));
+    }
+    let sz = s.format.matrix_bytes(rows, cols).map_err(qkern::Error::from)?;
+    if s.bytes.len() != sz * n {
+        return Err(LayerError::Shape(format!("{what}: {} bytes, expected {n} x {sz}", s.bytes.len())));
+    }
+    (0..n).map(|e| Ok(WeightsRef::new(s.format, rows, cols, &s.bytes[e * sz..(e + 1) * sz])?)).collect()
+}
+
+enum Router<'a> {
+    Host(Vec<f32>),
+    Device(Weights<'a>, Activations),
+}
+
+struct Expert<'a> {
+    gate: Weights<'a>,
+    up: Weights<'a>,
+    down: Weights<'a>,
+}
+
+/// An MoE FFN layer resident on a device, with its buffers.
+pub struct MoeLayer<'a> {
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub cfg: MoeConfig,
+    pub formats: [Format; 4],
+    max_tokens: usize,
+    router: Router<'a>,
+    bias: Option<Vec<f32>>,
+    experts: Vec<Expert<'a>>,
+    // Buffers, made once.
+    probs: Vec<f32>,
+    score: Vec<f32>,
+    sel: Vec<u32>,
+    w: Vec<f32>,
+    counts: Vec<u32>,
+    order: Vec<u32>,
+    xg: Vec<f32>,
+    g: Vec<f32>,
+    u: Vec<f32>,
+    yd: Vec<f32>,
+    yslot: Vec<f32>,
+    acts_gate: Activations,
+    acts_up: Option<Activations>,
+    acts_down: Activations,
+}
+
+impl<'a> MoeLayer<'a> {
+    /// Upload the layer to `dev` and make its buffers for up to `max_tokens` tokens.
+    pub fn new(dev: &Device, w: &MoeWeights<'a>, cfg: MoeConfig, max_tokens: usize) -> Result<MoeLayer<'a>, LayerError> {
+        let (ne, nf, n) = (w.n_embd, w.n_ff, cfg.n_expert);
+        if n == 0 || cfg.top_k == 0 || cfg.top_k > n {
+            return Err(LayerError::Shape(format!("top-k {} of {n} experts", cfg.top_k)));
+        }
+        if max_tokens == 0 {
+            return Err(LayerError::Shape("max_tokens is 0".into()));
+        }
+        let router = if w.router.format.is_float() {
+            let mut r = Vec::new();
+            float_rows(w.router.format, w.router.bytes, &mut r)?;
+            if r.len() != n * ne {
+                return Err(LayerError::Shape(format!("router: {} values, expected {n} x {ne}", r.len())));
+            }
+            Router::Host(r)
+        } else {
+            let wr = split(w.router, 1, n, ne, "router")?;
+            let wr = dev.upload(wr[0])?;
+            let acts = dev.activations_for(&wr, max_tokens)?;
+            Router::Device(wr, acts)
+        };
+        if let Some(b) = &w.probs_bias
+            && b.len() != n
+        {
+            return Err(LayerError::Shape(format!("exp_probs_b: {} values for {n} experts", b.len())));
+        }
+        let gate = split(w.gate, n, nf, ne, "ffn_gate_exps")?;
+        let up = split(w.up, n, nf, ne, "ffn_up_exps")?;
+        let down = split(w.down, n, ne, nf, "ffn_down_exps")?;
+        let mut experts = Vec::with_capacity(n);
+        for e in 0..n {
+            experts.push(Expert { gate: dev.upload(gate[e])?, up: dev.upload(up[e])?, down: dev.upload(down[e])? });
+        }
+        let acts_gate = dev.activations_for(&experts[0].gate, max_tokens)?;
+        let acts_up = if experts[0].up.act_format() != acts_gate.format() {
+            Some(dev.activations_for(&experts[0].up, max_tokens)?)
+        } else {
+            None
+        };
+        let acts_down = dev.activations_for(&experts[0].down, max_tokens)?;
+        let k = cfg.top_k;
+        Ok(MoeLayer {
+            n_embd: ne,
+            n_ff: nf,
+            formats: [w.router.format, w.gate.format, w.up.format, w.down.format],
+            max_tokens,
+            router,
+            bias: w.probs_bias.clone(),
+            experts,
+            probs: vec![0.0; max_tokens * n],
+            score: vec![0.0; n],
+            sel: vec![0; max_tokens * k],
+            w: vec![0.0; max_tokens * k],
+            counts: vec![0; n + 1],
+            order: vec![0; max_tokens * k],
+            xg: vec![0.0; max_tokens * ne],
+            g: vec![0.0; max_tokens * nf],
+            u: vec![0.0; max_tokens * nf],
+            yd: vec![0.0; max_tokens * ne],
+            yslot: vec![0.0; max_tokens * k * ne],
+            acts_gate,
+            acts_up,
+            acts_down,
+            cfg,
+        })
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// Tokens routed to each expert by the last `forward`.
+    pub fn routed(&self) -> Vec<usize> {
+        self.counts.windows(2).map(|w| (w[1] - w[0]) as usize).collect()
+    }
+
+    /// Router, probabilities, top-k and the per-expert token lists for `x` (`nt` tokens).
+    fn route(&mut self, dev: &Device, x: &[f32], nt: usize, times: &mut StageTimes) -> Result<(), LayerError> {
+        let (ne, n, k) = (self.n_embd, self.cfg.n_expert, self.cfg.top_k);
+        let mut t = Instant::now();
+        let logits = &mut self.probs[..nt * n];
+        match &mut self.router {
+            Router::Host(r) => {
+                for (xt, lt) in x.chunks_exact(ne).zip(logits.chunks_exact_mut(n)) {
+                    for (l, we) in lt.iter_mut().zip(r.chunks_exact(ne)) {
+                        *l = dot_f32(xt, we);
+                    }
+                }
+            }
+            Router::Device(wr, acts) => {
+                dev.quantize(x, acts)?;
+                dev.matmul(wr, acts, logits)?;
+                times.quantizes += 1;
+                times.matmuls += 1;
+            }
+        }
+        times.router += lap(&mut t);
+
+        for t in 0..nt {
+            let p = &mut self.probs[t * n..(t + 1) * n];
+            match self.cfg.gating {
+                Gating::Softmax => softmax(p),
+                Gating::Sigmoid => p.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+            }
+            self.score.copy_from_slice(p);
+            if let Some(b) = &self.bias {
+                self.score.iter_mut().zip(b).for_each(|(s, b)| *s += b);
+            }
+            let sel = &mut self.sel[t * k..(t + 1) * k];
+            top_k(&self.score, sel);
+            let w = &mut self.w[t * k..(t + 1) * k];
+            for (wi, &e) in w.iter_mut().zip(sel.iter()) {
+                *wi = p[e as usize];
+            }
+            if self.cfg.norm_topk {
+                let mut s = 0f32;
+                w.iter().for_each(|v| s += v);
+                w.iter_mut().for_each(|v| *v /= s);
+            }
+            if self.cfg.weights_scale != 1.0 {
+                let sc = self.cfg.weights_scale;
+                w.iter_mut().for_each(|v| *v *= sc);
+            }
+        }
+        // Counting sort of (token, slot) by expert: counts[e]..counts[e + 1] in `order`.
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        for &e in &self.sel[..nt * k] {
+            self.counts[e as usize + 1] += 1;
+        }
+        for e in 0..n {
+            self.counts[e + 1] += self.counts[e];
+        }
+        for (ts, &e) in self.sel[..nt * k].iter().enumerate() {
+            // counts[e] is the next free place of expert e (restored below).
+            let c = &mut self.counts[e as usize];
+            self.order[*c as usize] = ts as u32;
+            *c += 1;
+        }
+        // Shift back: counts[e] was advanced to the end of expert e, which is start of e + 1.
+        for e in (1..=n).rev() {
+            self.counts[e] = self.counts[e - 1];
+        }
+        self.counts[0] = 0;
+        times.topk += lap(&mut t);
+        Ok(())
+    }
+
+    /// Gather expert `e`'s tokens and quantize them; returns the token count.
+    fn gather(&mut self, dev: &Device, x: &[f32], e: usize, times: &mut StageTimes) -> Result<usize, LayerError> {
+        let (ne, k) = (self.n_embd, self.cfg.top_k);
+        let (a, b) = (self.counts[e] as usize, self.counts[e + 1] as usize);
+        let m = b - a;
+        if m == 0 {
+            return Ok(0);
+        }
+        let mut t = Instant::now();
+        for (j, &ts) in self.order[a..b].iter().enumerate() {
+            let tok = ts as usize / k;
+            self.xg[j * ne..(j + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
+        }
+        times.gather += lap(&mut t);
+        let xg = &self.xg[..m * ne];
+        dev.quantize(xg, &mut self.acts_gate)?;
+        times.quantizes += 1;
+        if let Some(au) = &mut self.acts_up {
+            dev.quantize(xg, au)?;
+            times.quantizes += 1;
+        }
+        times.quantize += lap(&mut t);
+        Ok(m)
+    }
+
+    /// `y = x W` for `nt` tokens of `x` (`[nt][n_embd]`) into `out` (`[nt][n_embd]`).
+    pub fn forward(&mut self, dev: &Device, x: &[f32], out: &mut [f32], times: &mut StageTimes) -> Result<(), LayerError> {
+        let t_all = Instant::now();
+        let (ne, nf, k) = (self.n_embd, self.n_ff, self.cfg.top_k);
+        let nt = check_io(x, out, ne, self.max_tokens)?;
+        self.route(dev, x, nt, times)?;
+        for e in 0..self.cfg.n_expert {
+            let m = self.gather(dev, x, e, times)?;
+            if m == 0 {
+                continue;
+            }
+            let mut t = Instant::now();
+            let ex = &self.experts[e];
+            let (g, u) = (&mut self.g[..m * nf], &mut self.u[..m * nf]);
+            dev.matmul(&ex.gate, &self.acts_gate, g)?;
+            dev.matmul(&ex.up, self.acts_up.as_ref().unwrap_or(&self.acts_gate), u)?;
+            times.matmuls += 2;
+            times.gate_up += lap(&mut t);
+            silu_mul(g, u);
+            times.act += lap(&mut t);
+            dev.quantize(g, &mut self.acts_down)?;
+            times.quantizes += 1;
+            times.quantize += lap(&mut t);
+            let yd = &mut self.yd[..m * ne];
+            dev.matmul(&ex.down, &self.acts_down, yd)?;
+            times.matmuls += 1;
+            times.down += lap(&mut t);
+            let (a, b) = (self.counts[e] as usize, self.counts[e + 1] as usize);
+            for (j, &ts) in self.order[a..b].iter().enumerate() {
+                let ts = ts as usize;
+                self.yslot[ts * ne..(ts + 1) * ne].copy_from_slice(&yd[j * ne..(j + 1) * ne]);
+            }
+            times.combine += lap(&mut t);
+        }
+        let t = Instant::now();
+        for (tok, o) in out.chunks_exact_mut(ne).enumerate() {
+            let w = &self.w[tok * k..(tok + 1) * k];
+            let y0 = &self.yslot[tok * k * ne..(tok * k + 1) * ne];
+            for (oi, &yi) in o.iter_mut().zip(y0) {
+                *oi = yi * w[0];
+            }
+            for (s, &ws) in w.iter().enumerate().skip(1) {
+                let ys = &self.yslot[(tok * k + s) * ne..(tok * k + s + 1) * ne];
+                for (oi, &yi) in o.iter_mut().zip(ys) {
+                    *oi += yi * ws;
+                }
+            }
+        }
+        times.combine += t.elapsed();
+        times.total += t_all.elapsed();
+        times.calls += 1;
+        Ok(())
+    }
+
+    /// Every kernel call a `forward` of `x` makes, each timed alone (minimum of `reps`).
+    pub fn kernels_alone(&mut self, dev: &Device, x: &[f32], reps: usize) -> Result<KernelTimes, LayerError> {
+        let mut sink = StageTimes::default();
+        let nf = self.n_ff;
+        let nt = tokens_of(x, self.n_embd, self.max_tokens)?;
+        self.route(dev, x, nt, &mut sink)?;
+        let mut kt = KernelTimes::default();
+        if let Router::Device(wr, acts) = &mut self.router {
+            kt.quantize += min_time(reps, || Ok(dev.quantize(x, acts)?))?;
+            let logits = &mut self.probs[..nt * self.cfg.n_expert];
+            kt.matmul += min_time(reps, || Ok(dev.matmul(wr, acts, logits)?))?;
+            kt.calls += 2;
+            // Restore the routing the timing runs overwrote (same values).
+            self.route(dev, x, nt, &mut sink)?;
+        }
+        for e in 0..self.cfg.n_expert {
+            let m = self.gather(dev, x, e, &mut sink)?;
+            if m == 0 {
+                continue;
+            }
+            let xg = &self.xg[..m * self.n_embd];
+            kt.quantize += min_time(reps, || Ok(dev.quantize(xg, &mut self.acts_gate)?))?;
+            kt.calls += 1;
+            if let Some(au) = &mut self.acts_up {
+                kt.quantize += min_time(reps, || Ok(dev.quantize(xg, au)?))?;
+                kt.calls += 1;
+            }
+            let ex = &self.experts[e];
+            let (g, u) = (&mut self.g[..m * nf], &mut self.u[..m * nf]);
+            let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
+            kt.matmul += min_time(reps, || Ok(dev.matmul(&ex.gate, &self.acts_gate, g)?))?;
+            kt.matmul += min_time(reps, || Ok(dev.matmul(&ex.up, au, u)?))?;
+            silu_mul(g, u);
+            let g = &self.g[..m * nf];
+            kt.quantize += min_time(reps, || Ok(dev.quantize(g, &mut self.acts_down)?))?;
+            let yd = &mut self.yd[..m * self.n_embd];
+            kt.matmul += min_time(reps, || Ok(dev.matmul(&ex.down, &self.acts_down, yd)?))?;
+            kt.calls += 4;
+        }
+        Ok(kt)
+    }
+}
+
+/// Tokens of `x` (`[tokens][cols]`, at most `max`).
+fn tokens_of(x: &[f32], cols: usize, max: usize) -> Result<usize, LayerError> {
+    if x.is_empty() || x.len() % cols != 0 {
+        return Err(LayerError::Shape(format!("input of {} floats is not [tokens][{cols}]", x.len())));
+    }
+    let nt = x.len() / cols;
+    if nt > max {
+        return Err(LayerError::Tokens { got: nt, max });
+    }
+    Ok(nt)
+}
+
+/// Tokens of `x`, and `out` of the same length.
+fn check_io(x: &[f32], out: &[f32], cols: usize, max: usize) -> Result<usize, LayerError> {
+    let nt = tokens_of(x, cols, max)?;
+    if out.len() != x.len() {
+        return Err(LayerError::Shape(format!("output of {} floats, expected {}", out.len(), x.len())));
+    }
+    Ok(nt)
+}
+
+/// A dense FFN resident on a device, with its buffers.
+pub struct DenseFfn<'a> {
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub formats: [Format; 3],
+    max_tokens: usize,
+    gate: Weights<'a>,
+    up: Weights<'a>,
+    down: Weights<'a>,
+    g: Vec<f32>,
+    u: Vec<f32>,
+    acts_gate: Activations,
+    acts_up: Option<Activations>,
+    acts_down: Activations,
+}
+
+impl<'a> DenseFfn<'a> {
+    pub fn new(dev: &Device, w: &DenseWeights<'a>, max_tokens: usize) -> Result<DenseFfn<'a>, LayerError> {
+        let (ne, nf) = (w.n_embd, w.n_ff);
+        if max_tokens == 0 {
+            return Err(LayerError::Shape("max_tokens is 0".into()));
+        }
+        let gate = dev.upload(split(w.gate, 1, nf, ne, "ffn_gate")?[0])?;
+        let up = dev.upload(split(w.up, 1, nf, ne, "ffn_up")?[0])?;
+        let down = dev.upload(split(w.down, 1, ne, nf, "ffn_down")?[0])?;
+        let acts_gate = dev.activations_for(&gate, max_tokens)?;
+        let acts_up =
+            if up.act_format() != gate.act_format() { Some(dev.activations_for(&up, max_tokens)?) } else { None };
+        let acts_down = dev.activations_for(&down, max_tokens)?;
+        Ok(DenseFfn {
+            n_embd: ne,
+            n_ff: nf,
+            formats: [w.gate.format, w.up.format, w.down.format],
+            max_tokens,
+            gate,
+            up,
+            down,
+            g: vec![0.0; max_tokens * nf],
+            u: vec![0.0; max_tokens * nf],
+            acts_gate,
+            acts_up,
+            acts_down,
+        })
+    }
+
+    pub fn forward(&mut self, dev: &Device, x: &[f32], out: &mut [f32], times: &mut StageTimes) -> Result<(), LayerError> {
+        let t_all = Instant::now();
+        let nt = check_io(x, out, self.n_embd, self.max_tokens)?;
+        let mut t = Instant::now();
+        dev.quantize(x, &mut self.acts_gate)?;
+        if let Some(au) = &mut self.acts_up {
+            dev.quantize(x, au)?;
+            times.quantizes += 1;
+        }
+        times.quantizes += 1;
+        times.quantize += lap(&mut t);
+        let (g, u) = (&mut self.g[..nt * self.n_ff], &mut self.u[..nt * self.n_ff]);
+        dev.matmul(&self.gate, &self.acts_gate, g)?;
+        dev.matmul(&self.up, self.acts_up.as_ref().unwrap_or(&self.acts_gate), u)?;
+        times.gate_up += lap(&mut t);
+        silu_mul(g, u);
+        times.act += lap(&mut t);
+        dev.quantize(g, &mut self.acts_down)?;
+        times.quantize += lap(&mut t);
+        dev.matmul(&self.down, &self.acts_down, out)?;
+        times.down += lap(&mut t);
+        times.matmuls += 3;
+        times.quantizes += 1;
+        times.total += t_all.elapsed();
+        times.calls += 1;
+        Ok(())
+    }
+
+    pub fn kernels_alone(&mut self, dev: &Device, x: &[f32], reps: usize) -> Result<KernelTimes, LayerError> {
+        let nt = tokens_of(x, self.n_embd, self.max_tokens)?;
+        let mut out = vec![0f32; x.len()];
+        let mut kt = KernelTimes::default();
+        kt.quantize += min_time(reps, || Ok(dev.quantize(x, &mut self.acts_gate)?))?;
+        if let Some(au) = &mut self.acts_up {
+            kt.quantize += min_time(reps, || Ok(dev.quantize(x, au)?))?;
+            kt.calls += 1;
+        }
+        let (g, u) = (&mut self.g[..nt * self.n_ff], &mut self.u[..nt * self.n_ff]);
+        let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
+        kt.matmul += min_time(reps, || Ok(dev.matmul(&self.gate, &self.acts_gate, g)?))?;
+        kt.matmul += min_time(reps, || Ok(dev.matmul(&self.up, au, u)?))?;
+        silu_mul(g, u);
+        let g = &self.g[..nt * self.n_ff];
+        kt.quantize += min_time(reps, || Ok(dev.quantize(g, &mut self.acts_down)?))?;
+        kt.matmul += min_time(reps, || Ok(dev.matmul(&self.down, &self.acts_down, &mut out)?))?;
+        kt.calls += 5;
+        Ok(kt)
+    }
+}
+
+/// Overrides for what the GGUF metadata says.
+#[derive(Clone, Debug, Default)]
+pub struct LayerOptions {
+    pub top_k: Option<usize>,
+    pub n_expert: Option<usize>,
+    pub norm_topk: Option<bool>,
+    pub gating: Option<Gating>,
+}
+
+/// A layer's FFN: MoE or dense.
+pub enum FfnLayer<'a> {
+    Moe(Box<MoeLayer<'a>>),
+    Dense(Box<DenseFfn<'a>>),
+}
+
+/// The tensors of layer `n`'s FFN (what to load for it).
+pub fn layer_tensors(n: usize) -> impl Fn(&TensorInfo) -> bool {
+    let a = format!("blk.{n}.ffn_");
+    let b = format!("blk.{n}.exp_probs_b");
+    move |t: &TensorInfo| t.name.starts_with(&a) || t.name.starts_with(&b)
+}
+
+impl<'a> FfnLayer<'a> {
+    /// Layer `layer`'s FFN from a loaded model (its `blk.N.ffn_*` tensors loaded).
+    pub fn from_model(
+        dev: &Device,
+        m: &'a LoadedModel,
+        layer: usize,
+        opts: &LayerOptions,
+        max_tokens: usize,
+    ) -> Result<FfnLayer<'a>, LayerError> {
+        let err = |msg: String| LayerError::Layer { layer, msg };
+        let name = |s: &str| format!("blk.{layer}.{s}");
+        let get = |s: &str| -> Result<Option<(&'a TensorInfo, Stacked<'a>)>, LayerError> {
+            let n = name(s);
+            let Some(t) = m.gguf.tensor(&n) else { return Ok(None) };
+            let (_, bytes) = m.tensor(&n).ok_or_else(|| err(format!("tensor {n} was not loaded")))?;
+            let format = t.format().ok_or_else(|| err(format!("tensor {n} has type {}, which qkern does not run", t.ggml_type)))?;
+            Ok(Some((t, Stacked { format, bytes })))
+        };
+        let need = |s: &str| get(s)?.ok_or_else(|| err(format!("missing tensor {}", name(s))));
+        let arch = m.gguf.architecture().unwrap_or("").to_string();
+        let key = |k: &str| format!("{arch}.{k}");
+        let dims = |t: &TensorInfo, want: &[usize], what: &str| -> Result<(), LayerError> {
+            let got: Vec<u64> = (0..want.len().max(t.dims.len())).map(|i| t.ne(i)).collect();
+            let want: Vec<u64> = (0..got.len()).map(|i| want.get(i).copied().unwrap_or(1) as u64).collect();
+            if got != want {
+                return Err(err(format!("{what} has shape {:?}, expected {:?}", got, want)));
+            }
+            Ok(())
+        };
+
+        if let Some((rt, router)) = get("ffn_gate_inp.weight")? {
+            let (gt, gate) = need("ffn_gate_exps.weight")?;
+            let (ut, up) = need("ffn_up_exps.weight")?;
+            let (dt, down) = need("ffn_down_exps.weight")?;
+            let (ne, nf, n) = (gt.ne(0) as usize, gt.ne(1) as usize, gt.ne(2) as usize);
+            dims(rt, &[ne, n], "ffn_gate_inp")?;
+            dims(gt, &[ne, nf, n], "ffn_gate_exps")?;
+            dims(ut, &[ne, nf, n], "ffn_up_exps")?;
+            dims(dt, &[nf, ne, n], "ffn_down_exps")?;
+            if let Some(meta) = m.gguf.get_u64(&key("expert_count"))?
+                && meta as usize != n
+            {
+                return Err(err(format!("{} = {meta} but the tensors hold {n} experts", key("expert_count"))));
+            }
+            if let Some(o) = opts.n_expert
+                && o != n
+            {
+                return Err(err(format!("--experts {o} but the tensors hold {n} experts")));
+            }
+            let top_k = match opts.top_k {
+                Some(k) => k,
+                None => m.gguf.get_u64(&key("expert_used_count"))?.ok_or_else(|| {
+                    err(format!("no {} in the metadata: give the top-k", key("expert_used_count")))
+                })? as usize,
+            };
+            let norm_topk = match opts.norm_topk {
+                Some(b) => b,
+                None => m.gguf.get_bool(&key("expert_weights_norm"))?.unwrap_or(false),
+            };
+            let weights_scale = m.gguf.get_f32(&key("expert_weights_scale"))?.filter(|&s| s != 0.0).unwrap_or(1.0);
+            let gating = match opts.gating {
+                Some(g) => g,
+                None => match m.gguf.get_u64(&key("expert_gating_func"))? {
+                    None | Some(0) | Some(1) => Gating::Softmax,
+                    Some(2) => Gating::Sigmoid,
+                    Some(v) => return Err(err(format!("{} = {v} is not softmax (1) or sigmoid (2)", key("expert_gating_func")))),
+                },
+            };
+            let probs_bias = match get("exp_probs_b.bias")? {
+                None => None,
+                Some((bt, b)) => {
+                    dims(bt, &[n], "exp_probs_b")?;
+                    let mut v = Vec::new();
+                    float_rows(b.format, b.bytes, &mut v)?;
+                    Some(v)
+                }
+            };
+            let w = MoeWeights { n_embd: ne, n_ff: nf, router, gate, up, down, probs_bias };
+            let cfg = MoeConfig { n_expert: n, top_k, norm_topk, weights_scale, gating };
+            return Ok(FfnLayer::Moe(Box::new(MoeLayer::new(dev, &w, cfg, max_tokens)?)));
+        }
+        if let Some((gt, gate)) = get("ffn_gate.weight")? {
+            let (ut, up) = need("ffn_up.weight")?;
+            let (dt, down) = need("ffn_down.weight")?;
+            let (ne, nf) = (gt.ne(0) as usize, gt.ne(1) as usize);
+            dims(gt, &[ne, nf], "ffn_gate")?;
+            dims(ut, &[ne, nf], "ffn_up")?;
+            dims(dt, &[nf, ne], "ffn_down")?;
+            let w = DenseWeights { n_embd: ne, n_ff: nf, gate, up, down };
+            return Ok(FfnLayer::Dense(Box::new(DenseFfn::new(dev, &w, max_tokens)?)));
+        }
+        Err(err(format!("no blk.{layer}.ffn_gate_inp.weight (MoE) or blk.{layer}.ffn_gate.weight (dense) in the file")))
+    }
+
+    pub fn n_embd(&self) -> usize {
+        match self {
+            FfnLayer::Moe(l) => l.n_embd,
+            FfnLayer::Dense(l) => l.n_embd,
+        }
+    }
+
+    pub fn forward(&mut self, dev: &Device, x: &[f32], out: &mut [f32], times: &mut StageTimes) -> Result<(), LayerError> {
+        match self {
+            FfnLayer::Moe(l) => l.forward(dev, x, out, times),
+            FfnLayer::Dense(l) => l.forward(dev, x, out, times),
+        }
+    }
+
+    pub fn kernels_alone(&mut self, dev: &Device, x: &[f32], reps: usize) -> Result<KernelTimes, LayerError> {
+        match self {
+            FfnLayer::Moe(l) => l.kernels_alone(dev, x, reps),
+            FfnLayer::Dense(l) => l.kernels_alone(dev, x, reps),
+        }
+    }
+
+    /// One line: kind, shapes, formats.
+    pub fn describe(&self) -> String {
+        match self {
+            FfnLayer::Moe(l) => format!(
+                "MoE: {} experts, top-{}{}{}, hidden {}, ffn {}, router {}, gate {}, up {}, down {}",
+                l.cfg.n_expert,
+                l.cfg.top_k,
+                if l.cfg.gating == Gating::Sigmoid { " sigmoid" } else { " softmax" },
+                if l.cfg.norm_topk { " normalised" } else { "" },
+                l.n_embd,
+                l.n_ff,
+                l.formats[0],
+                l.formats[1],
+                l.formats[2],
+                l.formats[3]
+            ),
+            FfnLayer::Dense(l) => format!(
+                "dense FFN: hidden {}, ffn {}, gate {}, up {}, down {}",
+                l.n_embd, l.n_ff, l.formats[0], l.formats[1], l.formats[2]
+            ),
+        }
+    }
+}

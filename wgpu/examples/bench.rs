@@ -1,0 +1,109 @@
+//! GB/s of weights per format on a wgpu adapter: about `--gib` GiB of random blocks at 4096
+//! columns, matmul for each `--nt`, timed two ways: `device` (`reps` back-to-back dispatches in
+//! one submission, one wait: the kernels alone) and `call` (the API's `matmul`, which also
+//! submits, waits and reads the `[tokens][rows]` result back; median of `reps` calls). The
+//! first and last 64 rows of one call are checked bit for bit against the scalar reference.
+//!
+//! `cargo run --release -p qkern-wgpu --example bench -- [--gib 1] [--nt 1,8] [--reps 20]
+//!  [--formats q8_0,q4_K|all] [--csv PATH]`
+
+use std::time::Instant;
+
+use qkern_formats::{Format, reference};
+use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
+use qkern_wgpu::WgpuBackend;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let gib: f64 = arg(&args, "--gib").map_or(1.0, |v| v.parse().expect("--gib"));
+    let reps: usize = arg(&args, "--reps").map_or(20, |v| v.parse().expect("--reps"));
+    let nts: Vec<usize> =
+        arg(&args, "--nt").map_or(vec![1, 8], |v| v.split(',').map(|x| x.trim().parse().expect("--nt")).collect());
+    let formats: Vec<Format> = match arg(&args, "--formats").as_deref() {
+        None | Some("all") => Format::WEIGHTS.to_vec(),
+        Some(l) => l.split(',').map(|f| f.parse().expect("--formats")).collect(),
+    };
+    let be = WgpuBackend::new(None).expect("wgpu adapter");
+    eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
+    let cols = 4096usize;
+    let mut lines =
+        vec!["format,rows,cols,weight_bytes,parts,nt,device_gbps,call_gbps,device_ms,call_ms,bit_exact".to_string()];
+    println!(
+        "{:<8} {:>7} {:>5} {:>3} {:>11} {:>11} {:>10} {:>10} {:>6}",
+        "format", "rows", "parts", "NT", "device GB/s", "call GB/s", "device ms", "call ms", "exact"
+    );
+    for f in formats {
+        let act = f.vec_dot_type().expect("weight format");
+        let rb = f.row_bytes(cols).expect("cols");
+        let rows = ((gib * (1u64 << 30) as f64) as usize / rb).max(64);
+        let mut rng = Rng::new(0xBE7C4 ^ f.id() as u64);
+        let t = Instant::now();
+        let w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), false);
+        let gw = be.upload_weights(f, rows, cols, &w).expect("upload");
+        eprintln!(
+            "{f}: {rows} rows, {:.2} GiB, prepared in {:.1}s",
+            w.len() as f64 / (1u64 << 30) as f64,
+            t.elapsed().as_secs_f64()
+        );
+        let max_nt = nts.iter().copied().max().unwrap_or(1);
+        let x = floats(&mut rng, Dist::Gaussian, max_nt * cols);
+        let mut ga = be.alloc_acts(act, cols, max_nt).expect("acts");
+        for &nt in &nts {
+            be.quantize(&x[..nt * cols], &mut ga).expect("quantize");
+            let d = be.bench_matmul(&gw, &ga, nt, reps).expect("bench");
+            let device_s = d.as_secs_f64() / reps as f64;
+            let mut out = vec![0f32; nt * rows];
+            be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
+            let mut times = Vec::with_capacity(reps);
+            for _ in 0..reps.clamp(3, 50) {
+                let t = Instant::now();
+                be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
+                times.push(t.elapsed().as_secs_f64());
+            }
+            times.sort_by(f64::total_cmp);
+            let call_s = times[times.len() / 2];
+            // Bit check of the first and last 64 rows against the reference.
+            let arb = act.row_bytes(cols).expect("act row");
+            let mut q = vec![0u8; nt * arb];
+            be.read_acts(&ga, nt, &mut q).expect("read acts");
+            let mut exact = true;
+            for r in (0..64.min(rows)).chain(rows.saturating_sub(64)..rows) {
+                let mut want = vec![0f32; nt];
+                reference::dot_tokens(f, cols, &w[r * rb..(r + 1) * rb], &q, &mut want).expect("reference");
+                for (t, v) in want.iter().enumerate() {
+                    exact &= v.to_bits() == out[t * rows + r].to_bits();
+                }
+            }
+            let gbps = |s: f64| w.len() as f64 / s / 1e9;
+            println!(
+                "{:<8} {:>7} {:>5} {:>3} {:>11.1} {:>11.1} {:>10.3} {:>10.3} {:>6}",
+                f.name(),
+                rows,
+                gw.parts(),
+                nt,
+                gbps(device_s),
+                gbps(call_s),
+                device_s * 1e3,
+                call_s * 1e3,
+                exact
+            );
+            lines.push(format!(
+                "{},{rows},{cols},{},{},{nt},{:.2},{:.2},{:.4},{:.4},{exact}",
+                f.name(),
+                w.len(),
+                gw.parts(),
+                gbps(device_s),
+                gbps(call_s),
+                device_s * 1e3,
+                call_s * 1e3
+            ));
+        }
+    }
+    if let Some(p) = arg(&args, "--csv") {
+        std::fs::write(&p, lines.join("\n") + "\n").expect("write csv");
+    }
+}
