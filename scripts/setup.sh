@@ -16,3 +16,11 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# NVRTC 13.0 from PyPI (no CUDA toolkit needed): lets `cargo test -p qkern-cuda` compile every
+# CUDA kernel to PTX on machines without a GPU. Optional: skipped without pip or network.
+if python3 -m pip --version >/dev/null 2>&1; then
+  if ! python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1; then
+    python3 -m pip install -q nvidia-cuda-nvrtc==13.0.88 >/dev/null 2>&1 \
+      || echo "setup: could not install nvidia-cuda-nvrtc (the CUDA kernel compile test will skip)"
+  fi
+fi

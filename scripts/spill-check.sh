@@ -9,11 +9,12 @@
 #
 # Each kernel is a symbol of its own: qkern_cpu::x86::<format>::<nt-module>::nt<N> (see the
 # `avx2_chunk_fn!` macro in cpu/src/x86/mod.rs). A loop is a backward branch inside the
-# function; "hot" loops are those containing the kernel's multiply instructions
-# (vpmaddubsw / vpmaddwd / vfmadd*). For each hot loop the script lists the registers that
-# are fma destinations (the float accumulators) and counts vector instructions with a stack
-# operand. Exit status: 0 when no hot loop of the requested kernels touches the stack with
-# vector instructions, 1 otherwise (the table says which).
+# function; the "hot" loops are the innermost loops that contain fused multiply-adds (the
+# float accumulation), with any fma-free loops nested in them. For each hot loop the script
+# finds the accumulator registers (those the fmas add into and write) and counts vector
+# instructions with a stack operand, and among them those that name an accumulator
+# register or are fmas themselves (accumulator spills and reloads). Exit status: 0 when no
+# hot loop of the requested kernels spills or reloads an accumulator, 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,22 +81,42 @@ for k in "${kernels[@]}"; do
             END {
                 if (n == 0) { print "MISSING"; exit }
                 loops = 0; bad = 0; bufacc = 0; hot_insns = 0; accs = ""
+                # all loops: backward branches [lt, lb]
+                nl = 0
                 for (i = 0; i < n; i++) {
                     split(text[i], f, /[ \t]+/)
                     if (f[1] !~ /^j/) continue
                     tgt = f[2]; if (tgt !~ /^[0-9a-f]+$/) continue
                     t = hex(tgt); if (t > addr[i]) continue
-                    # loop body: [t, addr[i]]
-                    hot = 0
-                    for (j = 0; j < n; j++) if (addr[j] >= t && addr[j] <= addr[i] && text[j] ~ /vpmaddubsw|vpmaddwd|vfmadd/) hot = 1
-                    if (!hot) continue
+                    nl++; lt[nl] = t; lb[nl] = addr[i]; li[nl] = i
+                }
+                # loops holding float accumulators: containing an fma
+                for (L = 1; L <= nl; L++) {
+                    hasfma[L] = 0
+                    for (j = 0; j < n; j++) if (addr[j] >= lt[L] && addr[j] <= lb[L] && text[j] ~ /^vfn?m(add|sub)/) hasfma[L] = 1
+                }
+                for (L = 1; L <= nl; L++) {
+                    t = lt[L]; i = li[L]
+                    if (!hasfma[L]) continue
+                    # the innermost such loops: skip one that contains another loop with an fma
+                    inner = 1
+                    for (M = 1; M <= nl; M++) if (M != L && hasfma[M] && lt[M] >= t && lb[M] <= addr[i] && !(lt[M] == t && lb[M] == addr[i])) inner = 0
+                    if (!inner) continue
+                    # loop body: [t, addr[i]] (nested loops without fmas included)
                     loops++
                     delete acc
                     body = ""; sv = 0; sa = 0
                     # pass 1: the accumulators = destinations of vfmadd231ps/ss (acc += a*b)
                     for (j = 0; j < n; j++) {
                         if (addr[j] < t || addr[j] > addr[i]) continue
-                        if (text[j] ~ /^vfmadd231/) { r = text[j]; sub(/.*,/, "", r); sub(/%[xy]mm/, "", r); acc[r] = 1 }
+                        # AT&T operand order: 231 `a, b, ACC`; 213 `ADD, b, DST`; 132 `b, ADD, DST`:
+                        # the added operand and the result register both carry the accumulator.
+                        if (text[j] ~ /^vfn?m(add|sub)/) {
+                            ops = text[j]; sub(/^[a-z0-9]+[ \t]+/, "", ops); m = split(ops, o, /,/)
+                            r = o[m]; sub(/%[xy]mm/, "", r); acc[r] = 1
+                            ai = (text[j] ~ /^vfn?m(add|sub)213/) ? 1 : (text[j] ~ /^vfn?m(add|sub)132/) ? 2 : 0
+                            if (ai && o[ai] ~ /^%[xy]mm[0-9]+$/) { r = o[ai]; sub(/%[xy]mm/, "", r); acc[r] = 1 }
+                        }
                     }
                     # pass 2: vector stack accesses; those naming an accumulator register, and
                     # any fma with a stack operand, are accumulator spills/reloads
@@ -105,7 +126,7 @@ for k in "${kernels[@]}"; do
                         tag = "    "
                         if (text[j] ~ /^v/ && text[j] ~ /\(%r[sb]p\)|\(%r[sb]p,/) {
                             sv++; tag = "  S "
-                            isacc = (text[j] ~ /^vfmadd/)
+                            isacc = (text[j] ~ /^vfn?m(add|sub)/)
                             ops = text[j]; sub(/^[a-z0-9]+[ \t]+/, "", ops)
                             m = split(ops, o, /,/)
                             for (q = 1; q <= m; q++) if (o[q] ~ /^%[xy]mm[0-9]+$/) { r = o[q]; sub(/%[xy]mm/, "", r); if (r in acc) isacc = 1 }
@@ -137,8 +158,8 @@ for k in "${kernels[@]}"; do
 done
 rm -f "$dis.loops"
 echo
-echo "loops: hot loops (containing vpmaddubsw/vpmaddwd/vfmadd); insns: instructions in them;"
-echo "accs: float accumulator registers (vfmadd231 destinations) in them; acc-stack: vector"
+echo "loops: hot loops (innermost loops with fmas, nested fma-free loops included); insns: instructions in them;"
+echo "accs: float accumulator registers (results and added operands of the vfmadds) in them; acc-stack: vector"
 echo "stack accesses (an (%rsp)/(%rbp) operand) naming an accumulator register, or fmas with a"
 echo "stack operand (= accumulator spills/reloads; must be 0); other-stk: other vector stack"
 echo "accesses (the K-quant/IQ kernels' per-super-block weight buffer, read once per token)."

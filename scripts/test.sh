@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo test --workspace --features qkern-parity/ggml "$@"
+cargo test --workspace --exclude qkern-cuda --features qkern-parity/ggml "$@"
 # The committed vectors on the wgpu backend through the qkern facade (lavapipe in CI; the
 # workspace run above builds qkern without `wgpu`, so this test skipped there).
 cargo test -p qkern-wgpu --features qkern/wgpu --test vectors
+# The CUDA backend's host tests: every kernel compiled to PTX by NVRTC (pip's, when present),
+# and every kernel run by the host emulator against the reference; GPU tests skip without one.
+NVRTC_LIB="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/nvidia/cu13/lib"
+if [ -d "$NVRTC_LIB" ]; then export LD_LIBRARY_PATH="$NVRTC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+cargo test -p qkern-cuda "$@"

@@ -106,6 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         md,
         "| format | rows | NT=1 GB/s | % copy | NT=2 | NT=4 | NT=8 GB/s | NT8/NT1 time | ggml N=1 / N=8 |\n|---|---|---|---|---|---|---|---|---|"
     )?;
+    let mut stats = Vec::new();
     for f in Format::WEIGHTS {
         if only.as_ref().is_some_and(|o| !o.contains(&f)) {
             continue;
@@ -128,6 +129,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             gbs.push(bytes / (ms * 1e-3) / 1e9);
         }
         let g = ggml_ref(f).map(|(a, c)| format!("{a:.0} / {c:.0}")).unwrap_or_else(|| "-".into());
+        for (n, regs, local, occ) in b.kernel_stats(f)? {
+            if n.contains("_n1_") || n.contains("_n4_") || n.contains("_n8_") {
+                stats.push(format!("{n}: {regs} regs, {local} B local, {occ} CTAs/SM"));
+            }
+        }
         let line = format!(
             "| {f} | {rows} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} | {:.2}x | {g} |",
             gbs[0],
@@ -141,6 +147,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(md, "{line}")?;
     }
 
+    writeln!(md, "\nkernels (registers, local memory, occupancy at 256 threads):\n")?;
+    for l in &stats {
+        writeln!(md, "- {l}")?;
+    }
+    if args.iter().any(|a| a == "--no-experts") {
+        println!("{md}");
+        return Ok(());
+    }
     // experts
     writeln!(md, "\n## MoE experts, NT = 4\n")?;
     writeln!(

@@ -185,7 +185,7 @@ struct MmJob {
     u32 rows;
     u32 nt;
     u32 cta0;  // first CTA of this job
-    u32 pad;
+    u32 capw;  // token stride of the activation regions (capacity rounded up to 4)
 };
 
 struct MmArgs {
@@ -197,15 +197,20 @@ struct MmArgs {
     MmJob jobs[QK_MAX_JOBS];
 };
 
+// Activation regions are token-interleaved (layout.rs `ActLayout`): quant word e4 (elements
+// 4*e4..4*e4+4) of token t at word e4*capw + t; per-block scales at block*capw + t; q8_K
+// bsums per token [t][blocks][16].
 struct QuantArgs {
     u64 x;     // f32 [tokens][cols]
-    u64 qs;    // i8 [tokens][cols]
-    u64 d16;   // u16 [tokens][blocks]
-    u64 d32;   // f32 [tokens][blocks]
-    u64 x16;   // q8_1: s as u16; q8_K: bsums i16 [tokens][blocks][16]
-    u64 x32;   // q8_1: s as f32
+    u64 qs;    // u32 words [cols/4][capw]
+    u64 d16;   // u16 [blocks][capw]
+    u64 d32;   // f32 [blocks][capw]
+    u64 x16;   // q8_1: s as u16 [blocks][capw]; q8_K: bsums i16 [tokens][blocks][16]
+    u64 x32;   // q8_1: s as f32 [blocks][capw]
     u32 cols;
     u32 tokens;
+    u32 capw;
+    u32 pad;
 };
 
 struct DeqArgs {

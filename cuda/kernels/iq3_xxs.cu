@@ -13,14 +13,16 @@ QK_DEV float mm_iq3_xxs(const MmArgs& A, const MmCtx& c) {
     QK_SHARED u32 grid[256];
     mm_load_table(grid, A, TAB_IQ3XXS, 256);
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u32 nb = A.nb, l = c.l;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 96u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
     const float* ad = (const float*)J.a_d;
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+#pragma unroll 2
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 96u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
@@ -35,21 +37,17 @@ QK_DEV float mm_iq3_xxs(const MmArgs& A, const MmCtx& c) {
             const u32 bits = (ksigns((aux >> (7u * (l >> 1))) & 127u) >> (4u * (l & 1u))) & 0xfu;
             const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
             const i32 ls = (i32)(2u * (aux >> 28) + 1u);
+u32 av[NTM];
+            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                if ((u32)t < c.nt) {
-                    const i32 av = (i32)ld32(aq + (u64)t * cols + 256u * b + 32 * ib);
-                    isum[t] += ls * qk_dp4a(sg, av, 0);
-                }
-            }
+            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(sg, (i32)av[t], 0);
         }
+float da[NTM];
+        ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
             const i32 v = mm_reduce<S>(isum[t]);
-            if ((u32)t < c.nt) {
-                const float d = qk_mul(xd, qk_ld(ad + (u64)t * nb + b));
-                acc[t] = qk_fma(d, qk_i2f(v), acc[t]);
-            }
+            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
         }
     }
     return qk_mul(0.25f, mm_hsum_pick<NTM>(acc, l));

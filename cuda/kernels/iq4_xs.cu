@@ -11,15 +11,17 @@
 template <int NTM, int S>
 QK_DEV float mm_iq4_xs(const MmArgs& A, const MmCtx& c) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u32 nb = A.nb, l = c.l;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 136u;
-    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
     const float* ad = (const float*)J.a_d;
     u32 kv[4];
     for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+#pragma unroll 2
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 136u * b;
         const u32 hw = ld32(blk);
@@ -35,21 +37,17 @@ QK_DEV float mm_iq4_xs(const MmArgs& A, const MmCtx& c) {
             const i32 ls = (i32)((((sl >> (8 * (ib / 2))) >> (4 * (ib & 1))) & 0xfu) | (((sh >> (2 * ib)) & 3u) << 4)) - 32;
             const u32 qw = ld32(blk + 8 + 16 * ib + 4u * (l & 3u));
             const i32 v = (i32)qk_lut16((l < 4 ? qw : qw >> 4) & 0x0f0f0f0fu, kv);
+u32 av[NTM];
+            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                if ((u32)t < c.nt) {
-                    const i32 av = (i32)ld32(aq + (u64)t * cols + 256u * b + 32 * ib);
-                    isum[t] += ls * qk_dp4a(v, av, 0);
-                }
-            }
+            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(v, (i32)av[t], 0);
         }
+float da[NTM];
+        ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
             const i32 v = mm_reduce<S>(isum[t]);
-            if ((u32)t < c.nt) {
-                const float d = qk_mul(xd, qk_ld(ad + (u64)t * nb + b));
-                acc[t] = qk_fma(d, qk_i2f(v), acc[t]);
-            }
+            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
         }
     }
     return mm_hsum_pick<NTM>(acc, l);

@@ -86,6 +86,106 @@ QK_DEV void mm_store(const MmArgs& A, const MmCtx& c, float v) {
         ((float*)A.jobs[c.job].out)[(u64)c.l * A.jobs[c.job].rows + c.row] = v;
 }
 
+// The words of NTM consecutive tokens at p (token-interleaved activation regions; p is
+// 16-byte aligned for NTM > 2): whole 16-byte loads, the extra lanes unused.
+template <int NTM>
+QK_DEV void ld_tok(const u32* p, u32* w) {
+    if (NTM == 1) {
+        w[0] = qk_ld(p);
+    } else if (NTM == 2) {
+        const uint2 v = qk_ld((const uint2*)p);
+        w[0] = v.x;
+        w[NTM > 1 ? 1 : 0] = v.y;
+    } else {
+#pragma unroll
+        for (int k = 0; k < (NTM + 3) / 4; ++k) {
+            const uint4 v = qk_ld((const uint4*)p + k);
+            const u32 a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                if (4 * k + i < NTM) w[4 * k + i] = a[i];
+        }
+    }
+}
+
+template <int NTM>
+QK_DEV void ld_tok_f(const float* p, float* f) {
+    u32 w[NTM];
+    ld_tok<NTM>((const u32*)p, w);
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) f[t] = qk_u2f(w[t]);
+}
+
+// ---- 32-element formats (q8_0, q5_1, iq4_nl, nvfp4): two threads per row, thread h owns
+// lanes 4h..4h+3 of every block (the block's quants 16h..16h+16 for q8_0), so that the
+// per-(block, token) scale product is shared by 4 lanes and weights come in 16-byte loads.
+struct MmCtxB {
+    u32 job;
+    u32 row;
+    u32 h;
+    u32 nt;
+    bool valid;
+};
+
+QK_DEV MmCtxB mm_ctx_b(const MmArgs& A) {
+    MmCtxB c;
+    const u32 bid = qk_bid();
+    u32 j = 0;
+    for (u32 k = 1; k < A.njobs; ++k)
+        if (bid >= A.jobs[k].cta0) j = k;
+    c.job = j;
+    const u32 tid = qk_tid();
+    c.h = tid & 1u;
+    const u32 rows = A.jobs[j].rows;
+    const u32 row = (bid - A.jobs[j].cta0) * (qk_bdim() / 2u) + tid / 2u;
+    c.valid = row < rows;
+    c.row = c.valid ? row : rows - 1u;
+    c.nt = A.jobs[j].nt;
+    return c;
+}
+
+// hsum_float_8 of lanes split over the thread pair (h = 0: lanes 0..3, h = 1: lanes 4..7):
+// r_i = l_i + l_{i+4} (one shuffle per lane), then (r0 + r2) + (r1 + r3); both threads get
+// the same bits (the adds commute).
+QK_DEV float mm_hsum_b(const float* x) {
+    float r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[i] = qk_add(x[i], qk_shfl_xor(x[i], 1));
+    return qk_add(qk_add(r[0], r[2]), qk_add(r[1], r[3]));
+}
+
+template <int NTM>
+QK_DEV void mm_store_b(const MmArgs& A, const MmCtxB& c, const float* res) {
+    if (!c.valid || c.h != 0) return;
+    float* out = (float*)A.jobs[c.job].out;
+    const u32 rows = A.jobs[c.job].rows;
+#pragma unroll
+    for (int t = 0; t < NTM; ++t)
+        if ((u32)t < c.nt) out[(u64)t * rows + c.row] = res[t];
+}
+
+#define MM_KERNEL_B1(fmt, fn, NTM)                                                     \
+    QK_DEV void fn##_n##NTM##_s1(const MmArgs& A) {                                     \
+        const MmCtxB c = mm_ctx_b(A);                                                   \
+        float res[NTM];                                                                 \
+        fn<NTM>(A, c, res);                                                             \
+        mm_store_b<NTM>(A, c, res);                                                     \
+    }                                                                                   \
+    QK_ENTRY(qk_mm_##fmt##_n##NTM##_s1, MmArgs, fn##_n##NTM##_s1)
+
+#define MM_KERNELS_B(fmt, fn)  \
+    MM_KERNEL_B1(fmt, fn, 1)   \
+    MM_KERNEL_B1(fmt, fn, 2)   \
+    MM_KERNEL_B1(fmt, fn, 3)   \
+    MM_KERNEL_B1(fmt, fn, 4)   \
+    MM_KERNEL_B1(fmt, fn, 5)   \
+    MM_KERNEL_B1(fmt, fn, 6)   \
+    MM_KERNEL_B1(fmt, fn, 7)   \
+    MM_KERNEL_B1(fmt, fn, 8)
+
+QK_DEV uint4 ld128(const u8* p) { return qk_ld((const uint4*)p); }
+QK_DEV uint2 ld64(const u8* p) { return qk_ld((const uint2*)p); }
+
 // Copy `n` table words to shared memory (all threads, then a barrier).
 QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
     const u32* src = (const u32*)A.tab + off;
@@ -93,7 +193,7 @@ QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
     qk_sync();
 }
 
-// Matmul entry points: NTM (max tokens per job) in {1, 2, 4, 8}, and S lane splits.
+// Matmul entry points: NTM (max tokens per job) in 1..=8, and S lane splits.
 #define MM_KERNEL_1(fmt, fn, NTM, S)                                                   \
     QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) {                                   \
         const MmCtx c = mm_ctx<S>(A);                                                   \
@@ -104,7 +204,11 @@ QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
 #define MM_KERNELS_S(fmt, fn, S)      \
     MM_KERNEL_1(fmt, fn, 1, S)        \
     MM_KERNEL_1(fmt, fn, 2, S)        \
+    MM_KERNEL_1(fmt, fn, 3, S)        \
     MM_KERNEL_1(fmt, fn, 4, S)        \
+    MM_KERNEL_1(fmt, fn, 5, S)        \
+    MM_KERNEL_1(fmt, fn, 6, S)        \
+    MM_KERNEL_1(fmt, fn, 7, S)        \
     MM_KERNEL_1(fmt, fn, 8, S)
 
 // Dequantize: one thread per element (grid-stride), `deq(body, d16, e, tab)` gives element

@@ -11,15 +11,17 @@
 template <int NTM, int S>
 QK_DEV float mm_q4_k(const MmArgs& A, const MmCtx& c) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u32 nb = A.nb, l = c.l;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 144u;
-    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
     const float* ad = (const float*)J.a_d;
     const bool own = l < c.nt;
     const i16* bs = (const i16*)J.a_x + (u64)l * nb * 16u;
     float acc[NTM], accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+#pragma unroll 2
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 144u * b;
         const u32 dd = ld32(blk);
@@ -35,24 +37,21 @@ QK_DEV float mm_q4_k(const MmArgs& A, const MmCtx& c) {
             const u32 qw = ld32(blk + 16 + 32 * j + 4u * l);
             const i32 lo = (i32)(qw & 0x0f0f0f0fu), hi = (i32)((qw >> 4) & 0x0f0f0f0fu);
             const i32 sl = (i32)kq_byte(u0, u1, 2 * j), sh = (i32)kq_byte(u0, u1, 2 * j + 1);
+u32 alo[NTM], ahi[NTM];
+            ld_tok<NTM>(aq + (u64)(64u * b + 16u * j) * capw, alo);
+            ld_tok<NTM>(aq + (u64)(64u * b + 16u * j + 8u) * capw, ahi);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                if ((u32)t < c.nt) {
-                    const u8* a = aq + (u64)t * cols + 256u * b + 64 * j;
-                    isum[t] += sl * qk_dp4a(lo, (i32)ld32(a), 0) + sh * qk_dp4a(hi, (i32)ld32(a + 32), 0);
-                }
-            }
+            for (int t = 0; t < NTM; ++t) isum[t] += sl * qk_dp4a(lo, (i32)alo[t], 0) + sh * qk_dp4a(hi, (i32)ahi[t], 0);
         }
+float da[NTM];
+        ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
             const i32 v = mm_reduce<S>(isum[t]);
-            if ((u32)t < c.nt) {
-                const float d = qk_mul(qk_ld(ad + (u64)t * nb + b), xd);
-                acc[t] = qk_fma(d, qk_i2f(v), acc[t]);
-            }
+            acc[t] = qk_fma(qk_mul(da[t], xd), qk_i2f(v), acc[t]);
         }
         if (own) {
-            const float dmin = qk_mul(-qk_ld(ad + (u64)l * nb + b), xdmin);
+            const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + l), xdmin);
             i32 prod[4];
             kq_mins_prod(bs + 16u * b, u2, u3, prod);
             for (int m = 0; m < 4; ++m) accm[m] = qk_fma(dmin, qk_i2f(prod[m]), accm[m]);

@@ -3,45 +3,58 @@
 // - dot: `ggml_vec_dot_q5_1_q8_1` (AVX2): unsigned 5-bit quants times q8_1 bytes,
 //   acc = fma(dx*dy, lane, acc); `summs += m*s` (m*s is exact, so fma(m, s, summs) is the
 //   same bits) in a separate scalar chain per token, result hsum_float_8(acc) + summs.
-// Device layout: ggml's 24-byte blocks (d, m, qh, qs).
+// Device layout: ggml's 24-byte blocks (d, m, qh, qs). Two threads per row: thread h takes
+// the low (h = 0: lanes 0-3) or high (h = 1: lanes 4-7) nibbles of the 16 qs bytes.
 
 #include "mm_common.cuh"
 
-template <int NTM, int S>
-QK_DEV float mm_q5_1(const MmArgs& A, const MmCtx& c) {
+template <int NTM>
+QK_DEV void mm_q5_1(const MmArgs& A, const MmCtxB& c, float* res) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u32 nb = A.nb, capw = J.capw, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 24u;
-    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const u32* aq = (const u32*)J.a_qs + (u64)(4u * h) * capw;
     const float* ad = (const float*)J.a_d;
-    const float* as = (const float*)J.a_x + (u64)l * nb;  // s of token l
-    const bool own = l < c.nt;
-    float acc[NTM];
+    const float* as = (const float*)J.a_x;
+    float acc[NTM][4], summs[NTM];
 #pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-    float summs = 0.0f;
+    for (int t = 0; t < NTM; ++t) {
+        summs[t] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+    }
+#pragma unroll 4
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 24u * b;
-        const u32 dm = ld32(blk);
-        const float dx = qk_h2f((u16)(dm & 0xffffu));
-        const float mx = qk_h2f((u16)(dm >> 16));
-        const u32 qh = ld32(blk + 4);
-        const u32 qw = ld32(blk + 8 + 4u * (l & 3u));
-        const u32 nib = (l < 4 ? qw : qw >> 4) & 0x0f0f0f0fu;
-        const i32 q = (i32)(nib | (qk_mask4((qh >> (4u * l)) & 0xfu) & 0x10101010u));
+        const uint2 hd = ld64(blk);  // d, m | qh
+        const float dx = qk_h2f((u16)(hd.x & 0xffffu));
+        const float mx = qk_h2f((u16)(hd.x >> 16));
+        const uint2 q0 = ld64(blk + 8), q1 = ld64(blk + 16);
+        const u32 qw[4] = {q0.x, q0.y, q1.x, q1.y};
+        i32 q[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const u32 nib = (h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu;
+            q[i] = (i32)(nib | (qk_mask4((hd.y >> (16u * h + 4u * i)) & 0xfu) & 0x10101010u));
+        }
+        float da[NTM], sa[NTM];
+        ld_tok_f<NTM>(ad + (u64)b * capw, da);
+        ld_tok_f<NTM>(as + (u64)b * capw, sa);
+        u32 av[4][NTM];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ld_tok<NTM>(aq + (u64)(8u * b + i) * capw, av[i]);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            if ((u32)t < c.nt) {
-                const i32 av = (i32)ld32(aq + (u64)t * cols + 32u * b);
-                const float d = qk_mul(dx, qk_ld(ad + (u64)t * nb + b));
-                acc[t] = qk_fma(d, qk_i2f_small(qk_dp4a(q, av, 0)), acc[t]);
-            }
+            const float d = qk_mul(dx, da[t]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f_small(qk_dp4a(q[i], (i32)av[i][t], 0)), acc[t][i]);
+            summs[t] = qk_fma(mx, sa[t], summs[t]);
         }
-        if (own) summs = qk_fma(mx, qk_ld(as + b), summs);
     }
-    return qk_add(mm_hsum_pick<NTM>(acc, l), summs);
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) res[t] = qk_add(mm_hsum_b(acc[t]), summs[t]);
 }
-MM_KERNELS_S(q5_1, mm_q5_1, 1)
+MM_KERNELS_B(q5_1, mm_q5_1)
 
 QK_DEV float deq_q5_1(const u8* blk, u16, u32 e, const u32*) {
     const u32 dm = ld32(blk);

@@ -11,15 +11,17 @@
 template <int NTM, int S>
 QK_DEV float mm_q6_k(const MmArgs& A, const MmCtx& c) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, cols = A.cols, l = c.l;
+    const u32 nb = A.nb, l = c.l;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 208u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u8* aq = (const u8*)J.a_qs + 4u * l;
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
     const float* ad = (const float*)J.a_d;
     const i16* bsum = (const i16*)J.a_x;
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+#pragma unroll 2
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 208u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
@@ -34,28 +36,24 @@ QK_DEV float mm_q6_k(const MmArgs& A, const MmCtx& c) {
             const u32 qhw = ld32(body + 128 + 32 * j + 4u * l);
             const i32 q = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2 * k)) & 0x03030303u) << 4));
             const i32 sc = (i32)(i8)body[192 + 2 * is + (l >= 4 ? 1 : 0)];
+u32 av[NTM];
+            ld_tok<NTM>(aq + (u64)(64u * b + 8u * is) * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                if ((u32)t < c.nt) {
-                    const i32 av = (i32)ld32(aq + (u64)t * cols + 256u * b + 32 * is);
-                    isum[t] += sc * qk_dp4a(q, av, 0);
-                }
-            }
+            for (int t = 0; t < NTM; ++t) isum[t] += sc * qk_dp4a(q, (i32)av[t], 0);
         }
         // q8sclsub lane l: (bsums[2l]*scales[2l] + bsums[2l+1]*scales[2l+1]) << 5
         const u32 scw = ld16(body + 192 + 2u * l);
         const i32 sc0 = (i32)(i8)(scw & 0xffu), sc1 = (i32)(i8)(scw >> 8);
+        float da[NTM];
+        ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
             i32 v = mm_reduce<S>(isum[t]);
-            if ((u32)t < c.nt) {
-                const u32 bw = qk_ld((const u32*)(bsum + ((u64)t * nb + b) * 16u) + l);
-                const i32 b0 = (i32)(i16)(bw & 0xffffu), b1 = (i32)(i16)(bw >> 16);
-                const u32 sub = ((u32)(b0 * sc0) + (u32)(b1 * sc1)) << 5;
-                v = (i32)((u32)v - sub);
-                const float d = qk_mul(qk_ld(ad + (u64)t * nb + b), xd);
-                acc[t] = qk_fma(d, qk_i2f(v), acc[t]);
-            }
+            const u32 bw = qk_ld((const u32*)(bsum + ((u64)t * nb + b) * 16u) + l);
+            const i32 b0 = (i32)(i16)(bw & 0xffffu), b1 = (i32)(i16)(bw >> 16);
+            const u32 sub = ((u32)(b0 * sc0) + (u32)(b1 * sc1)) << 5;
+            v = (i32)((u32)v - sub);
+            acc[t] = qk_fma(qk_mul(da[t], xd), qk_i2f(v), acc[t]);
         }
     }
     return mm_hsum_pick<NTM>(acc, l);

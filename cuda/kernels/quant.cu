@@ -8,8 +8,9 @@
 //   first element of largest |x|), `iscale = -127/max`, `nearest_int` (+12582912 magic, not
 //   fused), `MIN(127, v)` stored into int8_t (wrapping), `bsums` per 16, `d = 1/iscale`.
 //
-// Output layout (layout.rs `ActLayout`): quants [t][cols], d as fp16 [t][blocks] and f32
-// [t][blocks]; q8_1 also s (fp16 and f32); q8_K: d f32 and bsums i16 [t][blocks][16].
+// Output layout (layout.rs `ActLayout`, token-interleaved): quant words [cols/4][capw],
+// d as fp16 and f32 [blocks][capw]; q8_1 also s (fp16 and f32); q8_K: d f32 [blocks][capw]
+// and bsums i16 [t][blocks][16].
 
 #include "common.cuh"
 
@@ -48,17 +49,18 @@ QK_DEV void quant_q8(const QuantArgs& A) {
             }
             words[w] = word;
         }
-        u32* qs = (u32*)((u8*)A.qs + (u64)t * A.cols + 32u * b);
-        for (int w = 0; w < 8; ++w) qs[w] = words[w];
-        ((u16*)A.d16)[i] = dh;
-        ((float*)A.d32)[i] = qk_h2f_soft(dh);
+        u32* qs = (u32*)A.qs + (u64)(8u * b) * A.capw + t;
+        for (int w = 0; w < 8; ++w) qs[(u64)w * A.capw] = words[w];
+        const u64 si = (u64)b * A.capw + t;
+        ((u16*)A.d16)[si] = dh;
+        ((float*)A.d32)[si] = qk_h2f_soft(dh);
         if (Q81) {
             const float p = qk_mul(d, qk_i2f(sum));
             // x86 `d * sum`: a NaN made here (Inf * 0) is the default NaN 0xFFC00000, whose
             // sign survives the fp16 conversion; a NaN `d` (sign clear) propagates.
             const u16 sh = (qk_isnan(p) && !qk_isnan(d)) ? (u16)0xfe00u : qk_f2h(p);
-            ((u16*)A.x16)[i] = sh;
-            ((float*)A.x32)[i] = qk_h2f_soft(sh);
+            ((u16*)A.x16)[si] = sh;
+            ((float*)A.x32)[si] = qk_h2f_soft(sh);
         }
     }
 }
@@ -117,13 +119,14 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
                 idx = oi;
             }
         }
-        u8* qs = (u8*)A.qs + (u64)t * A.cols + 256u * b + 8u * lane;
+        u32* qs = (u32*)A.qs + (u64)(64u * b + 2u * lane) * A.capw + t;
         i16* bs = (i16*)A.x16 + (u64)i * 16u;
+        const u64 si = (u64)b * A.capw + t;
         if (amax == 0.0f) {
-            ((u32*)qs)[0] = 0;
-            ((u32*)qs)[1] = 0;
+            qs[0] = 0;
+            qs[A.capw] = 0;
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
-            if (lane == 0) ((float*)A.d32)[i] = 0.0f;
+            if (lane == 0) ((float*)A.d32)[si] = 0.0f;
             continue;
         }
         const float iscale = qk_div(-127.0f, mx);
@@ -137,11 +140,11 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
             if (j < 4) w0 |= ((u32)q8 & 0xffu) << (8 * j);
             else w1 |= ((u32)q8 & 0xffu) << (8 * (j - 4));
         }
-        ((u32*)qs)[0] = w0;
-        ((u32*)qs)[1] = w1;
+        qs[0] = w0;
+        qs[A.capw] = w1;
         s += qk_shfl_xor_i(s, 1);
         if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
-        if (lane == 0) ((float*)A.d32)[i] = qk_div(1.0f, iscale);
+        if (lane == 0) ((float*)A.d32)[si] = qk_div(1.0f, iscale);
     }
 }
 

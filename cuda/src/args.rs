@@ -22,7 +22,8 @@ pub struct MmJob {
     pub rows: u32,
     pub nt: u32,
     pub cta0: u32,
-    pub pad: u32,
+    /// Token stride of the activation regions.
+    pub capw: u32,
 }
 
 #[repr(C)]
@@ -47,6 +48,8 @@ pub struct QuantArgs {
     pub x32: u64,
     pub cols: u32,
     pub tokens: u32,
+    pub capw: u32,
+    pub pad: u32,
 }
 
 #[repr(C)]
@@ -64,7 +67,7 @@ pub struct DeqArgs {
 
 const _: () = assert!(core::mem::size_of::<MmJob>() == 64);
 const _: () = assert!(core::mem::size_of::<MmArgs>() == 24 + 64 * MAX_JOBS);
-const _: () = assert!(core::mem::size_of::<QuantArgs>() == 56);
+const _: () = assert!(core::mem::size_of::<QuantArgs>() == 64);
 const _: () = assert!(core::mem::size_of::<DeqArgs>() == 48);
 
 unsafe impl cudarc::driver::DeviceRepr for MmArgs {}
@@ -89,18 +92,17 @@ pub fn has_split(format: Format) -> bool {
     format.block_elems() == 256
 }
 
+/// Threads per weight row: 2 for the 32-element formats (4 lanes each), 8 * S otherwise.
+pub fn threads_per_row(format: Format, s: u32) -> u32 {
+    if has_split(format) { 8 * s } else { 2 }
+}
+
 /// The NTM values instantiated.
-pub const NTMS: [u32; 4] = [1, 2, 4, 8];
+pub const NTMS: [u32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
 /// Index of a matmul kernel of a format: `ntm_index * 2 + (S == 4)`.
 pub fn mm_kernel_index(ntm: u32, s: u32) -> usize {
-    let n = match ntm {
-        1 => 0,
-        2 => 1,
-        3 | 4 => 2,
-        _ => 3,
-    };
-    n * 2 + usize::from(s == 4)
+    (ntm.clamp(1, 8) as usize - 1) * 2 + usize::from(s == 4)
 }
 
 /// Every matmul kernel of a format, in `mm_kernel_index` order (`None` where not built).
@@ -137,6 +139,10 @@ pub struct MmJobDesc {
     pub out: u64,
     pub rows: u32,
     pub tokens: u32,
+    /// Token stride of the activation buffer (`ActLayout::capw`).
+    pub capw: u32,
+    /// Activation blocks per token (`ActLayout::blocks`).
+    pub act_blocks: u32,
 }
 
 /// One planned launch.
@@ -147,33 +153,23 @@ pub struct MmLaunch {
     pub block: u32,
 }
 
-/// Bytes per token of the activation regions a matmul reads: (qs, d, x).
-fn act_strides(act: Format, cols: usize) -> (u64, u64, u64) {
-    let blocks = (cols / act.block_elems()) as u64;
-    let x = match act {
-        Format::Q8_K => 32 * blocks,
-        Format::Q8_1 => 4 * blocks,
-        _ => 0,
-    };
-    (cols as u64, 4 * blocks, x)
-}
-
 /// Split `jobs` into launches of at most [`MAX_JOBS`] jobs of at most [`MAX_NT`] tokens
 /// each (larger jobs become several token chunks), choose NTM and S, and call `f` for each
 /// launch with its arguments. Allocates nothing.
 ///
 /// `s4_rows`: launches with fewer rows in all than this use the S = 4 kernels (where built),
-/// which put 4x more threads on each row.
+/// which put 4x more threads on each row. `min_ctas`: launches that would have fewer
+/// 256-thread CTAs than this use 64-thread CTAs.
 pub fn plan_matmul<E>(
     format: Format,
     cols: usize,
     tab: u64,
     jobs: impl IntoIterator<Item = MmJobDesc>,
     s4_rows: u64,
+    min_ctas: u64,
     mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
 ) -> Result<(), E> {
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
-    let (sq, sd, sx) = act_strides(act, cols);
     let nb = (cols / format.block_elems()) as u32;
     let mut args = MmArgs { njobs: 0, cols: cols as u32, nb, pad: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
     let mut max_nt = 0u32;
@@ -185,13 +181,17 @@ pub fn plan_matmul<E>(
         }
         let ntm = NTMS.into_iter().find(|&n| n >= *max_nt).unwrap_or(8);
         let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
-        let rpc = MM_BLOCK / (8 * s);
+        let tpr = threads_per_row(format, s);
+        // Small launches get 64-thread CTAs, so that more SMs share the rows.
+        let ctas = |block: u32| args.jobs[..args.njobs as usize].iter().map(|j| j.rows.div_ceil(block / tpr)).sum::<u32>();
+        let block = if (ctas(MM_BLOCK) as u64) < min_ctas { 64 } else { MM_BLOCK };
+        let rpc = block / tpr;
         let mut cta = 0u32;
         for j in &mut args.jobs[..args.njobs as usize] {
             j.cta0 = cta;
             cta += j.rows.div_ceil(rpc);
         }
-        f(MmLaunch { kernel: mm_kernel_index(ntm, s), grid: cta, block: MM_BLOCK }, args)?;
+        f(MmLaunch { kernel: mm_kernel_index(ntm, s), grid: cta, block }, args)?;
         args.njobs = 0;
         *max_nt = 0;
         *rows_total = 0;
@@ -205,18 +205,24 @@ pub fn plan_matmul<E>(
             if args.njobs as usize == MAX_JOBS {
                 flush(&mut args, &mut max_nt, &mut rows_total)?;
             }
+            // Token-interleaved regions: token t0's words start 4*t0 bytes in; q8_K bsums
+            // are per token (32 bytes per block).
             let t = t0 as u64;
             args.jobs[args.njobs as usize] = MmJob {
                 w: j.w,
                 wd: j.wd,
-                a_qs: j.a_qs + t * sq,
-                a_d: j.a_d + t * sd,
-                a_x: if sx == 0 { 0 } else { j.a_x + t * sx },
+                a_qs: j.a_qs + 4 * t,
+                a_d: j.a_d + 4 * t,
+                a_x: match act {
+                    Format::Q8_1 => j.a_x + 4 * t,
+                    Format::Q8_K => j.a_x + 32 * j.act_blocks as u64 * t,
+                    _ => 0,
+                },
                 out: j.out + t * 4 * j.rows as u64,
                 rows: j.rows,
                 nt,
                 cta0: 0,
-                pad: 0,
+                capw: j.capw,
             };
             args.njobs += 1;
             max_nt = max_nt.max(nt);

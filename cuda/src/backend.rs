@@ -221,6 +221,23 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Per matmul kernel of `format`: (name, registers per thread, local-memory bytes per
+    /// thread, resident 256-thread CTAs per SM), for tuning reports.
+    pub fn kernel_stats(&self, format: Format) -> Result<Vec<(String, i32, i32, u32)>> {
+        use cudarc::driver::sys::CUfunction_attribute_enum as A;
+        let m = self.module(Module::Weights(format))?;
+        let mut v = Vec::new();
+        for (name, f) in args::mm_kernel_names(format).into_iter().zip(&m.mm) {
+            if let (Some(n), Some(f)) = (name, f) {
+                let regs = f.get_attribute(A::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
+                let local = f.get_attribute(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?;
+                let occ = f.occupancy_max_active_blocks_per_multiprocessor(args::MM_BLOCK, 0, None)?;
+                v.push((n, regs, local, occ));
+            }
+        }
+        Ok(v)
+    }
+
     fn bind(&self) -> Result<()> {
         self.ctx.bind_to_thread()?;
         Ok(())
@@ -431,6 +448,8 @@ impl CudaBackend {
             x32: if l.x32 == 0 { 0 } else { acts.ptr(l.x32) },
             cols: l.cols as u32,
             tokens: nt as u32,
+            capw: l.capw as u32,
+            pad: 0,
         };
         let (grid, block) = args::quant_launch(l.format, l.cols, nt);
         self.launch(f, grid, block, &a)
@@ -451,13 +470,11 @@ impl CudaBackend {
             return Err(invalid(format!("{nt} tokens exceed the activation buffer's capacity of {}", l.capacity)));
         }
         let img = l.from_ggml(bytes, nt);
-        if img[l.qs..l.qs + nt * l.cols].iter().any(|&b| b == 0x80) {
+        if l.has_minus_128(&img, nt) {
             return Err(invalid("activation bytes of -128 are not supported (ggml's quantizers never produce them)"));
         }
         self.bind()?;
-        for (off, len) in l.token_ranges(nt) {
-            unsafe { result::memcpy_htod_async(acts.ptr(off), &img[off..off + len], self.stream.cu_stream()) }?;
-        }
+        unsafe { result::memcpy_htod_async(acts.base, &img, self.stream.cu_stream()) }?;
         self.stream.synchronize()?;
         Ok(())
     }
@@ -472,9 +489,7 @@ impl CudaBackend {
         }
         self.bind()?;
         let mut img = vec![0u8; l.total];
-        for (off, len) in l.token_ranges(tokens) {
-            unsafe { result::memcpy_dtoh_async(&mut img[off..off + len], acts.ptr(off), self.stream.cu_stream()) }?;
-        }
+        unsafe { result::memcpy_dtoh_async(&mut img, acts.base, self.stream.cu_stream()) }?;
         self.stream.synchronize()?;
         l.to_ggml(&img, tokens, out);
         Ok(())
@@ -512,6 +527,8 @@ impl CudaBackend {
             out,
             rows: w.rows as u32,
             tokens: tokens as u32,
+            capw: l.capw as u32,
+            act_blocks: l.blocks as u32,
         })
     }
 
@@ -531,7 +548,7 @@ impl CudaBackend {
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
         let m = self.module(Module::Weights(format))?;
-        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(), |l, a| {
+        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(), 2 * self.sms as u64, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             self.launch(f, l.grid, l.block, a)
         })

@@ -100,21 +100,27 @@ fn align(x: usize) -> usize {
     x.div_ceil(ALIGN) * ALIGN
 }
 
-/// Region offsets of an activation buffer.
+/// Region offsets of an activation buffer. Token-interleaved: token t's quant word `e4`
+/// (elements `4*e4..4*e4+4`) is word `e4 * capw + t` of the `qs` region, and its scale of
+/// block `b` is element `b * capw + t` of the `d` regions, so that one 16-byte load brings
+/// 4 tokens' words to a matmul thread. q8_K `bsums` stay per token (`[t][blocks][16]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActLayout {
     pub format: Format,
     pub cols: usize,
     pub capacity: usize,
+    /// Token stride: capacity rounded up to a multiple of 4.
+    pub capw: usize,
     /// Activation blocks per token.
     pub blocks: usize,
     pub qs: usize,
     pub d16: usize,
     pub d32: usize,
-    /// q8_1: `s` fp16; q8_K: `bsums` (i16 x 16 per block). 0 when unused.
+    /// q8_1: `s` fp16; q8_K: `bsums` (i16 x 16 per block, per token). 0 when unused.
     pub x16: usize,
     /// q8_1: `s` f32. 0 when unused.
     pub x32: usize,
+    /// Bytes in all (with slack after the last region for the kernels' whole-vector reads).
     pub total: usize,
 }
 
@@ -128,42 +134,44 @@ impl ActLayout {
         }
         format.row_bytes(cols)?;
         let blocks = cols / format.block_elems();
+        let capw = capacity.checked_next_multiple_of(4).ok_or(ShapeError::Overflow)?;
         let ov = |a: Option<usize>| a.ok_or(ShapeError::Overflow);
-        let n = ov(blocks.checked_mul(capacity))?;
+        let n = ov(blocks.checked_mul(capw))?;
         let qs = 0;
-        let mut at = align(ov(cols.checked_mul(capacity))?);
+        // + 64: a kernel reading 8 tokens' words at the last position may run past capw
+        let mut at = align(ov(cols.checked_mul(capw))? + 64);
         let (d16, d32, x16, x32);
         match format {
             Format::Q8_K => {
                 d16 = 0;
                 d32 = at;
-                at = align(at + 4 * n);
+                at = align(at + 4 * n + 64);
                 x16 = at;
-                at = align(at + 32 * n);
+                // + 8 tokens: kernels read the bsums of all NTM tokens of a chunk
+                at = align(at + 32 * blocks * (capw + 8));
                 x32 = 0;
             }
             _ => {
                 d16 = at;
                 at = align(at + 2 * n);
                 d32 = at;
-                at = align(at + 4 * n);
+                at = align(at + 4 * n + 64);
                 if format == Format::Q8_1 {
                     x16 = at;
                     at = align(at + 2 * n);
                     x32 = at;
-                    at = align(at + 4 * n);
+                    at = align(at + 4 * n + 64);
                 } else {
                     x16 = 0;
                     x32 = 0;
                 }
             }
         }
-        Ok(ActLayout { format, cols, capacity, blocks, qs, d16, d32, x16, x32, total: at })
+        Ok(ActLayout { format, cols, capacity, capw, blocks, qs, d16, d32, x16, x32, total: at })
     }
 
-    /// Bytes per token in the `x16` region (q8_1 `s`: 2 per block; q8_K `bsums`: 32).
-    pub fn x16_per_block(&self) -> usize {
-        if self.format == Format::Q8_K { 32 } else { 2 }
+    fn qword(&self, t: usize, e4: usize) -> usize {
+        self.qs + 4 * (e4 * self.capw + t)
     }
 
     /// ggml activation rows (`tokens` rows, validated) to the region image of a whole
@@ -174,23 +182,29 @@ impl ActLayout {
         let be = self.format.block_elems();
         for (i, blk) in ggml.chunks_exact(bb).take(tokens * self.blocks).enumerate() {
             let (t, b) = (i / self.blocks, i % self.blocks);
-            let q = self.qs + t * self.cols + b * be;
+            let s = b * self.capw + t;
+            let (qo, nq) = match self.format {
+                Format::Q8_K => (4, 256),
+                Format::Q8_1 => (4, 32),
+                _ => (2, 32),
+            };
+            for w in 0..nq / 4 {
+                let o = self.qword(t, b * be / 4 + w);
+                img[o..o + 4].copy_from_slice(&blk[qo + 4 * w..qo + 4 * w + 4]);
+            }
             match self.format {
                 Format::Q8_K => {
-                    img[self.d32 + 4 * i..self.d32 + 4 * i + 4].copy_from_slice(&blk[0..4]);
-                    img[q..q + 256].copy_from_slice(&blk[4..260]);
+                    img[self.d32 + 4 * s..self.d32 + 4 * s + 4].copy_from_slice(&blk[0..4]);
                     img[self.x16 + 32 * i..self.x16 + 32 * i + 32].copy_from_slice(&blk[260..292]);
                 }
                 _ => {
-                    let qo = if self.format == Format::Q8_1 { 4 } else { 2 };
-                    img[q..q + 32].copy_from_slice(&blk[qo..qo + 32]);
-                    img[self.d16 + 2 * i..self.d16 + 2 * i + 2].copy_from_slice(&blk[0..2]);
+                    img[self.d16 + 2 * s..self.d16 + 2 * s + 2].copy_from_slice(&blk[0..2]);
                     let d = half::f16::from_le_bytes([blk[0], blk[1]]).to_f32();
-                    img[self.d32 + 4 * i..self.d32 + 4 * i + 4].copy_from_slice(&d.to_le_bytes());
+                    img[self.d32 + 4 * s..self.d32 + 4 * s + 4].copy_from_slice(&d.to_le_bytes());
                     if self.format == Format::Q8_1 {
-                        img[self.x16 + 2 * i..self.x16 + 2 * i + 2].copy_from_slice(&blk[2..4]);
-                        let s = half::f16::from_le_bytes([blk[2], blk[3]]).to_f32();
-                        img[self.x32 + 4 * i..self.x32 + 4 * i + 4].copy_from_slice(&s.to_le_bytes());
+                        img[self.x16 + 2 * s..self.x16 + 2 * s + 2].copy_from_slice(&blk[2..4]);
+                        let sv = half::f16::from_le_bytes([blk[2], blk[3]]).to_f32();
+                        img[self.x32 + 4 * s..self.x32 + 4 * s + 4].copy_from_slice(&sv.to_le_bytes());
                     }
                 }
             }
@@ -204,45 +218,34 @@ impl ActLayout {
         let be = self.format.block_elems();
         for (i, blk) in out.chunks_exact_mut(bb).take(tokens * self.blocks).enumerate() {
             let (t, b) = (i / self.blocks, i % self.blocks);
-            let q = self.qs + t * self.cols + b * be;
+            let s = b * self.capw + t;
+            let (qo, nq) = match self.format {
+                Format::Q8_K => (4, 256),
+                Format::Q8_1 => (4, 32),
+                _ => (2, 32),
+            };
+            for w in 0..nq / 4 {
+                let o = self.qword(t, b * be / 4 + w);
+                blk[qo + 4 * w..qo + 4 * w + 4].copy_from_slice(&img[o..o + 4]);
+            }
             match self.format {
                 Format::Q8_K => {
-                    blk[0..4].copy_from_slice(&img[self.d32 + 4 * i..self.d32 + 4 * i + 4]);
-                    blk[4..260].copy_from_slice(&img[q..q + 256]);
+                    blk[0..4].copy_from_slice(&img[self.d32 + 4 * s..self.d32 + 4 * s + 4]);
                     blk[260..292].copy_from_slice(&img[self.x16 + 32 * i..self.x16 + 32 * i + 32]);
                 }
                 _ => {
-                    let qo = if self.format == Format::Q8_1 { 4 } else { 2 };
-                    blk[0..2].copy_from_slice(&img[self.d16 + 2 * i..self.d16 + 2 * i + 2]);
+                    blk[0..2].copy_from_slice(&img[self.d16 + 2 * s..self.d16 + 2 * s + 2]);
                     if self.format == Format::Q8_1 {
-                        blk[2..4].copy_from_slice(&img[self.x16 + 2 * i..self.x16 + 2 * i + 2]);
+                        blk[2..4].copy_from_slice(&img[self.x16 + 2 * s..self.x16 + 2 * s + 2]);
                     }
-                    blk[qo..qo + 32].copy_from_slice(&img[q..q + 32]);
                 }
             }
         }
     }
 
-    /// The byte ranges of the regions that hold the first `tokens` tokens (for partial
-    /// uploads and downloads): (offset, length) pairs.
-    pub fn token_ranges(&self, tokens: usize) -> Vec<(usize, usize)> {
-        let n = tokens * self.blocks;
-        let mut v = vec![(self.qs, tokens * self.cols)];
-        match self.format {
-            Format::Q8_K => {
-                v.push((self.d32, 4 * n));
-                v.push((self.x16, 32 * n));
-            }
-            _ => {
-                v.push((self.d16, 2 * n));
-                v.push((self.d32, 4 * n));
-                if self.format == Format::Q8_1 {
-                    v.push((self.x16, 2 * n));
-                    v.push((self.x32, 4 * n));
-                }
-            }
-        }
-        v
+    /// Whether a quant byte of the first `tokens` tokens is -128 (0x80).
+    pub fn has_minus_128(&self, img: &[u8], tokens: usize) -> bool {
+        (0..self.cols / 4).any(|e4| (0..tokens).any(|t| img[self.qword(t, e4)..self.qword(t, e4) + 4].contains(&0x80)))
     }
 }
 

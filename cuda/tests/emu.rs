@@ -138,6 +138,8 @@ fn emu_quantize(e: &Emu, act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
         x32: if l.x32 == 0 { 0 } else { p(l.x32) },
         cols: cols as u32,
         tokens: nt as u32,
+        capw: l.capw as u32,
+        pad: 0,
     };
     let (grid, block) = args::quant_launch(act, cols, nt);
     // a small grid too, to exercise the grid-stride loops
@@ -265,6 +267,8 @@ fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
         out,
         rows: c.rows as u32,
         tokens: c.nt as u32,
+        capw: l.capw as u32,
+        act_blocks: l.blocks as u32,
     }
 }
 
@@ -274,7 +278,8 @@ fn emu_matmul(e: &Emu, cases: &[&Case], s4_rows: u64) -> Vec<Vec<f32>> {
     let f = cases[0].f;
     let names = args::mm_kernel_names(f);
     let jobs = cases.iter().zip(&devs).zip(&outs).map(|((c, d), o)| desc(d, c, o.ptr()));
-    args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, s4_rows, |l, a| {
+    // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
+    args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, s4_rows, 4, |l, a| {
         let name = names[l.kernel].as_ref().expect("kernel exists");
         run(e, name, l.grid, l.block, a);
         Ok(())

@@ -27,13 +27,25 @@
 //! # Bits
 //!
 //! Integer lane sums use packed 4x8 dot products, exact in any order. Every float chain keeps
-//! the reference's order with explicit `fma()`, which must be a true fused multiply-add: the
-//! probe ([`WgpuBackend::float_probe`], `tests/float_ops.rs`) checks it against
-//! `f32::mul_add`. No kernel writes `a*b + c` with an inexact product, so whether a driver
-//! contracts it (naga's SPIR-V has no `NoContraction`) cannot matter; where ggml's formula
-//! needs an unfused multiply-add (q8_K's `iscale*x + 12582912`), the product goes through an
-//! integer XOR with a runtime zero first. Divisions are corrected to round-to-nearest
-//! (`div_rn`); fp16 conversions are integer code.
+//! the reference's order with `fmx()`, a fused multiply-add on every adapter: the adapter's
+//! `fma()` where a probe at device creation measured it fused, else an exact emulation from
+//! unfused operations (`wgsl/fma.wgsl`: Dekker's product, TwoSum, round-to-odd; Boldo and
+//! Melquiond 2008), every intermediate laundered through an integer XOR with a runtime zero
+//! so that no driver can contract, reassociate or simplify it. No kernel writes `a*b + c`
+//! with an inexact product, so whether a driver contracts it (naga's SPIR-V has no
+//! `NoContraction`) cannot matter; where ggml's formula needs an unfused multiply-add
+//! (q8_K's `iscale*x + 12582912`), the product is laundered first. Divisions are corrected to
+//! round-to-nearest (`div_rn`: Vulkan allows 2.5 ulp); fp16 conversions are integer code.
+//!
+//! Measured ([`WgpuBackend::float_probe`], 65,536 cases, `tests/float_ops.rs`):
+//!
+//! - lavapipe (llvmpipe, LLVM 15.0.6, 256 bits; Mesa's Vulkan CPU driver): `fma()` is **not**
+//!   fused: it equals the unfused `a*b + c` in all 65,536 cases, and in none of the 20,858
+//!   where the fused result differs (so the kernels use the emulation there); a plain
+//!   `a*b + c` is not contracted (65,536 of 65,536 unfused); native division was correctly
+//!   rounded; `unpack2x16float`, `round()` (ties to even), `f32(i32)` and subnormal results
+//!   exact.
+//! - NVIDIA H200, Vulkan driver 580: see `benches/results/*-h200-wgpu/`.
 //!
 //! Activations with a byte of -128 (never produced by ggml's quantizers; rejected by
 //! `qkern`'s `import_activations`) are outside the contract here: the kernels compute exact
@@ -97,6 +109,11 @@ pub struct Options {
     /// Use the adapter's `fma()` where it was measured fused (`None`: yes unless
     /// `QKERN_WGPU_FMA=emulate`); `Some(false)` always uses the emulation.
     pub native_fma: Option<bool>,
+    /// Compile the kernels without wgpu's injected bounds checks and loop bounding (`None`:
+    /// only if `QKERN_WGPU_UNCHECKED=1`). Every kernel index is in bounds by construction
+    /// (padded buffers, clamped rows, table indices masked) and every loop is bounded by a
+    /// uniform count; the checks cost time on the hot loop.
+    pub unchecked: Option<bool>,
     /// Split weights into parts of at most this many bytes (`None`: the adapter's
     /// storage-binding limit, at most 2 GiB).
     pub max_part_bytes: Option<u64>,
@@ -168,6 +185,7 @@ pub struct WgpuBackend {
     subgroups: bool,
     native_fma: bool,
     fma_measured_fused: bool,
+    unchecked: bool,
     max_part: u64,
     max_binding: u64,
     tables: wgpu::Buffer,
@@ -369,6 +387,7 @@ impl WgpuBackend {
             subgroups: !features.is_empty(),
             native_fma: false,
             fma_measured_fused: false,
+            unchecked: opts.unchecked.unwrap_or_else(|| std::env::var("QKERN_WGPU_UNCHECKED").is_ok_and(|v| v == "1")),
             max_part,
             max_binding,
             tables,
@@ -398,11 +417,12 @@ impl WgpuBackend {
     /// The adapter's name and backend.
     pub fn name(&self) -> String {
         format!(
-            "{} ({:?}, {}{})",
+            "{} ({:?}, {}{}{})",
             self.info.name,
             self.info.backend,
             if self.native_fma { "fma" } else { "emulated fma" },
-            if self.subgroups { ", subgroups" } else { "" }
+            if self.subgroups { ", subgroups" } else { "" },
+            if self.unchecked { ", unchecked" } else { "" }
         )
     }
 
@@ -464,10 +484,17 @@ impl WgpuBackend {
             Kernel::Probe => (Some(shaders::probe_source(self.native_fma)), &self.layouts.quant_pl),
         };
         let src = src.ok_or_else(|| WgpuError::Unsupported(format!("no {k:?} kernel")))?;
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("qkern kernel"),
-            source: wgpu::ShaderSource::Wgsl(src.into()),
-        });
+        let desc =
+            wgpu::ShaderModuleDescriptor { label: Some("qkern kernel"), source: wgpu::ShaderSource::Wgsl(src.into()) };
+        let module = if self.unchecked && k != Kernel::Probe {
+            // SAFETY: every buffer index of these kernels is in bounds by construction (buffers
+            // padded by PAD bytes past the funnel-shift reads, rows clamped, table indices
+            // masked to their table) and every loop runs a uniform, finite count, which is
+            // what `ShaderRuntimeChecks::unchecked` requires.
+            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        } else {
+            self.device.create_shader_module(desc)
+        };
         let p = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("qkern kernel"),
             layout: Some(layout),
@@ -970,7 +997,7 @@ impl WgpuBackend {
     /// shuffle-based lane reductions assume): one small kernel run at device creation.
     fn subgroups_usable(&self) -> Result<bool> {
         use wgpu::BufferUsages as U;
-        let src = "enable subgroups;\n\
+        let src = "\
             @group(0) @binding(0) var<storage, read> PI: array<u32>;\n\
             @group(0) @binding(1) var<storage, read_write> PO: array<u32>;\n\
             @group(0) @binding(2) var<uniform> PPar: vec4<u32>;\n\

@@ -85,9 +85,8 @@ fn matmul_body(f: Format) -> Option<&'static str> {
 pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool, native_fma: bool) -> Option<String> {
     let body = matmul_body(f)?;
     let mut s = String::with_capacity(24 * 1024);
-    if subgroups {
-        s.push_str("enable subgroups;\n");
-    }
+    // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
+    // device's SUBGROUP feature instead.
     s.push_str(&format!("const NT: u32 = {nt}u;\n"));
     s.push_str(&table_consts());
     s.push_str(MATMUL_HEAD);

@@ -12,6 +12,9 @@ pub mod bench;
 pub mod dequant;
 pub mod dot;
 pub mod formats;
+pub mod gguf;
+pub mod gguf_synth;
+pub mod layer;
 pub mod parity;
 pub mod quantize_acts;
 
@@ -29,6 +32,12 @@ pub enum Command {
     Formats(formats::Args),
     /// Benchmark qkern beside ggml's vec_dot loop and candle, against the memory bandwidth.
     Bench(bench::Args),
+    /// A GGUF file's metadata and tensors.
+    Gguf(gguf::Args),
+    /// Write a synthetic MoE GGUF (random weights) to try `qkern layer` on.
+    GgufSynth(gguf_synth::Args),
+    /// Run one layer's FFN (MoE or dense) of a GGUF on seeded inputs: stage times, output hash.
+    Layer(layer::Args),
 }
 
 impl Command {
@@ -39,6 +48,9 @@ impl Command {
             Command::QuantizeActs(a) => quantize_acts::run(a, out),
             Command::Parity(a) => parity::run(a, out),
             Command::Formats(a) => formats::run(a, out),
+            Command::Gguf(a) => gguf::run(a, out),
+            Command::GgufSynth(a) => gguf_synth::run(a, out),
+            Command::Layer(a) => layer::run(a, out),
             Command::Bench(a) => bench::run(a, out),
         }
     }

@@ -18,7 +18,7 @@ use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XX
 
 use super::{
     SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
-    load_u8x16, load_u8x32, q8k_32, token_rows,
+    load_u8x16, load_u8x32, q8k_32, superblocks, token_rows,
 };
 
 /// quants.c `keven_signs_q2xs`, read as `uint64_t signs64[128]`: byte j of entry k is -1
@@ -41,77 +41,98 @@ static KEVEN_SIGNS: [u64; 128] = {
     t
 };
 
-/// How a group's sign operand meets the q8 bytes.
-#[derive(Clone, Copy)]
-pub(crate) enum Sign {
-    /// `_mm256_sign_epi8(q8, s)` with `s` bytes of +-1 (iq2_xxs, iq2_xs, iq3_xxs).
-    Epi8(__m256i),
-    /// `_mm256_sub_epi8(_mm256_xor_si256(s, q8), s)` with `s` bytes of 0 or -1 (iq2_s, iq3_s).
-    XorSub(__m256i),
-    /// `mul_add_epi8(q, q8)`: `maddubs(sign(q, q), sign(q8, q))` (iq4_xs; `q` signed).
-    Trick,
-}
-
-/// The unpacked weights of one 32-element group.
+/// The unpacked weights of one 32-element group: the byte vector `q`, the sign operand
+/// `s` (unused by iq4_xs) and the 16-bit scale vector.
 #[derive(Clone, Copy)]
 pub(crate) struct Group {
     q: __m256i,
-    sign: Sign,
+    s: __m256i,
     scale: __m256i,
 }
 
-/// One group against one token's 32 q8 bytes: `madd(maddubs(q, signed q8), scale)`
-/// (iq4_xs: `madd(mul_add_epi8(q, q8), scale)`; `madd` is commutative, so operand order is free).
+/// `madd(maddubs(q, sign_epi8(q8, s)), scale)`, `s` bytes of +-1 (iq2_xxs, iq2_xs, iq3_xxs).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn group_dot(g: Group, q8: __m256i) -> __m256i {
-    let dot = match g.sign {
-        Sign::Epi8(s) => _mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, s)),
-        Sign::XorSub(s) => _mm256_maddubs_epi16(g.q, _mm256_sub_epi8(_mm256_xor_si256(s, q8), s)),
-        Sign::Trick => _mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)),
-    };
-    _mm256_madd_epi16(dot, g.scale)
+fn dot_sign_epi8(g: &Group, q8: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, g.s)), g.scale)
 }
 
-/// The shared kernel for `NT` tokens: `group(x, g)` unpacks group `g` of super-block `x`;
-/// `fscale` is the final factor (`0.125f`, `0.25f`, or none) times `hsum_float_8(accumf)`.
+/// `madd(maddubs(q, (s ^ q8) - s), scale)`, `s` bytes of 0 or -1 (iq2_s, iq3_s).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize, X: Copy>(
-    w: &[X],
-    a: &[BlockQ8K],
-    apr: usize,
-    out: &mut [f32; NT],
-    dx: impl Fn(&X) -> __m256,
-    group: impl Fn(&X, usize) -> Group,
-    fscale: Option<f32>,
-) {
-    let n = w.len();
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
-    let mut accumf = [_mm256_setzero_ps(); NT];
-    for (i, x) in w.iter().enumerate() {
-        let mut sumi = [_mm256_setzero_si256(); NT];
-        for g in 0..8 {
-            let gr = group(x, g);
+fn dot_xor_sub(g: &Group, q8: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(g.q, _mm256_sub_epi8(_mm256_xor_si256(g.s, q8), g.s)), g.scale)
+}
+
+/// `madd(mul_add_epi8(q, q8), scale)` = `madd(maddubs(sign(q, q), sign(q8, q)), scale)`
+/// (iq4_xs, `q` signed; `madd` is commutative, so the operand order is free).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_trick(g: &Group, q8: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)), g.scale)
+}
+
+/// The kernel `$dot::<NT>` of one IQ format on [`superblocks`]: `$group(x, g)` unpacks group
+/// `g` of super-block `x`, `$gdot` meets it with a token's q8 bytes, and the result is
+/// `$fscale * hsum_float_8(accumf)` (`$fscale` `0.125f`, `0.25f`, or none).
+macro_rules! iq_kernel {
+    ($dot:ident, $X:ty, $group:ident, $gdot:ident, $fscale:expr) => {
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn $dot<const NT: usize>(w: &[$X], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
+            let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
+            let z = _mm256_setzero_si256();
+            let g0 = Group { q: z, s: z, scale: z };
+            let st = superblocks(
+                w,
+                &ys,
+                _mm256_setzero_ps(),
+                ([g0; 8], _mm256_setzero_ps()),
+                |x| {
+                    // Spelled out: `array::from_fn` would put its closure out of line,
+                    // outside this function's target features, and a loop over a zeroed
+                    // array costs a `memset` per super-block.
+                    let gs = [
+                        $group(x, 0),
+                        $group(x, 1),
+                        $group(x, 2),
+                        $group(x, 3),
+                        $group(x, 4),
+                        $group(x, 5),
+                        $group(x, 6),
+                        $group(x, 7),
+                    ];
+                    (gs, f16_to_f32x8(x.d))
+                },
+                |(gs, d0), _x, y, accumf| {
+                    let mut sumi = _mm256_setzero_si256();
+                    for g in 0..8 {
+                        sumi = _mm256_add_epi32(sumi, $gdot(&gs[g], load_i8x32(q8k_32(&y.qs, g))));
+                    }
+                    // `d = FP16_TO_FP32(x[i].d) * y[i].d` (in every lane)
+                    let d = _mm256_mul_ps(*d0, _mm256_set1_ps(y.d));
+                    _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), accumf)
+                },
+                // One token: each group unpacked right where it is used, as ggml does.
+                |x, y, accumf| {
+                    let mut sumi = _mm256_setzero_si256();
+                    for g in 0..8 {
+                        sumi = _mm256_add_epi32(sumi, $gdot(&$group(x, g), load_i8x32(q8k_32(&y.qs, g))));
+                    }
+                    let d = _mm256_mul_ps(f16_to_f32x8(x.d), _mm256_set1_ps(y.d));
+                    _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), accumf)
+                },
+            );
+            let fscale: Option<f32> = $fscale;
             for_tokens!(NT, t => {
-                let q8 = load_i8x32(q8k_32(&ys[t][i].qs, g));
-                sumi[t] = _mm256_add_epi32(sumi[t], group_dot(gr, q8));
+                let h = hsum_float_8(st[t]);
+                out[t] = match fscale {
+                    Some(f) => f * h,
+                    None => h,
+                };
             });
         }
-        let d0 = dx(x);
-        for_tokens!(NT, t => {
-            // `d = FP16_TO_FP32(x[i].d) * y[i].d` (in every lane)
-            let d = _mm256_mul_ps(d0, _mm256_set1_ps(ys[t][i].d));
-            accumf[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), accumf[t]);
-        });
-    }
-    for_tokens!(NT, t => {
-        let h = hsum_float_8(accumf[t]);
-        out[t] = match fscale {
-            Some(f) => f * h,
-            None => h,
-        };
-    });
+    };
 }
 
 /// `_mm256_set_epi64x(t[i3], t[i2], t[i1], t[i0])`.
@@ -125,8 +146,16 @@ fn set_u64x4(v: [u64; 4]) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn set_u32x8(v: [u32; 8]) -> __m256i {
-    let v = v.map(|e| e as i32);
+    let v: [i32; 8] = bytemuck::cast(v);
     _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+}
+
+/// `_mm256_set_epi64x(signs64[(a >> 21) & 127], signs64[(a >> 14) & 127], signs64[(a >> 7) & 127], signs64[a & 127])`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn keven_signs_x4(a: u32) -> __m256i {
+    let k = |sh: u32| KEVEN_SIGNS[((a >> sh) & 127) as usize];
+    set_u64x4([k(0), k(7), k(14), k(21)])
 }
 
 /// The `signs[2g] | signs[2g+1] << 16` sign mask of iq2_s / iq3_s:
@@ -159,17 +188,18 @@ fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
     let a0 = q[0] as u32 | (q[1] as u32) << 16;
     let a1 = q[2] as u32 | (q[3] as u32) << 16;
     let idx = a0.to_le_bytes();
-    let q2 = set_u64x4(idx.map(|b| IQ2XXS_GRID[b as usize]));
-    let s2 = set_u64x4([0, 7, 14, 21].map(|sh| KEVEN_SIGNS[((a1 >> sh) & 127) as usize]));
+    let q2 = set_u64x4([
+        IQ2XXS_GRID[idx[0] as usize],
+        IQ2XXS_GRID[idx[1] as usize],
+        IQ2XXS_GRID[idx[2] as usize],
+        IQ2XXS_GRID[idx[3] as usize],
+    ]);
+    let s2 = keven_signs_x4(a1);
     let ls = (a1 >> 28) as i16;
-    Group { q: q2, sign: Sign::Epi8(s2), scale: _mm256_set1_epi16(2 * ls + 1) }
+    Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq2_xxs_dot<const NT: usize>(w: &[BlockIq2Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq2_xxs_group(x, g), Some(0.125))
-}
+iq_kernel!(iq2_xxs_dot, BlockIq2Xxs, iq2_xxs_group, dot_sign_epi8, Some(0.125));
 avx2_chunk_fn!(mod iq2_xxs_nt, fn iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -190,19 +220,18 @@ fn iq2_xs_scales(x: &BlockIq2Xs) -> __m128i {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn iq2_xs_group(x: &BlockIq2Xs, scales: __m128i, g: usize) -> Group {
+fn iq2_xs_group(x: &BlockIq2Xs, g: usize) -> Group {
+    let scales = iq2_xs_scales(x);
     let q: [u16; 4] = [x.qs[4 * g], x.qs[4 * g + 1], x.qs[4 * g + 2], x.qs[4 * g + 3]];
-    let q2 = set_u64x4(q.map(|e| IQ2XS_GRID[(e & 511) as usize]));
-    let s2 = set_u64x4(q.map(|e| KEVEN_SIGNS[(e >> 9) as usize]));
+    let grid = |e: u16| IQ2XS_GRID[(e & 511) as usize];
+    let q2 = set_u64x4([grid(q[0]), grid(q[1]), grid(q[2]), grid(q[3])]);
+    let sign = |e: u16| KEVEN_SIGNS[(e >> 9) as usize];
+    let s2 = set_u64x4([sign(q[0]), sign(q[1]), sign(q[2]), sign(q[3])]);
     let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[g])));
-    Group { q: q2, sign: Sign::Epi8(s2), scale: sc }
+    Group { q: q2, s: s2, scale: sc }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq2_xs_dot<const NT: usize>(w: &[BlockIq2Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq2_xs_group(x, iq2_xs_scales(x), g), Some(0.125))
-}
+iq_kernel!(iq2_xs_dot, BlockIq2Xs, iq2_xs_group, dot_sign_epi8, Some(0.125));
 avx2_chunk_fn!(mod iq2_xs_nt, fn iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -223,21 +252,18 @@ fn iq2_s_scales(x: &BlockIq2S) -> __m256i {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn iq2_s_group(x: &BlockIq2S, scales16: __m256i, g: usize) -> Group {
+fn iq2_s_group(x: &BlockIq2S, g: usize) -> Group {
+    let scales16 = iq2_s_scales(x);
     let qh = x.qh[g] as usize;
-    let idx: [usize; 4] = core::array::from_fn(|k| x.qs[4 * g + k] as usize | ((qh << (8 - 2 * k)) & 0x300));
-    let q2 = set_u64x4(idx.map(|i| IQ2S_GRID[i]));
+    let grid = |k: usize| IQ2S_GRID[x.qs[4 * g + k] as usize | ((qh << (8 - 2 * k)) & 0x300)];
+    let q2 = set_u64x4([grid(0), grid(1), grid(2), grid(3)]);
     let s = &x.qs[32 + 4 * g..32 + 4 * g + 4];
     let s2 = xor_sub_signs(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
     let sc = _mm256_shuffle_epi8(scales16, load_u8x32(&SCALE_SHUFFLE_K4[g]));
-    Group { q: q2, sign: Sign::XorSub(s2), scale: sc }
+    Group { q: q2, s: s2, scale: sc }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq2_s_dot<const NT: usize>(w: &[BlockIq2S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq2_s_group(x, iq2_s_scales(x), g), Some(0.125))
-}
+iq_kernel!(iq2_s_dot, BlockIq2S, iq2_s_group, dot_xor_sub, Some(0.125));
 avx2_chunk_fn!(mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -247,20 +273,17 @@ avx2_chunk_fn!(mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
-    let q3: [u8; 8] = core::array::from_fn(|k| x.qs[8 * g + k]);
-    let q2 = set_u32x8(q3.map(|b| IQ3XXS_GRID[b as usize]));
+    let q3 = &x.qs[8 * g..8 * g + 8];
+    let grid = |k: usize| IQ3XXS_GRID[q3[k] as usize];
+    let q2 = set_u32x8([grid(0), grid(1), grid(2), grid(3), grid(4), grid(5), grid(6), grid(7)]);
     let s = &x.qs[64 + 4 * g..64 + 4 * g + 4];
     let aux32 = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-    let s2 = set_u64x4([0, 7, 14, 21].map(|sh| KEVEN_SIGNS[((aux32 >> sh) & 127) as usize]));
+    let s2 = keven_signs_x4(aux32);
     let ls = (aux32 >> 28) as i16;
-    Group { q: q2, sign: Sign::Epi8(s2), scale: _mm256_set1_epi16(2 * ls + 1) }
+    Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq3_xxs_dot<const NT: usize>(w: &[BlockIq3Xxs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq3_xxs_group(x, g), Some(0.25))
-}
+iq_kernel!(iq3_xxs_dot, BlockIq3Xxs, iq3_xxs_group, dot_sign_epi8, Some(0.25));
 avx2_chunk_fn!(mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -272,19 +295,15 @@ avx2_chunk_fn!(mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
     let qh = x.qh[g] as usize;
-    let idx: [usize; 8] = core::array::from_fn(|k| x.qs[8 * g + k] as usize | ((qh << (8 - k)) & 256));
-    let q2 = set_u32x8(idx.map(|i| IQ3S_GRID[i]));
+    let grid = |k: usize| IQ3S_GRID[x.qs[8 * g + k] as usize | ((qh << (8 - k)) & 256)];
+    let q2 = set_u32x8([grid(0), grid(1), grid(2), grid(3), grid(4), grid(5), grid(6), grid(7)]);
     let s = &x.signs[4 * g..4 * g + 4];
     let s2 = xor_sub_signs(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
     let ls = ((x.scales[g / 2] >> (4 * (g & 1))) & 0xf) as i16;
-    Group { q: q2, sign: Sign::XorSub(s2), scale: _mm256_set1_epi16(2 * ls + 1) }
+    Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq3_s_dot<const NT: usize>(w: &[BlockIq3S], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq3_s_group(x, g), None)
-}
+iq_kernel!(iq3_s_dot, BlockIq3S, iq3_s_group, dot_xor_sub, None);
 avx2_chunk_fn!(mod iq3_s_nt, fn iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -304,12 +323,8 @@ fn iq4_xs_group(x: &BlockIq4Xs, g: usize) -> Group {
     );
     let sh = x.scales_h;
     let ls = (((x.scales_l[g / 2] >> (4 * (g & 1))) & 0xf) as u16 | (((sh >> (2 * g)) & 3) << 4)) as i16 - 32;
-    Group { q: q4b, sign: Sign::Trick, scale: _mm256_set1_epi16(ls) }
+    Group { q: q4b, s: q4b, scale: _mm256_set1_epi16(ls) }
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn iq4_xs_dot<const NT: usize>(w: &[BlockIq4Xs], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    dot(w, a, apr, out, |x| f16_to_f32x8(x.d), |x, g| iq4_xs_group(x, g), None)
-}
+iq_kernel!(iq4_xs_dot, BlockIq4Xs, iq4_xs_group, dot_trick, None);
 avx2_chunk_fn!(mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);

@@ -122,20 +122,65 @@ macro_rules! for_tokens {
 }
 pub(crate) use for_tokens;
 
-/// Keep a super-block's unpacked weights in memory when more than one token uses them.
+/// Super-blocks per segment of the two-level kernels ([`superblocks`]): the unpacked
+/// segment (at most ~6 KiB) stays in L1 while every token passes over it.
+pub(crate) const SEG: usize = 8;
+
+/// The loop structure of the two-level kernels (K-quants and IQ formats, super-blocks of
+/// 256 against q8_K), for `NT` tokens: per token a float state `S` (its accumulators) is
+/// carried through the super-blocks with `step(unpacked, x, y, state)`, which must perform
+/// exactly ggml's per-super-block float operations for that token.
 ///
-/// The two-level kernels (K-quants, IQ formats) unpack a super-block once into a small
-/// array and then run the tokens one after the other over it, so that each token needs only
-/// its own float accumulators and one integer sum in registers. Called at the start of each
-/// token's pass: the opaque use makes LLVM keep the array in an L1-resident stack buffer and
-/// load it again per token, instead of promoting it to registers (or sharing the loads
-/// across tokens) and then spilling whatever it likes, often the accumulators. For one
-/// token it is a no-op and the array stays in registers (ggml's own loop order).
-#[inline(always)]
-pub(crate) fn pin_if_shared<T, const NT: usize>(buf: &mut T) {
-    if NT > 1 {
-        core::hint::black_box(buf);
+/// For one token this is ggml's loop, `direct(x, y, state)` per super-block (which must
+/// equal `step(&unpack(x), x, y, state)`; it may interleave unpacking and use, as ggml
+/// does, to keep register pressure low). For more, the row is cut into
+/// segments of [`SEG`] super-blocks: each segment is unpacked once into a buffer (every
+/// weight block loaded and unpacked once), then each token in turn runs the segment's
+/// super-blocks in a loop whose only loop-carried values are that token's accumulators, so
+/// they stay in registers whatever `NT` is (on AVX2 a super-block's per-token state times 8
+/// tokens does not fit the 16 registers). Between segments the token states sit in `state`
+/// (one load and one store per token and segment, outside the inner loops).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn superblocks<const NT: usize, W, A, U: Copy, S: Copy>(
+    w: &[W],
+    ys: &[&[A]; NT],
+    s0: S,
+    u0: U,
+    unpack: impl Fn(&W) -> U,
+    step: impl Fn(&U, &W, &A, S) -> S,
+    direct: impl Fn(&W, &A, S) -> S,
+) -> [S; NT] {
+    let mut state = [s0; NT];
+    if NT == 1 {
+        let y = ys[0];
+        let mut s = s0;
+        for (i, x) in w.iter().enumerate() {
+            s = direct(x, &y[i], s);
+        }
+        state[0] = s;
+        return state;
     }
+    let mut buf = [u0; SEG];
+    for (si, seg) in w.chunks(SEG).enumerate() {
+        for (b, x) in buf.iter_mut().zip(seg) {
+            *b = unpack(x);
+        }
+        let base = si * SEG;
+        for_tokens!(NT, t => {
+            let y = &ys[t][base..base + seg.len()];
+            let mut s = state[t];
+            for ((u, x), y) in buf.iter().zip(seg).zip(y) {
+                s = step(u, x, y, s);
+            }
+            state[t] = s;
+            // Park the token states in memory between the tokens' loops: otherwise LLVM
+            // keeps earlier tokens' states in registers across later tokens' inner loops,
+            // and those run out of registers and spill their own accumulators.
+            core::hint::black_box(&mut state);
+        });
+    }
+    state
 }
 
 /// The activation rows of `NT` tokens (`apr` blocks apart in `a`), each `n` blocks long.
@@ -339,7 +384,7 @@ pub(crate) fn bytes_from_bits_32(x: &[u8; 4]) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn q8_block(x: &[f32; 32]) -> (f32, [__m256i; 4]) {
     let x8: &[[f32; 8]; 4] = bytemuck::cast_ref(x);
-    let v: [__m256; 4] = core::array::from_fn(|k| load_f32x8(&x8[k]));
+    let v = [load_f32x8(&x8[0]), load_f32x8(&x8[1]), load_f32x8(&x8[2]), load_f32x8(&x8[3])];
     // Compute max(abs(e)) for the block
     let sign_bit = _mm256_set1_ps(-0.0);
     let mut max_abs = _mm256_andnot_ps(sign_bit, v[0]);
@@ -353,7 +398,10 @@ pub(crate) fn q8_block(x: &[f32; 32]) -> (f32, [__m256i; 4]) {
     let d = max_scalar / 127.0;
     let id = if max_scalar != 0.0 { 127.0 / max_scalar } else { 0.0 };
     let mul = _mm256_set1_ps(id);
-    let q = v.map(|vk| _mm256_cvtps_epi32(_mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(vk, mul))));
+    let mut q = [_mm256_setzero_si256(); 4];
+    for (qk, vk) in q.iter_mut().zip(v) {
+        *qk = _mm256_cvtps_epi32(_mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(vk, mul)));
+    }
     (d, q)
 }
 

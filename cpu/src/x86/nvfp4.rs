@@ -29,19 +29,21 @@ static UE4M3: [f32; 256] = {
 fn values(x: &BlockNvfp4, values128: __m128i) -> [__m256i; 2] {
     let m4b = _mm_set1_epi8(0x0f);
     let qs: &[[u8; 16]; 2] = bytemuck::cast_ref(&x.qs);
-    qs.map(|q| {
-        let q4bits = load_u8x16(&q);
+    let mut out = [_mm256_setzero_si256(); 2];
+    for (o, q) in out.iter_mut().zip(qs) {
+        let q4bits = load_u8x16(q);
         let lo = _mm_shuffle_epi8(values128, _mm_and_si128(q4bits, m4b));
         let hi = _mm_shuffle_epi8(values128, _mm_and_si128(_mm_srli_epi16::<4>(q4bits), m4b));
-        _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi))
-    })
+        *o = _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
+    }
+    out
 }
 
 /// The sub-block scales of step k: lanes 0-3 `UE4M3(d[2k])`, lanes 4-7 `UE4M3(d[2k+1])`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn scales(x: &BlockNvfp4) -> [__m256; 2] {
-    let u = x.d.map(|b| UE4M3[b as usize]);
+    let u = [UE4M3[x.d[0] as usize], UE4M3[x.d[1] as usize], UE4M3[x.d[2] as usize], UE4M3[x.d[3] as usize]];
     [_mm256_set_m128(_mm_set1_ps(u[1]), _mm_set1_ps(u[0])), _mm256_set_m128(_mm_set1_ps(u[3]), _mm_set1_ps(u[2]))]
 }
 

@@ -7,7 +7,7 @@ use qkern_formats::blocks::{BlockQ4K, BlockQ8K};
 
 use super::{
     SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32, load_i16x16,
-    load_u8x32, pin_if_shared, q8k_32, store_f32x8, token_rows,
+    load_u8x32, q8k_32, store_f32x8, superblocks, token_rows,
 };
 
 /// The kmask unpacking of the 12 scale bytes: `utmp[0..4]` (bytes 0..8 the 8 scales,
@@ -47,66 +47,74 @@ pub(crate) fn mins_prod(mins: __m128i, y: &BlockQ8K) -> __m128i {
     _mm_madd_epi16(mins, q8s)
 }
 
-/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens. Per super-block the scales, mins and the 8
-/// nibble vectors (with their `scale_l` / `scale_h` shuffles) are unpacked once; then each
-/// token in turn sums its 8 steps into one integer vector (exact, so the grouping is free:
-/// ggml's lanes) and updates its own `acc` (8 lanes) and `acc_m` (4 lanes; two tokens share
-/// one 256-bit register, lane-wise the same fma). The float steps per token are ggml's.
+/// A q4_K super-block unpacked: the 8 nibble vectors (step k = 2j + h: nibbles `h` of
+/// `qs[32j..32j+32]`), their scales `shuffle(scales, get_scale_shuffle_k4(k))`, the mins,
+/// and `FP16_TO_FP32(d)`, `FP16_TO_FP32(dmin)` in every lane.
+#[derive(Clone, Copy)]
+struct Unpacked {
+    q: [__m256i; 8],
+    sc: [__m256i; 8],
+    mins: __m128i,
+    dx: __m256,
+    dminx: __m128,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack(x: &BlockQ4K) -> Unpacked {
+    let m4 = _mm256_set1_epi8(0xF);
+    let (scales, mins) = scales_mins(&x.scales);
+    let mut q = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        let q4bits = load_u8x32(&x.qs.as_chunks::<32>().0[j]);
+        q[2 * j] = _mm256_and_si256(q4bits, m4);
+        q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
+    }
+    let mut sc = [_mm256_setzero_si256(); 8];
+    for (k, s) in sc.iter_mut().enumerate() {
+        *s = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[k]));
+    }
+    Unpacked { q, sc, mins, dx: f16_to_f32x8(x.d), dminx: _mm256_castps256_ps128(f16_to_f32x8(x.dmin)) }
+}
+
+/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens ([`superblocks`]). Per token and super-block:
+/// `acc_m = fma(dmin, cvt(prod), acc_m)` with `dmin = -y.d * dmin_x`, the 8 steps
+/// `sumi += madd(scale, maddubs(q4, q8))` (exact integers: the grouping is free), then
+/// `acc = fma(y.d * d_x, cvt(sumi), acc)`; at the end `hsum_float_8(acc) + ((m0+m2)+(m1+m3))`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    let n = w.len();
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
-    let m4 = _mm256_set1_epi8(0xF);
-    let mut acc = [_mm256_setzero_ps(); NT];
-    // acc_m of tokens 2p (low half) and 2p+1 (high half).
-    let mut acc_m = [_mm256_setzero_ps(); NT];
-    for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32x8(x.d);
-        let dminx = _mm256_castps256_ps128(f16_to_f32x8(x.dmin));
-        let (scales, mins) = scales_mins(&x.scales);
-        // Step k = 2j + h: the nibbles of `qs[32j..32j+32]` (h = 0 low, 1 high) and
-        // `shuffle(scales, get_scale_shuffle_k4(k))`.
-        let mut wq = [[_mm256_setzero_si256(); 8]; 2];
-        for j in 0..4 {
-            let q4bits = load_u8x32(&x.qs.as_chunks::<32>().0[j]);
-            wq[0][2 * j] = _mm256_and_si256(q4bits, m4);
-            wq[0][2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q4bits), m4);
-        }
+    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
+    let z = _mm256_setzero_si256();
+    let u0 =
+        Unpacked { q: [z; 8], sc: [z; 8], mins: _mm_setzero_si128(), dx: _mm256_setzero_ps(), dminx: _mm_setzero_ps() };
+    let step = |u: &Unpacked, y: &BlockQ8K, (acc, acc_m)| {
+        // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)` (in every lane)
+        let dmin = _mm_mul_ps(_mm_set1_ps(-y.d), u.dminx);
+        let acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(mins_prod(u.mins, y)), acc_m);
+        let mut sumi = _mm256_setzero_si256();
         for k in 0..8 {
-            wq[1][k] = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[k]));
+            let p16 = _mm256_maddubs_epi16(u.q[k], load_i8x32(q8k_32(&y.qs, k)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(u.sc[k], p16));
         }
-        for_tokens!(NT.div_ceil(2), p => {
-            // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`; `acc_m = fma(dmin, cvt(prod), acc_m)`
-            let (t0, t1) = (2 * p, (2 * p + 1).min(NT - 1));
-            let (y0, y1) = (&ys[t0][i], &ys[t1][i]);
-            let dmin = _mm256_set_m128(_mm_mul_ps(_mm_set1_ps(-y1.d), dminx), _mm_mul_ps(_mm_set1_ps(-y0.d), dminx));
-            let prod = _mm256_set_m128i(mins_prod(mins, y1), mins_prod(mins, y0));
-            acc_m[p] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), acc_m[p]);
-        });
-        for_tokens!(NT, t => {
-            let y = &ys[t][i];
-            pin_if_shared::<_, NT>(&mut wq);
-            let mut sumi = _mm256_setzero_si256();
-            for k in 0..8 {
-                // `madd(scale, maddubs(q4, q8))`
-                let p16 = _mm256_maddubs_epi16(wq[0][k], load_i8x32(q8k_32(&y.qs, k)));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(wq[1][k], p16));
-            }
-            // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
-            let d = _mm256_mul_ps(_mm256_set1_ps(y.d), dx);
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[t]);
-        });
-    }
+        // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
+        let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
+        (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
+    };
+    let st = superblocks(
+        &w,
+        &ys,
+        (_mm256_setzero_ps(), _mm_setzero_ps()),
+        u0,
+        |x| unpack(x),
+        |u, _x, y, s| step(u, y, s),
+        |x, y, s| step(&unpack(x), y, s),
+    );
     for_tokens!(NT, t => {
-        let am = if t % 2 == 0 {
-            _mm256_castps256_ps128(acc_m[t / 2])
-        } else {
-            _mm256_extractf128_ps::<1>(acc_m[t / 2])
-        };
-        let mut m = _mm_add_ps(am, _mm_movehl_ps(am, am));
+        let (acc, acc_m) = st[t];
+        let mut m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        out[t] = hsum_float_8(acc[t]) + _mm_cvtss_f32(m);
+        out[t] = hsum_float_8(acc) + _mm_cvtss_f32(m);
     });
 }
 

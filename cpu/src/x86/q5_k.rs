@@ -8,7 +8,7 @@ use qkern_formats::blocks::{BlockQ5K, BlockQ8K};
 use super::q4_k::{mins_prod, scales_mins, utmp};
 use super::{
     SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32, load_u8x32,
-    q8k_32, store_f32x8, token_rows,
+    q8k_32, store_f32x8, superblocks, token_rows,
 };
 
 /// The two 32-element quant vectors of step `j`: low/high nibbles of `qs[32j..]` plus
@@ -30,61 +30,74 @@ fn quants(x: &BlockQ5K, hbits: __m256i, j: usize) -> [__m256i; 2] {
     [_mm256_add_epi8(q5l_0, q5h_0), _mm256_add_epi8(q5l_1, q5h_1)]
 }
 
-/// `ggml_vec_dot_q5_K_q8_K` for `NT` tokens (structure as q4_K's kernel). The mins go to a
-/// scalar `summs += dmin * hsum(prod)`, which gcc contracts into one `vfmadd231ss` (see the
-/// reference); the `NT` scalar `summs` are the lanes of one vector, token t in lane t.
+/// A q5_K super-block unpacked: the 8 quant vectors, their scales, the mins and
+/// `FP16_TO_FP32(d)` (every lane), `FP16_TO_FP32(dmin)`.
+#[derive(Clone, Copy)]
+struct Unpacked {
+    q: [__m256i; 8],
+    sc: [__m256i; 8],
+    mins: __m128i,
+    dx: __m256,
+    dminx: f32,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack(x: &BlockQ5K) -> Unpacked {
+    let (scales, mins) = scales_mins(&x.scales);
+    let hbits = load_u8x32(&x.qh);
+    let mut q = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        let [q0, q1] = quants(x, hbits, j);
+        q[2 * j] = q0;
+        q[2 * j + 1] = q1;
+    }
+    let mut sc = [_mm256_setzero_si256(); 8];
+    for (k, s) in sc.iter_mut().enumerate() {
+        *s = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[k]));
+    }
+    Unpacked { q, sc, mins, dx: f16_to_f32x8(x.d), dminx: f16_to_f32(x.dmin) }
+}
+
+/// `ggml_vec_dot_q5_K_q8_K` for `NT` tokens ([`superblocks`]; as q4_K's kernel). The mins
+/// go to a scalar `summs += dmin * hsum(prod)`, which gcc contracts into one `vfmadd231ss`
+/// (see the reference); the result is `hsum_float_8(acc) + summs`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    let n = w.len();
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
-    let mut acc = [_mm256_setzero_ps(); NT];
-    let mut summs = _mm256_setzero_ps();
-    for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32x8(x.d);
-        let dminx = f16_to_f32x8(x.dmin);
-        let (scales, mins) = scales_mins(&x.scales);
-        let mut neg_yd = [0f32; 8];
-        let mut hs = [0i32; 8];
-        for_tokens!(NT, t => {
-            let y = &ys[t][i];
-            neg_yd[t] = -y.d;
-            let prod = mins_prod(mins, y);
-            let mzero = _mm_setzero_si128();
-            let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, mzero), mzero);
-            hs[t] = _mm_extract_epi32::<0>(hsum);
-        });
-        // `summs += dmin * (float)hsum`, fused, lane t = token t.
-        let hs = _mm256_cvtepi32_ps(_mm256_setr_epi32(hs[0], hs[1], hs[2], hs[3], hs[4], hs[5], hs[6], hs[7]));
-        // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`, lane t = token t.
-        let n = neg_yd;
-        let dmin = _mm256_mul_ps(_mm256_setr_ps(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]), dminx);
-        summs = _mm256_fmadd_ps(dmin, hs, summs);
-
-        let hbits = load_u8x32(&x.qh);
-        let mut sumi = [_mm256_setzero_si256(); NT];
-        for j in 0..4 {
-            let scale_0 = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j]));
-            let scale_1 = _mm256_shuffle_epi8(scales, load_u8x32(&SCALE_SHUFFLE_K4[2 * j + 1]));
-            let q5 = quants(x, hbits, j);
-            for_tokens!(NT, t => {
-                let y = &ys[t][i];
-                let p16_0 = _mm256_madd_epi16(scale_0, _mm256_maddubs_epi16(q5[0], load_i8x32(q8k_32(&y.qs, 2 * j))));
-                let p16_1 = _mm256_madd_epi16(scale_1, _mm256_maddubs_epi16(q5[1], load_i8x32(q8k_32(&y.qs, 2 * j + 1))));
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p16_0, p16_1));
-            });
+    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
+    let z = _mm256_setzero_si256();
+    let u0 = Unpacked { q: [z; 8], sc: [z; 8], mins: _mm_setzero_si128(), dx: _mm256_setzero_ps(), dminx: 0.0 };
+    let step = |u: &Unpacked, y: &BlockQ8K, (acc, summs)| {
+        // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
+        let dmin = -y.d * u.dminx;
+        let prod = mins_prod(u.mins, y);
+        let mzero = _mm_setzero_si128();
+        let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, mzero), mzero);
+        // `summs += dmin * _mm_extract_epi32(hsum, 0)`, contracted: one fused multiply-add.
+        let summs = dmin.mul_add(_mm_extract_epi32::<0>(hsum) as f32, summs);
+        let mut sumi = _mm256_setzero_si256();
+        for k in 0..8 {
+            let p16 = _mm256_maddubs_epi16(u.q[k], load_i8x32(q8k_32(&y.qs, k)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(u.sc[k], p16));
         }
-        for_tokens!(NT, t => {
-            // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
-            let d = _mm256_mul_ps(_mm256_set1_ps(ys[t][i].d), dx);
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-        });
-    }
-    let mut sm = [0f32; 8];
-    store_f32x8(&mut sm, summs);
+        // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
+        let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
+        (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), summs)
+    };
+    let st = superblocks(
+        &w,
+        &ys,
+        (_mm256_setzero_ps(), 0f32),
+        u0,
+        |x| unpack(x),
+        |u, _x, y, s| step(u, y, s),
+        |x, y, s| step(&unpack(x), y, s),
+    );
     for_tokens!(NT, t => {
+        let (acc, summs) = st[t];
         // `*s = hsum_float_8(acc) + summs;`
-        out[t] = hsum_float_8(acc[t]) + sm[t];
+        out[t] = hsum_float_8(acc) + summs;
     });
 }
 

@@ -7,7 +7,7 @@ use qkern_formats::blocks::{BlockQ6K, BlockQ8K};
 
 use super::{
     SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
-    load_i16x16, load_u8x16, load_u8x32, q8k_32, store_f32x8, token_rows,
+    load_i16x16, load_u8x16, load_u8x32, q8k_32, store_f32x8, superblocks, token_rows,
 };
 
 /// The unsigned 6-bit quants `q4_k` (k = 0..4) of 128-element half `j`, ggml's
@@ -38,45 +38,63 @@ fn quants(x: &BlockQ6K, j: usize, k: usize) -> __m256i {
     }
 }
 
-/// `ggml_vec_dot_q6_K_q8_K` for `NT` tokens. Per 32-element step `(j, k)` the quants and
-/// `cvtepi8_epi16(shuffle(scales, get_scale_shuffle(4j + k)))` are built once; per token
-/// `sumi += madd(scale, maddubs(q, q8))`, then `sumi - q8sclsub` (exact integers: any
-/// grouping gives ggml's lanes) and `acc = fma(d, cvt(sumi), acc)`.
+/// A q6_K super-block unpacked: per 32-element step `4j + k` the quants and
+/// `cvtepi8_epi16(shuffle(scales, get_scale_shuffle(4j + k)))`, the sign-extended scales
+/// (for `q8sclsub`) and `FP16_TO_FP32(d)` in every lane.
+#[derive(Clone, Copy)]
+struct Unpacked {
+    q: [__m256i; 8],
+    sc: [__m256i; 8],
+    scales_16: __m256i,
+    dx: __m256,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack(x: &BlockQ6K) -> Unpacked {
+    let scales = load_i8x16(&x.scales);
+    let mut q = [_mm256_setzero_si256(); 8];
+    let mut sc = [_mm256_setzero_si256(); 8];
+    for s in 0..8 {
+        q[s] = quants(x, s / 4, s % 4);
+        sc[s] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[s])));
+    }
+    Unpacked { q, sc, scales_16: _mm256_cvtepi8_epi16(scales), dx: f16_to_f32x8(x.d) }
+}
+
+/// `ggml_vec_dot_q6_K_q8_K` for `NT` tokens ([`superblocks`]). Per token and super-block:
+/// `sumi = sum madd(scale, maddubs(q, q8)) - q8sclsub` with `q8sclsub = madd(bsums,
+/// scales_16) << 5` (exact integers: any grouping gives ggml's lanes), then
+/// `acc = fma(y.d * d_x, cvt(sumi), acc)`; at the end `hsum_float_8(acc)`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    let n = w.len();
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, n);
-    let mut acc = [_mm256_setzero_ps(); NT];
-    for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32x8(x.d);
-        let scales = load_i8x16(&x.scales);
-        let scales_16 = _mm256_cvtepi8_epi16(scales);
-        let mut sumi = [_mm256_setzero_si256(); NT];
-        for_tokens!(NT, t => {
-            // `q8sclsub = slli(madd(q8sums, scales_16), 5)`, subtracted up front.
-            let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&ys[t][i].bsums), scales_16));
-            sumi[t] = _mm256_sub_epi32(sumi[t], q8sclsub);
-        });
-        for j in 0..2 {
-            for k in 0..4 {
-                let q = quants(x, j, k);
-                let scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[4 * j + k])));
-                for_tokens!(NT, t => {
-                    let q8 = load_i8x32(q8k_32(&ys[t][i].qs, 4 * j + k));
-                    let p16 = _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q, q8));
-                    sumi[t] = _mm256_add_epi32(sumi[t], p16);
-                });
-            }
+    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
+    let z = _mm256_setzero_si256();
+    let u0 = Unpacked { q: [z; 8], sc: [z; 8], scales_16: z, dx: _mm256_setzero_ps() };
+    let step = |u: &Unpacked, y: &BlockQ8K, acc| {
+        let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&y.bsums), u.scales_16));
+        let mut sumi = _mm256_setzero_si256();
+        for s in 0..8 {
+            let p16 = _mm256_madd_epi16(u.sc[s], _mm256_maddubs_epi16(u.q[s], load_i8x32(q8k_32(&y.qs, s))));
+            sumi = _mm256_add_epi32(sumi, p16);
         }
-        for_tokens!(NT, t => {
-            // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
-            let d = _mm256_mul_ps(_mm256_set1_ps(ys[t][i].d), dx);
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-        });
-    }
+        let sumi = _mm256_sub_epi32(sumi, q8sclsub);
+        // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
+        let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
+        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc)
+    };
+    let st = superblocks(
+        &w,
+        &ys,
+        _mm256_setzero_ps(),
+        u0,
+        |x| unpack(x),
+        |u, _x, y, s| step(u, y, s),
+        |x, y, s| step(&unpack(x), y, s),
+    );
     for_tokens!(NT, t => {
-        out[t] = hsum_float_8(acc[t]);
+        out[t] = hsum_float_8(st[t]);
     });
 }
 
