@@ -42,8 +42,8 @@ fn synth(path: &Path, extra: &[&str]) {
     ok(qkern(&args));
 }
 
-/// Backend arguments: cpu-scalar and the default (best) CPU path at 1 and 2 threads, and
-/// every other backend present.
+/// Backend arguments: cpu-scalar, the default (best) CPU path and every other CPU path
+/// present at 1 and 2 threads, and every GPU backend present.
 fn backend_args() -> Vec<Vec<String>> {
     let mut v = Vec::new();
     for t in ["1", "2"] {
@@ -51,28 +51,43 @@ fn backend_args() -> Vec<Vec<String>> {
         v.push(vec!["--backend".into(), "cpu".into(), "--threads".into(), t.into()]);
     }
     for (spec, r) in qkern::available_backends() {
-        if r.is_ok() && !matches!(spec, BackendSpec::Cpu(qkern::CpuPath::Scalar.into_opt())) {
-            v.push(vec!["--backend".into(), spec.to_string()]);
+        match (r, spec) {
+            (Err(_), _) => {}
+            (Ok(()), BackendSpec::Cpu(_)) => {
+                for t in ["1", "2"] {
+                    v.push(vec!["--backend".into(), spec.to_string(), "--threads".into(), t.into()]);
+                }
+            }
+            (Ok(()), _) => v.push(vec!["--backend".into(), spec.to_string()]),
         }
     }
     v
 }
 
-trait IntoOpt {
-    fn into_opt(self) -> Option<qkern::CpuPath>;
-}
-impl IntoOpt for qkern::CpuPath {
-    fn into_opt(self) -> Option<qkern::CpuPath> {
-        Some(self)
-    }
-}
-
 #[test]
 fn layer_hash_is_identical_on_every_backend_and_thread_count() {
     let dir = tempfile::tempdir().unwrap();
-    for (i, (fmt, router)) in [("q4_K", "f32"), ("iq2_xxs", "bf16"), ("q5_1", "f16"), ("nvfp4", "f32")].iter().enumerate() {
+    for (i, (fmt, router)) in
+        [("q4_K", "f32"), ("iq2_xxs", "bf16"), ("q5_1", "f16"), ("nvfp4", "f32")].iter().enumerate()
+    {
         let f = dir.path().join(format!("m{i}.gguf"));
-        synth(&f, &["--format", fmt, "--router", router, "--layers", "2", "--dense-layers", "1", "--experts", "6", "--top-k", "2"]);
+        synth(
+            &f,
+            &[
+                "--format",
+                fmt,
+                "--router",
+                router,
+                "--layers",
+                "2",
+                "--dense-layers",
+                "1",
+                "--experts",
+                "6",
+                "--top-k",
+                "2",
+            ],
+        );
         let fp = f.to_str().unwrap();
         for layer in ["0", "1"] {
             let mut first: Option<String> = None;
@@ -119,8 +134,17 @@ fn layer_report_prints_load_comparison_and_kernel_ratio() {
     let f = dir.path().join("m.gguf");
     synth(&f, &["--format", "q8_0", "--experts", "8", "--top-k", "2"]);
     let fp = f.to_str().unwrap();
-    let out = ok(qkern(&["layer", "--gguf", fp, "--tokens", "32", "--report", "--reps", "2", "--direct", "--drop-cache"]));
-    for needle in ["load vs sequential read", "cold GB/s", "ours (buffered)", "ours (O_DIRECT", "kernel calls alone", "peak (VmHWM)", "hash: "] {
+    let out =
+        ok(qkern(&["layer", "--gguf", fp, "--tokens", "32", "--report", "--reps", "2", "--direct", "--drop-cache"]));
+    for needle in [
+        "load vs sequential read",
+        "cold GB/s",
+        "ours (buffered)",
+        "ours (O_DIRECT",
+        "kernel calls alone",
+        "peak (VmHWM)",
+        "hash: ",
+    ] {
         assert!(out.contains(needle), "{needle:?} missing:\n{out}");
     }
 }

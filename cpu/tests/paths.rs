@@ -199,8 +199,9 @@ macro_rules! format_tests {
                 proptest! {
                     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
                     #[test]
-                    fn matmul_bitwise(seed in any::<u64>(), rows in 1usize..40, nblocks in 1usize..6, raw in any::<bool>()) {
-                        // Column counts multiples of 2 blocks and odd ones both (iq4_nl's tail).
+                    fn matmul_bitwise(seed in any::<u64>(), rows in 1usize..40, nblocks in 1usize..20, raw in any::<bool>()) {
+                        // Odd and even block counts (iq4_nl's tail), rows of more than one segment (8
+                        // super-blocks) with a partial last one.
                         check_matmul($f, seed, rows, nblocks, raw)?;
                     }
 
@@ -252,6 +253,17 @@ fn check_quantize(act: Format, seed: u64, nblocks: usize, kind: u8) -> Result<()
             .collect(),
         1 => (0..cols * nt).map(|_| rng.normal() * 1e-30).collect(),
         2 => (0..cols * nt).map(|_| rng.normal() * 6e4).collect(),
+        // Non-finite values sprinkled in (NaN, +-Inf, f32::MAX): the x86 quantizers' max_ps /
+        // cvtps_epi32 semantics.
+        5 => (0..cols * nt)
+            .map(|_| match rng.below(40) {
+                0 => f32::NAN,
+                1 => f32::INFINITY,
+                2 => f32::NEG_INFINITY,
+                3 => f32::MAX,
+                _ => rng.normal(),
+            })
+            .collect(),
         _ => random_floats(&mut rng, cols * nt),
     };
     let rb = act.row_bytes(cols).unwrap();
@@ -277,15 +289,15 @@ fn check_quantize(act: Format, seed: u64, nblocks: usize, kind: u8) -> Result<()
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
     #[test]
-    fn quantize_q8_0(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..5) {
+    fn quantize_q8_0(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..6) {
         check_quantize(Format::Q8_0, seed, nblocks, kind)?;
     }
     #[test]
-    fn quantize_q8_1(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..5) {
+    fn quantize_q8_1(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..6) {
         check_quantize(Format::Q8_1, seed, nblocks, kind)?;
     }
     #[test]
-    fn quantize_q8_k(seed in any::<u64>(), nblocks in 1usize..4, kind in 0u8..5) {
+    fn quantize_q8_k(seed in any::<u64>(), nblocks in 1usize..4, kind in 0u8..6) {
         check_quantize(Format::Q8_K, seed, nblocks, kind)?;
     }
 }

@@ -94,7 +94,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dst = b.alloc_f32(n)?;
     let ms = b.time_ms(iters, || b.copy_f32(&src, &mut dst))?;
     let copy_gbs = 2.0 * 4.0 * n as f64 / (ms * 1e-3) / 1e9;
-    writeln!(md, "device-to-device copy of {:.2} GiB: {ms:.3} ms, **{copy_gbs:.0} GB/s** (read + written)\n", 4.0 * n as f64 / (1u64 << 30) as f64)?;
+    writeln!(
+        md,
+        "device-to-device copy of {:.2} GiB: {ms:.3} ms, **{copy_gbs:.0} GB/s** (read + written)\n",
+        4.0 * n as f64 / (1u64 << 30) as f64
+    )?;
     drop(src);
     drop(dst);
     println!("{md}");
@@ -169,7 +173,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("down 2560x640", Format::IQ4_NL, 2560, 640),
     ] {
         let act = f.vec_dot_type().unwrap();
-        let ws: Vec<_> = (0..8).map(|k| b.upload_weights(f, rows, cols, &weights(f, rows, cols, 100 + k)).unwrap()).collect();
+        let ws: Vec<_> =
+            (0..8).map(|k| b.upload_weights(f, rows, cols, &weights(f, rows, cols, 100 + k)).unwrap()).collect();
         let mut acts: Vec<_> = (0..8).map(|_| b.alloc_acts(act, cols, nt).unwrap()).collect();
         for (k, a) in acts.iter_mut().enumerate() {
             b.quantize(&acts_x(cols, nt, 50 + k as u64), a)?;

@@ -59,6 +59,7 @@ QK_DEV float qk_h2f(u16 h) {
     return f;
 }
 template <typename T> QK_DEV T qk_ld(const T* p) { return __ldg(p); }
+QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 #else
 // ------------------------------------------------------------------------- host emulator
@@ -192,7 +193,7 @@ struct MmArgs {
     u32 njobs;
     u32 cols;
     u32 nb;    // weight blocks per row
-    u32 pad;
+    u32 pf;    // bytes per weight row to prefetch into L2 at the start (0: none)
     u64 tab;   // the lookup tables (layout.rs `tables()`)
     MmJob jobs[QK_MAX_JOBS];
 };

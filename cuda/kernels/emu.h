@@ -86,6 +86,7 @@ QK_DEV bool qk_isnan(float f) { return (qk_f2u(f) & 0x7fffffffu) > 0x7f800000u; 
 QK_DEV float qk_h2f_soft(unsigned short h);
 QK_DEV float qk_h2f(unsigned short h) { return qk_h2f_soft(h); }
 template <typename T> QK_DEV T qk_ld(const T* p) { return *p; }
+QK_DEV void qk_prefetch_l2(const void*) {}
 struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct float2 { float x, y; };

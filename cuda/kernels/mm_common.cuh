@@ -17,6 +17,14 @@
 #pragma once
 #include "common.cuh"
 
+// Small launches (A.pf > 0): the threads of a row first ask L2 for the row's weight bytes,
+// so that the block loop's loads wait for L2, not for HBM, one after the other.
+QK_DEV void mm_prefetch(const MmArgs& A, u32 j, u32 row, u32 k, u32 tpr) {
+    if (A.pf == 0) return;
+    const u8* base = (const u8*)A.jobs[j].w + (u64)row * A.pf;
+    for (u32 o = 128u * k; o < A.pf; o += 128u * tpr) qk_prefetch_l2(base + o);
+}
+
 struct MmCtx {
     u32 job;
     u32 row;
@@ -43,6 +51,7 @@ QK_DEV MmCtx mm_ctx(const MmArgs& A) {
     c.valid = row < rows;
     c.row = c.valid ? row : rows - 1u;
     c.nt = A.jobs[j].nt;
+    mm_prefetch(A, j, c.row, tid % (8u * S), 8u * S);
     return c;
 }
 
@@ -141,6 +150,7 @@ QK_DEV MmCtxB mm_ctx_b(const MmArgs& A) {
     c.valid = row < rows;
     c.row = c.valid ? row : rows - 1u;
     c.nt = A.jobs[j].nt;
+    mm_prefetch(A, j, c.row, c.h, 2u);
     return c;
 }
 

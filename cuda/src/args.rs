@@ -32,7 +32,8 @@ pub struct MmArgs {
     pub njobs: u32,
     pub cols: u32,
     pub nb: u32,
-    pub pad: u32,
+    /// Weight-body bytes per row to prefetch into L2 first (small launches), or 0.
+    pub pf: u32,
     pub tab: u64,
     pub jobs: [MmJob; MAX_JOBS],
 }
@@ -171,7 +172,8 @@ pub fn plan_matmul<E>(
 ) -> Result<(), E> {
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
     let nb = (cols / format.block_elems()) as u32;
-    let mut args = MmArgs { njobs: 0, cols: cols as u32, nb, pad: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
+    let body = crate::layout::WeightLayout::of(format).map(|l| l.body).unwrap_or(0) as u32;
+    let mut args = MmArgs { njobs: 0, cols: cols as u32, nb, pf: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
     let mut max_nt = 0u32;
     let mut rows_total = 0u64;
 
@@ -183,9 +185,13 @@ pub fn plan_matmul<E>(
         let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
         let tpr = threads_per_row(format, s);
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
-        let ctas = |block: u32| args.jobs[..args.njobs as usize].iter().map(|j| j.rows.div_ceil(block / tpr)).sum::<u32>();
+        let ctas =
+            |block: u32| args.jobs[..args.njobs as usize].iter().map(|j| j.rows.div_ceil(block / tpr)).sum::<u32>();
         let block = if (ctas(MM_BLOCK) as u64) < min_ctas { 64 } else { MM_BLOCK };
         let rpc = block / tpr;
+        // Prefetch when the launch's weights fit well within L2 (less than 16 MiB).
+        let wbytes: u64 = args.jobs[..args.njobs as usize].iter().map(|j| j.rows as u64).sum::<u64>() * (nb * body) as u64;
+        args.pf = if wbytes < (16 << 20) { nb * body } else { 0 };
         let mut cta = 0u32;
         for j in &mut args.jobs[..args.njobs as usize] {
             j.cta0 = cta;

@@ -45,12 +45,17 @@ pub struct CudaBackend {
     name: String,
     arch: &'static str,
     sms: u32,
-    _tables: CudaSlice<u32>,
     tab: u64,
-    modules: Mutex<HashMap<Module, Arc<Loaded>>>,
-    scratch: Mutex<Option<CudaSlice<f32>>>,
+    /// Boxed: keeps the backend small (it sits in an enum in `qkern`).
+    cold: Box<Cold>,
     /// Override of the S = 4 row threshold (`u64::MAX - 1` = none).
     s4_override: AtomicU64,
+}
+
+struct Cold {
+    _tables: CudaSlice<u32>,
+    modules: Mutex<HashMap<Module, Arc<Loaded>>>,
+    scratch: Mutex<Option<CudaSlice<f32>>>,
 }
 
 /// Weights resident on the device (in the layout of [`crate::layout::WeightLayout`]).
@@ -177,10 +182,8 @@ impl CudaBackend {
             name,
             arch: kernels::arch_name(major, minor),
             sms,
-            _tables: tables,
             tab,
-            modules: Mutex::new(HashMap::new()),
-            scratch: Mutex::new(None),
+            cold: Box::new(Cold { _tables: tables, modules: Mutex::new(HashMap::new()), scratch: Mutex::new(None) }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
         })
     }
@@ -244,7 +247,7 @@ impl CudaBackend {
     }
 
     fn module(&self, m: Module) -> Result<Arc<Loaded>> {
-        let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mods = self.cold.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = mods.get(&m) {
             return Ok(l.clone());
         }
@@ -276,7 +279,9 @@ impl CudaBackend {
 
     fn launch<A>(&self, f: &CudaFunction, grid: u32, block: u32, a: &A) -> Result<()> {
         let mut params = [a as *const A as *mut c_void];
-        unsafe { result::launch_kernel(f.cu_function(), (grid, 1, 1), (block, 1, 1), 0, self.stream.cu_stream(), &mut params) }?;
+        unsafe {
+            result::launch_kernel(f.cu_function(), (grid, 1, 1), (block, 1, 1), 0, self.stream.cu_stream(), &mut params)
+        }?;
         Ok(())
     }
 
@@ -421,12 +426,15 @@ impl CudaBackend {
 
     fn act_tokens(&self, elems: usize, acts: &CudaActs) -> Result<usize> {
         let cols = acts.layout.cols;
-        if elems == 0 || elems % cols != 0 {
+        if elems == 0 || !elems.is_multiple_of(cols) {
             return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: cols, got: elems }.into());
         }
         let nt = elems / cols;
         if nt > acts.layout.capacity {
-            return Err(invalid(format!("{nt} tokens exceed the activation buffer's capacity of {}", acts.layout.capacity)));
+            return Err(invalid(format!(
+                "{nt} tokens exceed the activation buffer's capacity of {}",
+                acts.layout.capacity
+            )));
         }
         Ok(nt)
     }
@@ -462,7 +470,7 @@ impl CudaBackend {
         self.check("activation buffer", acts)?;
         let l = acts.layout;
         let rb = l.format.row_bytes(l.cols)?;
-        if bytes.is_empty() || bytes.len() % rb != 0 {
+        if bytes.is_empty() || !bytes.len().is_multiple_of(rb) {
             return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
         }
         let nt = bytes.len() / rb;
@@ -485,7 +493,9 @@ impl CudaBackend {
         let l = acts.layout;
         let rb = l.format.row_bytes(l.cols)?;
         if tokens > l.capacity || out.len() != tokens * rb {
-            return Err(ShapeError::ByteLength { what: "activation read-back", expected: tokens * rb, got: out.len() }.into());
+            return Err(
+                ShapeError::ByteLength { what: "activation read-back", expected: tokens * rb, got: out.len() }.into()
+            );
         }
         self.bind()?;
         let mut img = vec![0u8; l.total];
@@ -511,7 +521,10 @@ impl CudaBackend {
             return Err(ShapeError::ZeroTokens.into());
         }
         if tokens > acts.layout.capacity {
-            return Err(invalid(format!("{tokens} tokens exceed the activation buffer's capacity of {}", acts.layout.capacity)));
+            return Err(invalid(format!(
+                "{tokens} tokens exceed the activation buffer's capacity of {}",
+                acts.layout.capacity
+            )));
         }
         let l = &acts.layout;
         Ok(MmJobDesc {
@@ -543,7 +556,7 @@ impl CudaBackend {
     /// Tests and benchmarks: force the lane-split choice of the 256-element formats
     /// (`Some(0)`: always S = 1, `Some(u64::MAX)`: always S = 4, `None`: by size).
     pub fn set_split_threshold(&self, rows: Option<u64>) {
-        self.s4_override.store(rows.unwrap_or(NO_OVERRIDE).min(u64::MAX), Ordering::Relaxed);
+        self.s4_override.store(rows.unwrap_or(NO_OVERRIDE), Ordering::Relaxed);
     }
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
@@ -555,7 +568,7 @@ impl CudaBackend {
     }
 
     fn with_scratch<R>(&self, n: usize, f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
-        let mut s = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.cold.scratch.lock().unwrap_or_else(|e| e.into_inner());
         if s.as_ref().is_none_or(|b| b.len() < n) {
             *s = Some(self.stream.alloc_zeros::<f32>(n.max(1024))?);
         }
@@ -604,7 +617,8 @@ impl CudaBackend {
                     w0.format, w0.cols, w.format, w.cols
                 )));
             }
-            total = total.checked_add(t.checked_mul(w.rows).ok_or(ShapeError::Overflow)?).ok_or(ShapeError::Overflow)?;
+            total =
+                total.checked_add(t.checked_mul(w.rows).ok_or(ShapeError::Overflow)?).ok_or(ShapeError::Overflow)?;
         }
         Ok((w0.format, w0.cols, total))
     }
@@ -623,7 +637,13 @@ impl CudaBackend {
         self.grouped_into(format, cols, jobs, out.ptr)
     }
 
-    fn grouped_into(&self, format: Format, cols: usize, jobs: &[(&CudaWeights, &CudaActs, usize)], p: u64) -> Result<()> {
+    fn grouped_into(
+        &self,
+        format: Format,
+        cols: usize,
+        jobs: &[(&CudaWeights, &CudaActs, usize)],
+        p: u64,
+    ) -> Result<()> {
         // Validate everything before the first launch.
         for (w, a, t) in jobs {
             self.job(w, a, *t, p)?;

@@ -134,6 +134,7 @@ fn compile_log(e: cudarc::nvrtc::CompileError) -> String {
 pub fn compile_all(ms: &[Module], arch: &'static str) -> Result<(), CudaError> {
     std::thread::scope(|sc| {
         let hs: Vec<_> = ms.iter().map(|&m| sc.spawn(move || compile(m, arch).map(|_| ()))).collect();
-        hs.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(CudaError::Invalid("compile thread panicked".into()))))
+        hs.into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|_| Err(CudaError::Invalid("compile thread panicked".into()))))
     })
 }

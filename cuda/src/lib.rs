@@ -21,8 +21,8 @@
 //! The kernel sources also build as host C++ for an emulator (`cuda/emu/`), which the tests
 //! use to check every kernel's bits against the scalar reference on machines without a GPU.
 
-mod backend;
 pub mod args;
+mod backend;
 pub mod kernels;
 pub mod layout;
 pub mod probe;

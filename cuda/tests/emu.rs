@@ -159,8 +159,26 @@ fn ref_quantize(act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
 }
 
 const SPECIALS: [f32; 20] = [
-    0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 126.5, 127.0, -127.0, 1e-40, -1e-45, 6.5e4, 1e30, -1e30, f32::MIN_POSITIVE,
-    f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY,
+    0.0,
+    -0.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    126.5,
+    127.0,
+    -127.0,
+    1e-40,
+    -1e-45,
+    6.5e4,
+    1e30,
+    -1e30,
+    f32::MIN_POSITIVE,
+    f32::MAX,
+    f32::MIN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
 ];
 
 #[test]
@@ -183,14 +201,23 @@ fn quantizers_match_reference() {
             if trial >= 28 {
                 for v in x.iter_mut() {
                     if rng.below(9) == 0 {
-                        *v = [f32::NAN, f32::from_bits(0x7FC0_1234), f32::from_bits(0xFFA0_0001), f32::from_bits(0x7F80_0001)]
-                            [rng.below(4) as usize];
+                        *v = [
+                            f32::NAN,
+                            f32::from_bits(0x7FC0_1234),
+                            f32::from_bits(0xFFA0_0001),
+                            f32::from_bits(0x7F80_0001),
+                        ][rng.below(4) as usize];
                     }
                 }
             }
             let want = ref_quantize(act, cols, &x);
             let got = emu_quantize(e, act, cols, &x);
-            if let Err(m) = qkern_parity::bytes_equal(&format!("{act} trial {trial} ({})", d.name()), act.block_bytes(), &want, &got) {
+            if let Err(m) = qkern_parity::bytes_equal(
+                &format!("{act} trial {trial} ({})", d.name()),
+                act.block_bytes(),
+                &want,
+                &got,
+            ) {
                 panic!("{m}\ninput: {x:?}");
             }
         }
@@ -373,10 +400,16 @@ fn dequant_format(f: Format) {
                     }
                 }
                 _ => {
-                    let got: Vec<u16> =
-                        out.bytes()[..2 * rows * cols].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+                    let got: Vec<u16> = out.bytes()[..2 * rows * cols]
+                        .chunks_exact(2)
+                        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                        .collect();
                     for (i, (&v, &g)) in want.iter().zip(&got).enumerate() {
-                        let exp = if kind == args::DeqKind::F16 { qkern_formats::fp::f32_to_f16(v).to_bits() } else { bf16(v) };
+                        let exp = if kind == args::DeqKind::F16 {
+                            qkern_formats::fp::f32_to_f16(v).to_bits()
+                        } else {
+                            bf16(v)
+                        };
                         assert_eq!(exp, g, "{f} dequantize {kind:?} (wild={wild}) element {i} ({v:e})");
                     }
                 }

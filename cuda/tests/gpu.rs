@@ -135,7 +135,11 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 b.quantize(&x, &mut acts).unwrap();
                 let mut got_q = vec![0u8; want_q.len()];
                 b.read_acts(&acts, nt, &mut got_q).unwrap();
-                let qd = want_q.chunks(act.block_bytes()).zip(got_q.chunks(act.block_bytes())).filter(|(a, b)| a != b).count();
+                let qd = want_q
+                    .chunks(act.block_bytes())
+                    .zip(got_q.chunks(act.block_bytes()))
+                    .filter(|(a, b)| a != b)
+                    .count();
                 row.add("quant", qd, want_q.len() / act.block_bytes());
                 let want = ref_matmul(f, rows, cols, &w, &want_q, nt);
                 for s in [Some(0u64), Some(u64::MAX)] {
@@ -149,7 +153,11 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                     let what = if wild { "wild".to_string() } else { format!("NT{nt}") };
                     row.add(what.clone(), n, want.len());
                     if n > 0 {
-                        let k = want.iter().zip(&got).position(|(a, g)| !(a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan()))).unwrap_or(0);
+                        let k = want
+                            .iter()
+                            .zip(&got)
+                            .position(|(a, g)| !(a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan())))
+                            .unwrap_or(0);
                         writeln!(
                             log,
                             "{f} {what} S={} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
@@ -176,11 +184,17 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                         b.dequantize_half(&wt, kind, &mut h).unwrap();
                         let exp: Vec<u16> = dw
                             .iter()
-                            .map(|&v| if kind == DeqKind::F16 { qkern_formats::fp::f32_to_f16(v).to_bits() } else { bf16(v) })
+                            .map(|&v| {
+                                if kind == DeqKind::F16 { qkern_formats::fp::f32_to_f16(v).to_bits() } else { bf16(v) }
+                            })
                             .collect();
                         // NaN matches any NaN (x86 propagates a payload, the GPU a canonical NaN)
                         let nan = |v: u16| {
-                            if kind == DeqKind::F16 { v & 0x7c00 == 0x7c00 && v & 0x3ff != 0 } else { v & 0x7f80 == 0x7f80 && v & 0x7f != 0 }
+                            if kind == DeqKind::F16 {
+                                v & 0x7c00 == 0x7c00 && v & 0x3ff != 0
+                            } else {
+                                v & 0x7f80 == 0x7f80 && v & 0x7f != 0
+                            }
                         };
                         let n = exp.iter().zip(&h).filter(|(a, b)| a != b && !(nan(**a) && nan(**b))).count();
                         row.add(if kind == DeqKind::F16 { "deq f16" } else { "deq bf16" }, n, exp.len());
@@ -248,8 +262,30 @@ fn bf16(f: f32) -> u16 {
 }
 
 const SPECIALS: [f32; 24] = [
-    0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 126.5, 127.0, -127.0, 1e-40, -1e-45, 6.5e4, 1e30, -1e30, f32::MIN_POSITIVE,
-    f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.0, 0.0, 0.0,
+    0.0,
+    -0.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    126.5,
+    127.0,
+    -127.0,
+    1e-40,
+    -1e-45,
+    6.5e4,
+    1e30,
+    -1e30,
+    f32::MIN_POSITIVE,
+    f32::MAX,
+    f32::MIN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    0.0,
+    0.0,
+    0.0,
 ];
 
 #[test]
@@ -272,7 +308,8 @@ fn gpu_live_random() {
                 if rng.below(3) == 0 {
                     *v = SPECIALS[rng.below(SPECIALS.len() as u64) as usize];
                     if rng.below(5) == 0 {
-                        *v = f32::from_bits([0x7FC0_1234, 0xFFA0_0001, 0x7F80_0001, 0xFFC0_0000][rng.below(4) as usize]);
+                        *v =
+                            f32::from_bits([0x7FC0_1234, 0xFFA0_0001, 0x7F80_0001, 0xFFC0_0000][rng.below(4) as usize]);
                     }
                 }
             }
@@ -287,7 +324,12 @@ fn gpu_live_random() {
             let n = want.chunks(act.block_bytes()).zip(got.chunks(act.block_bytes())).filter(|(a, b)| a != b).count();
             special.add(format!("{act} specials"), n, want.len() / act.block_bytes());
             if n > 0 {
-                writeln!(log, "{act} specials trial {trial}: {}", qkern_parity::bytes_equal("", act.block_bytes(), &want, &got).unwrap_err()).unwrap();
+                writeln!(
+                    log,
+                    "{act} specials trial {trial}: {}",
+                    qkern_parity::bytes_equal("", act.block_bytes(), &want, &got).unwrap_err()
+                )
+                .unwrap();
             }
         }
     }
@@ -333,7 +375,8 @@ fn gpu_live_random() {
     }
     for (h, d, t) in &special.cells {
         ok &= *d == 0;
-        writeln!(text, "{h}: {}", if *d == 0 { format!("ok {t} blocks") } else { format!("{d}/{t} blocks differ") }).unwrap();
+        writeln!(text, "{h}: {}", if *d == 0 { format!("ok {t} blocks") } else { format!("{d}/{t} blocks differ") })
+            .unwrap();
     }
     if !log.is_empty() {
         writeln!(text, "\nmismatches:\n{log}").unwrap();
@@ -347,7 +390,7 @@ fn gpu_live_random() {
 #[test]
 fn gpu_errors_are_errors() {
     let Some(b) = backend() else { return };
-    let w = b.upload_weights(Format::Q8_0, 2, 64, &vec![0u8; 2 * 68]).unwrap();
+    let w = b.upload_weights(Format::Q8_0, 2, 64, &[0u8; 2 * 68]).unwrap();
     let a = b.alloc_acts(Format::Q8_K, 256, 1).unwrap();
     let mut out = vec![0f32; 2];
     assert!(b.matmul(&w, &a, 1, &mut out).is_err(), "pairing");

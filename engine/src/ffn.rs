@@ -21,10 +21,10 @@
 //!   `i >= 8 * (n / 8)` added in order. Quantized routers go through `Device::matmul`.
 //! - softmax as ggml's `soft_max`: `m = max`, `e_i = exp(l_i - m)` (f32), `sum` in f64 in
 //!   index order, `p_i = e_i * (f32)(1 / sum)`; sigmoid gating `p = 1 / (1 + exp(-l))`.
-//! - top-k: the k largest of `p (+ exp_probs_b)`, ties to the lower expert index; weights
+//! - top-k: the k largest of `p (+ exp_probs_b)`, ties to the lower expert index (NaN lowest); weights
 //!   are the selected `p`, divided by their f32 sum (slot order) when normalised, then times
 //!   `expert_weights_scale` when that is not 1.
-//! - SiLU: `g / (1 + exp(-g)) * u` in f32 (`ggml_silu_f32` form).
+//! - SiLU: `g / (1 + exp(-g)) * u` in f32 (`ggml_silu_f32` form), `exp` being [`exp_f32`].
 //! - combine (as llama.cpp's `build_moe_ffn` adds the expert views): `out = y0 * w0`, then
 //!   `out = out + y_s * w_s` for slots `s = 1..k` in top-k order.
 //!
@@ -140,7 +140,12 @@ impl std::fmt::Display for StageTimes {
         let n = self.calls.max(1) as f64;
         let tot = self.total.as_secs_f64().max(1e-12);
         for (name, d) in self.stages() {
-            writeln!(f, "  {name:<16} {:>10.3} ms  {:>5.1} %", d.as_secs_f64() * 1e3 / n, d.as_secs_f64() / tot * 100.0)?;
+            writeln!(
+                f,
+                "  {name:<16} {:>10.3} ms  {:>5.1} %",
+                d.as_secs_f64() * 1e3 / n,
+                d.as_secs_f64() / tot * 100.0
+            )?;
         }
         write!(
             f,
@@ -174,17 +179,6 @@ fn lap(t: &mut Instant) -> Duration {
     d
 }
 
-/// Minimum wall time of `reps` runs of `f`.
-fn min_time(reps: usize, mut f: impl FnMut() -> Result<(), LayerError>) -> Result<Duration, LayerError> {
-    let mut best = Duration::MAX;
-    for _ in 0..reps.max(1) {
-        let t = Instant::now();
-        f()?;
-        best = best.min(t.elapsed());
-    }
-    Ok(best)
-}
-
 /// ggml's fp16 to f32 (exact).
 pub fn f16_to_f32(h: u16) -> f32 {
     let sign = ((h as u32) & 0x8000) << 16;
@@ -210,7 +204,9 @@ pub fn float_rows(format: Format, bytes: &[u8], out: &mut Vec<f32>) -> Result<()
     match format {
         Format::F32 => out.extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
         Format::F16 => out.extend(bytes.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]])))),
-        Format::BF16 => out.extend(bytes.chunks_exact(2).map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))),
+        Format::BF16 => {
+            out.extend(bytes.chunks_exact(2).map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)))
+        }
         f => return Err(LayerError::Shape(format!("{f} is not a float format"))),
     }
     Ok(())
@@ -247,23 +243,43 @@ pub fn softmax(v: &mut [f32]) {
     }
 }
 
-/// SiLU(g) * u in place into `g`.
+/// `e^x` in f32 with plain multiplies and adds (no fma, no libm), so the same bits on every
+/// machine and a loop the compiler vectorises: `x` clamped to [-86, 88], `n = round(x / ln 2)`
+/// (by the 1.5 * 2^23 trick), `r = (x - n * ln2_hi) - n * ln2_lo`, a degree-6 Taylor
+/// polynomial in Horner form, scaled by `2^n` through the exponent bits. Relative error
+/// about 2e-7.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75; // ln 2 rounded to 16 significant bits
+    const LN2_LO: f32 = 1.428_606_8e-6; // ln 2 - LN2_HI
+    let x = x.clamp(-86.0, 88.0);
+    let z = x * LOG2E + MAGIC;
+    let n = z - MAGIC;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let ni = (z.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    f32::from_bits((p.to_bits() as i32).wrapping_add(ni.wrapping_shl(23)) as u32)
+}
+
+/// SiLU(g) * u in place into `g`: `g / (1 + exp_f32(-g)) * u`.
 pub fn silu_mul(g: &mut [f32], u: &[f32]) {
     for (x, &y) in g.iter_mut().zip(u) {
-        *x = *x / (1.0 + (-*x).exp()) * y;
+        *x = *x / (1.0 + exp_f32(-*x)) * y;
     }
 }
 
-/// The `k` largest of `score` (ties to the lower index) into `sel`.
+/// The `k` largest of `score` (ties to the lower index; NaN ranks lowest) into `sel`.
 pub fn top_k(score: &[f32], sel: &mut [u32]) {
-    let k = sel.len();
-    for s in 0..k {
+    let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+    for s in 0..sel.len() {
         let mut best = usize::MAX;
         for (e, &v) in score.iter().enumerate() {
             if sel[..s].contains(&(e as u32)) {
                 continue;
             }
-            if best == usize::MAX || v > score[best] {
+            if best == usize::MAX || key(v) > key(score[best]) {
                 best = e;
             }
         }
@@ -298,7 +314,13 @@ pub fn seeded_inputs(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn split<'a>(s: Stacked<'a>, n: usize, rows: usize, cols: usize, what: &str) -> Result<Vec<WeightsRef<'a>>, LayerError> {
+fn split<'a>(
+    s: Stacked<'a>,
+    n: usize,
+    rows: usize,
+    cols: usize,
+    what: &str,
+) -> Result<Vec<WeightsRef<'a>>, LayerError> {
     if !s.format.is_weight() {
         return Err(LayerError::Shape(format!("{what}: {} is not a quantized weight format qkern runs", s.format)));
     }
@@ -349,7 +371,12 @@ pub struct MoeLayer<'a> {
 
 impl<'a> MoeLayer<'a> {
     /// Upload the layer to `dev` and make its buffers for up to `max_tokens` tokens.
-    pub fn new(dev: &Device, w: &MoeWeights<'a>, cfg: MoeConfig, max_tokens: usize) -> Result<MoeLayer<'a>, LayerError> {
+    pub fn new(
+        dev: &Device,
+        w: &MoeWeights<'a>,
+        cfg: MoeConfig,
+        max_tokens: usize,
+    ) -> Result<MoeLayer<'a>, LayerError> {
         let (ne, nf, n) = (w.n_embd, w.n_ff, cfg.n_expert);
         if n == 0 || cfg.top_k == 0 || cfg.top_k > n {
             return Err(LayerError::Shape(format!("top-k {} of {n} experts", cfg.top_k)));
@@ -522,7 +549,13 @@ impl<'a> MoeLayer<'a> {
     }
 
     /// `y = x W` for `nt` tokens of `x` (`[nt][n_embd]`) into `out` (`[nt][n_embd]`).
-    pub fn forward(&mut self, dev: &Device, x: &[f32], out: &mut [f32], times: &mut StageTimes) -> Result<(), LayerError> {
+    pub fn forward(
+        &mut self,
+        dev: &Device,
+        x: &[f32],
+        out: &mut [f32],
+        times: &mut StageTimes,
+    ) -> Result<(), LayerError> {
         let t_all = Instant::now();
         let (ne, nf, k) = (self.n_embd, self.n_ff, self.cfg.top_k);
         let nt = check_io(x, out, ne, self.max_tokens)?;
@@ -575,52 +608,100 @@ impl<'a> MoeLayer<'a> {
         Ok(())
     }
 
-    /// Every kernel call a `forward` of `x` makes, each timed alone (minimum of `reps`).
+    /// Every kernel call (quantize, matmul) a `forward` of `x` makes, each timed by itself:
+    /// the calls run in the layer's order with the host work between them untimed, once per
+    /// repetition; the sum of the fastest repetition. (Repeating one call back to back
+    /// instead would time it with its weights in cache, which the layer, touching each
+    /// expert once, never has.)
     pub fn kernels_alone(&mut self, dev: &Device, x: &[f32], reps: usize) -> Result<KernelTimes, LayerError> {
         let mut sink = StageTimes::default();
-        let nf = self.n_ff;
-        let nt = tokens_of(x, self.n_embd, self.max_tokens)?;
+        let (ne, nf) = (self.n_embd, self.n_ff);
+        let nt = tokens_of(x, ne, self.max_tokens)?;
         self.route(dev, x, nt, &mut sink)?;
-        let mut kt = KernelTimes::default();
-        if let Router::Device(wr, acts) = &mut self.router {
-            kt.quantize += min_time(reps, || Ok(dev.quantize(x, acts)?))?;
-            let logits = &mut self.probs[..nt * self.cfg.n_expert];
-            kt.matmul += min_time(reps, || Ok(dev.matmul(wr, acts, logits)?))?;
-            kt.calls += 2;
-            // Restore the routing the timing runs overwrote (same values).
-            self.route(dev, x, nt, &mut sink)?;
-        }
-        for e in 0..self.cfg.n_expert {
-            let m = self.gather(dev, x, e, &mut sink)?;
-            if m == 0 {
-                continue;
+        let mut calls = Calls::default();
+        for _ in 0..reps.max(1) {
+            calls.start();
+            if let Router::Device(wr, acts) = &mut self.router {
+                calls.time(false, || dev.quantize(x, acts))?;
+                let logits = &mut self.probs[..nt * self.cfg.n_expert];
+                calls.time(true, || dev.matmul(wr, acts, logits))?;
             }
-            let xg = &self.xg[..m * self.n_embd];
-            kt.quantize += min_time(reps, || Ok(dev.quantize(xg, &mut self.acts_gate)?))?;
-            kt.calls += 1;
-            if let Some(au) = &mut self.acts_up {
-                kt.quantize += min_time(reps, || Ok(dev.quantize(xg, au)?))?;
-                kt.calls += 1;
+            for e in 0..self.cfg.n_expert {
+                let m = self.gather_only(x, e);
+                if m == 0 {
+                    continue;
+                }
+                let xg = &self.xg[..m * ne];
+                calls.time(false, || dev.quantize(xg, &mut self.acts_gate))?;
+                if let Some(au) = &mut self.acts_up {
+                    calls.time(false, || dev.quantize(xg, au))?;
+                }
+                let ex = &self.experts[e];
+                let (g, u) = (&mut self.g[..m * nf], &mut self.u[..m * nf]);
+                let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
+                calls.time(true, || dev.matmul(&ex.gate, &self.acts_gate, g))?;
+                calls.time(true, || dev.matmul(&ex.up, au, u))?;
+                silu_mul(g, u);
+                let g = &self.g[..m * nf];
+                calls.time(false, || dev.quantize(g, &mut self.acts_down))?;
+                let yd = &mut self.yd[..m * ne];
+                calls.time(true, || dev.matmul(&ex.down, &self.acts_down, yd))?;
             }
-            let ex = &self.experts[e];
-            let (g, u) = (&mut self.g[..m * nf], &mut self.u[..m * nf]);
-            let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
-            kt.matmul += min_time(reps, || Ok(dev.matmul(&ex.gate, &self.acts_gate, g)?))?;
-            kt.matmul += min_time(reps, || Ok(dev.matmul(&ex.up, au, u)?))?;
-            silu_mul(g, u);
-            let g = &self.g[..m * nf];
-            kt.quantize += min_time(reps, || Ok(dev.quantize(g, &mut self.acts_down)?))?;
-            let yd = &mut self.yd[..m * self.n_embd];
-            kt.matmul += min_time(reps, || Ok(dev.matmul(&ex.down, &self.acts_down, yd)?))?;
-            kt.calls += 4;
         }
-        Ok(kt)
+        Ok(calls.total())
+    }
+
+    /// Gather expert `e`'s tokens into `xg` (no quantize); returns the token count.
+    fn gather_only(&mut self, x: &[f32], e: usize) -> usize {
+        let (ne, k) = (self.n_embd, self.cfg.top_k);
+        let (a, b) = (self.counts[e] as usize, self.counts[e + 1] as usize);
+        for (j, &ts) in self.order[a..b].iter().enumerate() {
+            let tok = ts as usize / k;
+            self.xg[j * ne..(j + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
+        }
+        b - a
+    }
+}
+
+/// Kernel-call times of one sequence of calls, repeated: the repetition whose sum is least
+/// (the statistic the layer's own time uses: its fastest run).
+#[derive(Default)]
+struct Calls {
+    cur: KernelTimes,
+    best: Option<KernelTimes>,
+}
+
+impl Calls {
+    fn start(&mut self) {
+        self.finish();
+        self.cur = KernelTimes::default();
+    }
+    fn finish(&mut self) {
+        if self.cur.calls > 0 && self.best.as_ref().is_none_or(|b| self.cur.sum() < b.sum()) {
+            self.best = Some(self.cur.clone());
+        }
+    }
+    fn time(&mut self, matmul: bool, f: impl FnOnce() -> Result<(), qkern::Error>) -> Result<(), LayerError> {
+        let t = Instant::now();
+        f()?;
+        let d = t.elapsed();
+        if matmul {
+            self.cur.matmul += d;
+        } else {
+            self.cur.quantize += d;
+        }
+        self.cur.calls += 1;
+        Ok(())
+    }
+    fn total(mut self) -> KernelTimes {
+        self.finish();
+        self.best.unwrap_or_default()
     }
 }
 
 /// Tokens of `x` (`[tokens][cols]`, at most `max`).
 fn tokens_of(x: &[f32], cols: usize, max: usize) -> Result<usize, LayerError> {
-    if x.is_empty() || x.len() % cols != 0 {
+    if x.is_empty() || !x.len().is_multiple_of(cols) {
         return Err(LayerError::Shape(format!("input of {} floats is not [tokens][{cols}]", x.len())));
     }
     let nt = x.len() / cols;
@@ -684,7 +765,13 @@ impl<'a> DenseFfn<'a> {
         })
     }
 
-    pub fn forward(&mut self, dev: &Device, x: &[f32], out: &mut [f32], times: &mut StageTimes) -> Result<(), LayerError> {
+    pub fn forward(
+        &mut self,
+        dev: &Device,
+        x: &[f32],
+        out: &mut [f32],
+        times: &mut StageTimes,
+    ) -> Result<(), LayerError> {
         let t_all = Instant::now();
         let nt = check_io(x, out, self.n_embd, self.max_tokens)?;
         let mut t = Instant::now();
@@ -712,25 +799,27 @@ impl<'a> DenseFfn<'a> {
         Ok(())
     }
 
+    /// As [`MoeLayer::kernels_alone`].
     pub fn kernels_alone(&mut self, dev: &Device, x: &[f32], reps: usize) -> Result<KernelTimes, LayerError> {
         let nt = tokens_of(x, self.n_embd, self.max_tokens)?;
         let mut out = vec![0f32; x.len()];
-        let mut kt = KernelTimes::default();
-        kt.quantize += min_time(reps, || Ok(dev.quantize(x, &mut self.acts_gate)?))?;
-        if let Some(au) = &mut self.acts_up {
-            kt.quantize += min_time(reps, || Ok(dev.quantize(x, au)?))?;
-            kt.calls += 1;
+        let mut calls = Calls::default();
+        for _ in 0..reps.max(1) {
+            calls.start();
+            calls.time(false, || dev.quantize(x, &mut self.acts_gate))?;
+            if let Some(au) = &mut self.acts_up {
+                calls.time(false, || dev.quantize(x, au))?;
+            }
+            let (g, u) = (&mut self.g[..nt * self.n_ff], &mut self.u[..nt * self.n_ff]);
+            let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
+            calls.time(true, || dev.matmul(&self.gate, &self.acts_gate, g))?;
+            calls.time(true, || dev.matmul(&self.up, au, u))?;
+            silu_mul(g, u);
+            let g = &self.g[..nt * self.n_ff];
+            calls.time(false, || dev.quantize(g, &mut self.acts_down))?;
+            calls.time(true, || dev.matmul(&self.down, &self.acts_down, &mut out))?;
         }
-        let (g, u) = (&mut self.g[..nt * self.n_ff], &mut self.u[..nt * self.n_ff]);
-        let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
-        kt.matmul += min_time(reps, || Ok(dev.matmul(&self.gate, &self.acts_gate, g)?))?;
-        kt.matmul += min_time(reps, || Ok(dev.matmul(&self.up, au, u)?))?;
-        silu_mul(g, u);
-        let g = &self.g[..nt * self.n_ff];
-        kt.quantize += min_time(reps, || Ok(dev.quantize(g, &mut self.acts_down)?))?;
-        kt.matmul += min_time(reps, || Ok(dev.matmul(&self.down, &self.acts_down, &mut out)?))?;
-        kt.calls += 5;
-        Ok(kt)
+        Ok(calls.total())
     }
 }
 
@@ -771,7 +860,9 @@ impl<'a> FfnLayer<'a> {
             let n = name(s);
             let Some(t) = m.gguf.tensor(&n) else { return Ok(None) };
             let (_, bytes) = m.tensor(&n).ok_or_else(|| err(format!("tensor {n} was not loaded")))?;
-            let format = t.format().ok_or_else(|| err(format!("tensor {n} has type {}, which qkern does not run", t.ggml_type)))?;
+            let format = t
+                .format()
+                .ok_or_else(|| err(format!("tensor {n} has type {}, which qkern does not run", t.ggml_type)))?;
             Ok(Some((t, Stacked { format, bytes })))
         };
         let need = |s: &str| get(s)?.ok_or_else(|| err(format!("missing tensor {}", name(s))));
@@ -805,12 +896,13 @@ impl<'a> FfnLayer<'a> {
             {
                 return Err(err(format!("--experts {o} but the tensors hold {n} experts")));
             }
-            let top_k = match opts.top_k {
-                Some(k) => k,
-                None => m.gguf.get_u64(&key("expert_used_count"))?.ok_or_else(|| {
-                    err(format!("no {} in the metadata: give the top-k", key("expert_used_count")))
-                })? as usize,
-            };
+            let top_k =
+                match opts.top_k {
+                    Some(k) => k,
+                    None => m.gguf.get_u64(&key("expert_used_count"))?.ok_or_else(|| {
+                        err(format!("no {} in the metadata: give the top-k", key("expert_used_count")))
+                    })? as usize,
+                };
             let norm_topk = match opts.norm_topk {
                 Some(b) => b,
                 None => m.gguf.get_bool(&key("expert_weights_norm"))?.unwrap_or(false),
@@ -821,7 +913,12 @@ impl<'a> FfnLayer<'a> {
                 None => match m.gguf.get_u64(&key("expert_gating_func"))? {
                     None | Some(0) | Some(1) => Gating::Softmax,
                     Some(2) => Gating::Sigmoid,
-                    Some(v) => return Err(err(format!("{} = {v} is not softmax (1) or sigmoid (2)", key("expert_gating_func")))),
+                    Some(v) => {
+                        return Err(err(format!(
+                            "{} = {v} is not softmax (1) or sigmoid (2)",
+                            key("expert_gating_func")
+                        )));
+                    }
                 },
             };
             let probs_bias = match get("exp_probs_b.bias")? {
@@ -857,7 +954,13 @@ impl<'a> FfnLayer<'a> {
         }
     }
 
-    pub fn forward(&mut self, dev: &Device, x: &[f32], out: &mut [f32], times: &mut StageTimes) -> Result<(), LayerError> {
+    pub fn forward(
+        &mut self,
+        dev: &Device,
+        x: &[f32],
+        out: &mut [f32],
+        times: &mut StageTimes,
+    ) -> Result<(), LayerError> {
         match self {
             FfnLayer::Moe(l) => l.forward(dev, x, out, times),
             FfnLayer::Dense(l) => l.forward(dev, x, out, times),
@@ -892,5 +995,60 @@ impl<'a> FfnLayer<'a> {
                 l.n_embd, l.n_ff, l.formats[0], l.formats[1], l.formats[2]
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_f32_is_accurate() {
+        let mut worst = 0f64;
+        let mut x = -86.0f32;
+        while x <= 88.0 {
+            let want = (x as f64).exp();
+            let got = exp_f32(x) as f64;
+            worst = worst.max(((got - want) / want).abs());
+            x += 0.0137;
+        }
+        assert!(worst < 5e-7, "relative error {worst}");
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert!(exp_f32(-1000.0) > 0.0 && exp_f32(-1000.0) < 1e-37);
+        assert!(exp_f32(1000.0).is_finite());
+    }
+
+    #[test]
+    fn f16_conversion_is_exact() {
+        for (h, f) in [(0x3C00u16, 1.0f32), (0xC000, -2.0), (0x0001, 5.960_464_5e-8), (0x7BFF, 65504.0), (0x8000, -0.0)]
+        {
+            assert_eq!(f16_to_f32(h).to_bits(), f.to_bits(), "{h:#x}");
+        }
+        assert!(f16_to_f32(0x7C00).is_infinite() && f16_to_f32(0x7E00).is_nan());
+    }
+
+    #[test]
+    fn top_k_ties_go_to_the_lower_index() {
+        let mut sel = [0u32; 3];
+        top_k(&[0.1, 0.3, 0.3, 0.2, 0.3], &mut sel);
+        assert_eq!(sel, [1, 2, 4]);
+        top_k(&[f32::NAN, f32::NAN, 1.0], &mut sel);
+        assert_eq!(sel[0], 2);
+    }
+
+    #[test]
+    fn softmax_sums_to_one() {
+        let mut v = [1.0f32, 2.0, 3.0, -50.0];
+        softmax(&mut v);
+        let s: f32 = v.iter().sum();
+        assert!((s - 1.0).abs() < 1e-6 && v[2] > v[1] && v[1] > v[0]);
+    }
+
+    #[test]
+    fn dot_f32_order() {
+        let a: Vec<f32> = (0..21).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..21).map(|i| 1.0 - i as f32 * 0.25).collect();
+        let want: f64 = a.iter().zip(&b).map(|(x, y)| (*x as f64) * (*y as f64)).sum();
+        assert!((dot_f32(&a, &b) as f64 - want).abs() < 1e-3);
     }
 }

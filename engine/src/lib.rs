@@ -9,7 +9,7 @@
 //!   weighted sum) and a dense FFN, computed only through `qkern::Device`.
 //! - [`synth`]: synthetic MoE GGUF files for tests and demos.
 
+pub mod ffn;
 pub mod gguf;
 pub mod load;
-pub mod ffn;
 pub mod synth;

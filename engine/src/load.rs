@@ -230,7 +230,13 @@ impl std::fmt::Display for LoadReport {
         for p in &self.phases {
             writeln!(f, "  {p}")?;
         }
-        write!(f, "  RSS before {}, peak (VmHWM) {}, after {}", opt(self.rss_before), opt(self.peak_rss), opt(self.rss_after))
+        write!(
+            f,
+            "  RSS before {}, peak (VmHWM) {}, after {}",
+            opt(self.rss_before),
+            opt(self.peak_rss),
+            opt(self.rss_after)
+        )
     }
 }
 
@@ -563,7 +569,11 @@ pub struct LoadComparison {
 pub const SEQ_READ_BYTES: usize = 16 << 20;
 
 impl LoadComparison {
-    pub fn run(path: &Path, select: &dyn Fn(&TensorInfo) -> bool, opts: &LoadOptions) -> Result<LoadComparison, LoadError> {
+    pub fn run(
+        path: &Path,
+        select: &dyn Fn(&TensorInfo) -> bool,
+        opts: &LoadOptions,
+    ) -> Result<LoadComparison, LoadError> {
         let g = Gguf::open(path)?;
         let r = span(&g, select);
         let buffered = LoadOptions { direct: false, drop_cache: false, ..opts.clone() };
@@ -612,7 +622,13 @@ impl std::fmt::Display for LoadComparison {
             if self.cache_dropped { "" } else { " (page cache NOT dropped: cold is not cold)" }
         )?;
         writeln!(f, "  {:<34} {:>12} {:>12}", "", "cold GB/s", "warm GB/s")?;
-        writeln!(f, "  {:<34} {:>12.2} {:>12.2}", "sequential read (fresh buffer)", self.seq_cold.gbps(), self.seq_warm.gbps())?;
+        writeln!(
+            f,
+            "  {:<34} {:>12.2} {:>12.2}",
+            "sequential read (fresh buffer)",
+            self.seq_cold.gbps(),
+            self.seq_warm.gbps()
+        )?;
         writeln!(f, "  {:<34} {:>12} {:>12.2}", "sequential read (reused 16 MiB)", "-", self.seq_reused_warm.gbps())?;
         writeln!(
             f,
@@ -625,7 +641,14 @@ impl std::fmt::Display for LoadComparison {
         )?;
         if let Some(d) = &self.ours_direct {
             let p = read_phase(d);
-            writeln!(f, "  {:<34} {:>12.2} {:>12}   ({:.0} % of sequential cold)", format!("ours ({})", d.mode), p.gbps(), "-", pct(&p, &self.seq_cold))?;
+            writeln!(
+                f,
+                "  {:<34} {:>12.2} {:>12}   ({:.0} % of sequential cold)",
+                format!("ours ({})", d.mode),
+                p.gbps(),
+                "-",
+                pct(&p, &self.seq_cold)
+            )?;
         }
         write!(
             f,

@@ -214,7 +214,11 @@ fn tensor_data(seed: u64, i: usize, t: &TensorSpec, out: &mut dyn Write) -> std:
     while left > 0 {
         let n = left.min(buf.len());
         let b = &mut buf[..n];
-        if f.is_float() { float_bytes(&mut rng, f, b) } else { random_blocks(&mut rng, f, b) }
+        if f.is_float() {
+            float_bytes(&mut rng, f, b)
+        } else {
+            random_blocks(&mut rng, f, b)
+        }
         out.write_all(b)?;
         left -= n;
     }

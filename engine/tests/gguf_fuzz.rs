@@ -129,7 +129,10 @@ fn every_truncation_is_a_typed_error() {
         if n < data_end {
             let e = e.unwrap_or_else(|| panic!("prefix of {n} bytes parsed"));
             assert!(
-                matches!(e.kind, ErrorKind::Truncated { .. } | ErrorKind::TooLarge { .. } | ErrorKind::OutOfFile { .. }),
+                matches!(
+                    e.kind,
+                    ErrorKind::Truncated { .. } | ErrorKind::TooLarge { .. } | ErrorKind::OutOfFile { .. }
+                ),
                 "prefix {n}: {e}"
             );
         }

@@ -46,7 +46,11 @@ fn kv_pairs(rng: &mut Rng) -> Vec<(String, KvValue, Value)> {
         ("t.i64".into(), KvValue::I64(i64::MIN + 3), Value::I64(i64::MIN + 3)),
         ("t.f64".into(), KvValue::F64(std::f64::consts::PI), Value::F64(std::f64::consts::PI)),
         ("t.str.empty".into(), KvValue::Str(String::new()), Value::Str(GString::default())),
-        ("t.str.utf8".into(), KvValue::Str("h\u{e9}llo \u{2581}w\u{f6}rld".into()), Value::Str("h\u{e9}llo \u{2581}w\u{f6}rld".into())),
+        (
+            "t.str.utf8".into(),
+            KvValue::Str("h\u{e9}llo \u{2581}w\u{f6}rld".into()),
+            Value::Str("h\u{e9}llo \u{2581}w\u{f6}rld".into()),
+        ),
         ("general.alignment".into(), KvValue::U32(32), Value::U32(32)),
     ];
     let n = 37;
@@ -70,13 +74,26 @@ fn kv_pairs(rng: &mut Rng) -> Vec<(String, KvValue, Value)> {
     arr!("a.i64", gguf_type::I64, i64, I64);
     // Floats: finite values (NaN != NaN would fail the comparison, not the reader).
     let f: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 3.0).collect();
-    v.push(("a.f32".into(), KvValue::Arr(gguf_type::F32, f.iter().flat_map(|x| x.to_le_bytes()).collect()), Value::Array(Array::F32(f))));
+    v.push((
+        "a.f32".into(),
+        KvValue::Arr(gguf_type::F32, f.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        Value::Array(Array::F32(f)),
+    ));
     let d: Vec<f64> = (0..n).map(|i| i as f64 * -1.25e10).collect();
-    v.push(("a.f64".into(), KvValue::Arr(gguf_type::F64, d.iter().flat_map(|x| x.to_le_bytes()).collect()), Value::Array(Array::F64(d))));
-    let bools: Vec<bool> = (0..n).map(|i| i % 3 == 0).collect();
-    v.push(("a.bool".into(), KvValue::Arr(gguf_type::BOOL, bools.iter().map(|&b| b as u8).collect()), Value::Array(Array::Bool(bools))));
+    v.push((
+        "a.f64".into(),
+        KvValue::Arr(gguf_type::F64, d.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        Value::Array(Array::F64(d)),
+    ));
+    let bools: Vec<bool> = (0..n).map(|i| i.is_multiple_of(3)).collect();
+    v.push((
+        "a.bool".into(),
+        KvValue::Arr(gguf_type::BOOL, bools.iter().map(|&b| b as u8).collect()),
+        Value::Array(Array::Bool(bools)),
+    ));
     v.push(("a.empty".into(), KvValue::Arr(gguf_type::U32, vec![]), Value::Array(Array::U32(vec![]))));
-    let strs: Vec<String> = (0..300).map(|i| if i % 7 == 0 { String::new() } else { format!("tok{i}\u{2581}") }).collect();
+    let strs: Vec<String> =
+        (0..300).map(|i| if i.is_multiple_of(7) { String::new() } else { format!("tok{i}\u{2581}") }).collect();
     v.push((
         "tokenizer.ggml.tokens".into(),
         KvValue::StrArr(strs.clone()),

@@ -63,7 +63,7 @@ fn write_ggml_file(path: &std::path::Path, f: Format, bf16_router: bool, seed: u
     w.set("general.architecture", KvValue::Str("qkern-moe".into())).unwrap();
     w.set("qkern-moe.expert_count", KvValue::U32(NEXP as u32)).unwrap();
     w.set("qkern-moe.expert_used_count", KvValue::U32(TOPK as u32)).unwrap();
-    w.set("qkern-moe.expert_weights_norm", KvValue::Bool(seed % 2 == 0)).unwrap();
+    w.set("qkern-moe.expert_weights_norm", KvValue::Bool(seed.is_multiple_of(2))).unwrap();
     let router: Vec<f32> = (0..NEXP * NE).map(|_| rng.normal() * 0.2).collect();
     let (rt, rb, router) = if bf16_router {
         let b: Vec<u16> = router.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
@@ -175,7 +175,7 @@ fn ggml_written_layers_match_ggml_kernels_on_every_device() {
         let m = load::load(&path, &|_| true, &LoadOptions::default()).unwrap();
         for nt in [1usize, 5, 33] {
             let x = ffn::seeded_inputs(nt as u64 * 31 + i as u64, nt * NE);
-            let want_moe = reference_moe(&m, f, &router, &x, i % 2 == 0);
+            let want_moe = reference_moe(&m, f, &router, &x, i.is_multiple_of(2));
             let want_dense = reference_dense(&m, f, &x);
             for dev in &devs {
                 let what = format!("{f} nt={nt} on {}", dev.name());
@@ -232,7 +232,8 @@ fn routing_options_and_errors() {
     let x = ffn::seeded_inputs(1, 40 * 256);
     let mut out = vec![0f32; x.len()];
     let mut hashes = std::collections::HashSet::new();
-    for (k, gating, norm) in [(2, None, None), (3, None, None), (2, Some(Gating::Sigmoid), None), (2, None, Some(true))] {
+    for (k, gating, norm) in [(2, None, None), (3, None, None), (2, Some(Gating::Sigmoid), None), (2, None, Some(true))]
+    {
         let o = LayerOptions { top_k: Some(k), gating, norm_topk: norm, n_expert: None };
         let mut l = FfnLayer::from_model(dev, &m, 0, &o, 40).unwrap();
         l.forward(dev, &x, &mut out, &mut StageTimes::default()).unwrap();

@@ -33,12 +33,7 @@ fn load_checked(path: &std::path::Path, opts: &LoadOptions) -> LoadedModel {
     let r = &m.report;
     eprintln!("{r}\n  (VmHWM reset before the load: {reset})");
     let peak = r.peak_rss.expect("VmHWM");
-    assert!(
-        peak <= r.arena_bytes + SLACK,
-        "peak RSS {} exceeds the arena {} + 64 MiB",
-        mib(peak),
-        mib(r.arena_bytes)
-    );
+    assert!(peak <= r.arena_bytes + SLACK, "peak RSS {} exceeds the arena {} + 64 MiB", mib(peak), mib(r.arena_bytes));
     m
 }
 

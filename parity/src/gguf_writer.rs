@@ -124,7 +124,8 @@ pub fn type_layout(id: u32) -> Option<(u64, u64, String)> {
     // SAFETY: lookups in ggml's static type table for an id below GGML_TYPE_COUNT.
     unsafe {
         let name = ggml_type_name(id as i32);
-        let name = if name.is_null() { String::new() } else { std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned() };
+        let name =
+            if name.is_null() { String::new() } else { std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned() };
         Some((ggml_blck_size(id as i32) as u64, ggml_type_size(id as i32) as u64, name))
     }
 }
@@ -164,7 +165,7 @@ impl GgmlGgufWriter {
                 gguf_type::U64 | gguf_type::I64 | gguf_type::F64 => 8,
                 _ => return Err(GgufWriteError::Invalid(format!("array element type {t}"))),
             };
-            if b.len() % size != 0 {
+            if !b.len().is_multiple_of(size) {
                 return Err(GgufWriteError::Invalid(format!("array of {} bytes for elements of {size}", b.len())));
             }
         }
@@ -199,7 +200,7 @@ impl GgmlGgufWriter {
         if ne.is_empty() || ne.len() > 4 || ne.iter().any(|&d| d > i64::MAX as u64) {
             return bad(format!("shape {ne:?}"));
         }
-        if ne[0] % blck != 0 {
+        if !ne[0].is_multiple_of(blck) {
             return bad(format!("ne[0] = {} is not a multiple of the block {blck}", ne[0]));
         }
         let elems: u64 = ne.iter().product();

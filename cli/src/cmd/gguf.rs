@@ -39,7 +39,10 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     }
     s.push_str("tensors:\n");
     let nw = g.tensors.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    s.push_str(&format!("  {:<nw$}  {:<8} {:<22} {:>12} {:>12}  qkern\n", "name", "type", "shape (ne)", "offset", "bytes"));
+    s.push_str(&format!(
+        "  {:<nw$}  {:<8} {:<22} {:>12} {:>12}  qkern\n",
+        "name", "type", "shape (ne)", "offset", "bytes"
+    ));
     for t in &g.tensors {
         let runs = match t.format() {
             Some(f) if f.is_weight() => "matmul",

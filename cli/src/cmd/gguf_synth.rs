@@ -69,9 +69,13 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     if a.layers == 0 || a.dense_layers > a.layers {
         return Err(CliError::new("--layers must be at least 1 and --dense-layers at most --layers"));
     }
-    for (what, f, cols) in [("--hidden", a.format, a.hidden), ("--ffn", down, a.ffn), ("--hidden", a.router, a.hidden)] {
-        if cols == 0 || cols % f.block_elems() != 0 {
-            return Err(CliError::new(format_args!("{what} {cols} is not a multiple of {f}'s block of {}", f.block_elems())));
+    for (what, f, cols) in [("--hidden", a.format, a.hidden), ("--ffn", down, a.ffn), ("--hidden", a.router, a.hidden)]
+    {
+        if cols == 0 || !cols.is_multiple_of(f.block_elems()) {
+            return Err(CliError::new(format_args!(
+                "{what} {cols} is not a multiple of {f}'s block of {}",
+                f.block_elems()
+            )));
         }
     }
     let spec = SynthSpec {

@@ -89,8 +89,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let dev = a.device.open()?;
     let lopts = LayerOptions { top_k: a.top_k, n_expert: a.experts, norm_topk: a.norm_topk, gating: a.gating };
     let t0 = Instant::now();
-    let mut layer =
-        FfnLayer::from_model(&dev, &m, a.layer, &lopts, a.tokens).map_err(|e| CliError::new(format_args!("{file}: {e}")))?;
+    let mut layer = FfnLayer::from_model(&dev, &m, a.layer, &lopts, a.tokens)
+        .map_err(|e| CliError::new(format_args!("{file}: {e}")))?;
     let upload = t0.elapsed();
     let ne = layer.n_embd();
     let x = ffn::seeded_inputs(a.seed, a.tokens * ne);

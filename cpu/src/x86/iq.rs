@@ -81,13 +81,10 @@ macro_rules! iq_kernel {
         #[target_feature(enable = "avx2,fma,f16c")]
         fn $dot<const NT: usize>(w: &[$X], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
             let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-            let z = _mm256_setzero_si256();
-            let g0 = Group { q: z, s: z, scale: z };
             let st = superblocks(
                 w,
                 &ys,
                 _mm256_setzero_ps(),
-                ([g0; 8], _mm256_setzero_ps()),
                 |x| {
                     // Spelled out: `array::from_fn` would put its closure out of line,
                     // outside this function's target features, and a loop over a zeroed

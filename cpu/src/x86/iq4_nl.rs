@@ -8,7 +8,7 @@ use qkern_formats::tables::KVALUES_IQ4NL;
 
 use super::{
     avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16,
-    mul_sum_i8_pairs_float, store_f32x8, token_rows,
+    mul_sum_i8_pairs_float, store_f32x8, superblocks, token_rows,
 };
 
 /// The 32 values of a block: `MM256_SET_M128I(shuffle(values, qs >> 4 & 15), shuffle(values, qs & 15))`.
@@ -34,10 +34,11 @@ fn step(q4b: __m256i, dx: __m256, y: &BlockQ8_0, accum: __m256) -> __m256 {
     _mm256_fmadd_ps(_mm256_mul_ps(f16_to_f32x8(y.d), dx), p, accum)
 }
 
-/// `ggml_vec_dot_iq4_nl_q8_0` for `NT` tokens. ggml sends even blocks into `accum1` and odd
-/// ones into `accum2`. Up to 4 tokens both accumulator sets stay in registers in one pass;
-/// beyond, the row is walked twice, even blocks then odd blocks (two independent chains,
-/// each block still loaded and unpacked once), so `NT` accumulators are live at a time.
+/// `ggml_vec_dot_iq4_nl_q8_0` for `NT` tokens. ggml walks the blocks in pairs, the even
+/// block into `accum1`, the odd one into `accum2`. Up to 2 tokens, every pair is unpacked
+/// and used by the tokens at once (4 accumulators in registers); from 3 tokens on the pairs
+/// go through [`superblocks`] (a pair as its "super-block": unpacked once per segment, then
+/// token after token with only that token's two accumulators live).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut [f32; NT]) {
@@ -47,7 +48,7 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut
     let pairs = n / 2;
     let mut accum1 = [_mm256_setzero_ps(); NT];
     let mut accum2 = [_mm256_setzero_ps(); NT];
-    if NT <= 4 {
+    if NT <= 2 {
         for p in 0..pairs {
             let (i1, i2) = (2 * p, 2 * p + 1);
             let (x1, x2) = (&w[i1], &w[i2]);
@@ -59,22 +60,29 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut
             });
         }
     } else {
-        // One of the two chains: blocks `2p + parity` for `p < pairs`.
-        macro_rules! pass {
-            ($parity:literal, $accum:ident) => {
-                for p in 0..pairs {
-                    let i = 2 * p + $parity;
-                    let x = &w[i];
-                    let q = values(x, values128);
-                    let dx = f16_to_f32x8(x.d);
-                    for_tokens!(NT, t => {
-                        $accum[t] = step(q, dx, &ys[t][i], $accum[t]);
-                    });
-                }
-            };
-        }
-        pass!(0, accum1);
-        pass!(1, accum2);
+        let wp: &[[BlockIq4Nl; 2]] = w[..2 * pairs].as_chunks::<2>().0;
+        let mut yp = [wp_empty(); NT];
+        for_tokens!(NT, t => {
+            yp[t] = ys[t][..2 * pairs].as_chunks::<2>().0;
+        });
+        let zf = _mm256_setzero_ps();
+        let unpack = |x: &[BlockIq4Nl; 2]| {
+            (values(&x[0], values128), values(&x[1], values128), f16_to_f32x8(x[0].d), f16_to_f32x8(x[1].d))
+        };
+        let st = superblocks(
+            wp,
+            &yp,
+            (zf, zf),
+            unpack,
+            |&(q1, q2, d1, d2), _x, y: &[BlockQ8_0; 2], (a1, a2)| (step(q1, d1, &y[0], a1), step(q2, d2, &y[1], a2)),
+            |x, y, (a1, a2)| {
+                let (q1, q2, d1, d2) = unpack(x);
+                (step(q1, d1, &y[0], a1), step(q2, d2, &y[1], a2))
+            },
+        );
+        for_tokens!(NT, t => {
+            (accum1[t], accum2[t]) = st[t];
+        });
     }
     for_tokens!(NT, t => {
         // `sumf = hsum_float_8(_mm256_add_ps(accum1, accum2));`
@@ -99,6 +107,12 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut
             out[t] = d.mul_add(sumi as f32, out[t]);
         });
     }
+}
+
+/// An empty slice of q8_0 block pairs (the initial value of the per-token pair rows).
+#[inline(always)]
+fn wp_empty<'a>() -> &'a [[BlockQ8_0; 2]] {
+    &[]
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);

@@ -1,28 +1,43 @@
 //! x86-64 SIMD kernels (AVX2 + FMA + F16C), bit-identical to the scalar reference in
 //! `qkern_formats::reference`, which is bit-identical to ggml 0.26.0's AVX2 kernels
-//! (ggml/src/ggml-cpu/arch/x86/quants.c, the `#if defined(__AVX2__)` branches).
+//! (ggml/src/ggml-cpu/arch/x86/quants.c, the `#if defined(__AVX2__)` branches). One file
+//! per format family: `q8_0` (also the q8_0 quantizer), `q5_1` (also q8_1), `iq4_nl`,
+//! `nvfp4`, `q4_k`, `q5_k`, `q6_k`, `iq` (the six IQ formats on q8_K).
 //!
 //! ## Shape of a dot kernel
 //!
-//! Every weight format has one function `dot::<NT>` per token count `NT = 1..=8`
-//! (const generics): it walks one weight row once, loads and unpacks each weight block
-//! once, and uses it for all `NT` tokens, each of which keeps its own accumulators in a
-//! `[__m256; NT]` array. All loops over tokens run over the const `NT`, so after unrolling
-//! every array index is a constant and LLVM keeps the array in registers (checked by
-//! `scripts/spill-check.sh`). Per token the lane assignment and the float operation order
-//! are exactly ggml's `vec_dot` for that token alone: tokens never mix, and integer work
-//! (exact, wrapping) may be regrouped where the float order is untouched.
+//! Every weight format has one function `dot::<NT>` per token count `NT = 1..=8` (const
+//! generics; `avx2_chunk_fn!` gives each its own symbol `<format>::nt::nt<NT>`). Each weight
+//! block is loaded and unpacked once and used for all `NT` tokens; each token keeps its own
+//! accumulators. Per token the lane assignment and the float operations and their order
+//! are exactly ggml's `vec_dot` for that token alone: tokens never mix, scales are computed
+//! as ggml computes them (a scalar product broadcast is the same product in every lane), and
+//! only exact integer work (wrapping lane sums inside a block or super-block) is regrouped.
 //!
-//! `crate::matmul::ChunkFn` is the type-erased entry point used by `matmul.rs`: one weight row against
-//! 1..=8 tokens; the caller splits larger token counts into chunks.
+//! Two loop shapes keep the accumulators in registers (`scripts/spill-check.sh` shows it
+//! from the built library for every format and NT):
+//!
+//! - blocks of 32 (q8_0, q5_1; iq4_nl up to 2 tokens, nvfp4 up to 5): per block, unpack,
+//!   then the tokens in turn (`for_tokens!`, unrolled in the source so that the
+//!   `[__m256; NT]` accumulator arrays are only indexed by constants);
+//! - super-blocks (K-quants, IQ formats; iq4_nl and nvfp4 beyond the counts above):
+//!   [`superblocks`]: the row in segments of [`SEG`] blocks, each segment unpacked once into
+//!   an L1 buffer, then token after token over it, so that only one token's accumulators
+//!   are live in the inner loop. (A super-block's state per token, e.g. q4_K's `acc`,
+//!   `acc_m` and integer `sumi`, times 8 tokens does not fit AVX2's 16 registers.)
+//!
+//! `crate::matmul::ChunkFn` is the type-erased entry point used by `matmul.rs`: one weight
+//! row against 1..=8 tokens; the caller splits larger token counts into chunks.
 //!
 //! ## Safety
 //!
 //! Functions with `#[target_feature(enable = "avx2,fma,f16c")]` are only called after
-//! runtime detection: `CpuBackend` holds a path only once `CpuPath::supported` said yes
-//! (`crate::require`), and only the AVX2/AVX-512 paths reach this module. Loads from
-//! block fields go through the small helpers below, which take fixed-size array
-//! references, so every unaligned load reads exactly the bytes of a live array.
+//! runtime detection: `CpuBackend` holds a SIMD path only once `CpuPath::cpu_has_features`
+//! said yes (`crate::require` / `CpuBackend::new_unfinished`), and only the AVX2/AVX-512
+//! paths reach this module. Loads from block fields go through the small helpers below,
+//! which take fixed-size array references, so every unaligned load reads exactly the bytes
+//! of a live array. The one other `unsafe` block (in [`superblocks`]) reads back the part
+//! of a `MaybeUninit` buffer written just before.
 
 use core::arch::x86_64::*;
 
@@ -36,8 +51,6 @@ pub(crate) mod q5_1;
 pub(crate) mod q5_k;
 pub(crate) mod q6_k;
 pub(crate) mod q8_0;
-
-/// The largest token count with its own specialised kernel; `matmul.rs` chunks beyond it.
 
 /// Define the `ChunkFn` entry point `$name` for the const-generic AVX2 kernel `$dot` and,
 /// in module `$m`, one non-inlined function per token count (`$m::nt1` .. `$m::nt8`, each
@@ -146,7 +159,6 @@ pub(crate) fn superblocks<const NT: usize, W, A, U: Copy, S: Copy>(
     w: &[W],
     ys: &[&[A]; NT],
     s0: S,
-    u0: U,
     unpack: impl Fn(&W) -> U,
     step: impl Fn(&U, &W, &A, S) -> S,
     direct: impl Fn(&W, &A, S) -> S,
@@ -161,16 +173,19 @@ pub(crate) fn superblocks<const NT: usize, W, A, U: Copy, S: Copy>(
         state[0] = s;
         return state;
     }
-    let mut buf = [u0; SEG];
+    let mut buf = [const { core::mem::MaybeUninit::<U>::uninit() }; SEG];
     for (si, seg) in w.chunks(SEG).enumerate() {
         for (b, x) in buf.iter_mut().zip(seg) {
-            *b = unpack(x);
+            b.write(unpack(x));
         }
+        // SAFETY: the loop above initialised `buf[..seg.len()]` (`seg.len() <= SEG`), and
+        // `MaybeUninit<U>` has the layout of `U`.
+        let unpacked: &[U] = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<U>(), seg.len()) };
         let base = si * SEG;
         for_tokens!(NT, t => {
             let y = &ys[t][base..base + seg.len()];
             let mut s = state[t];
-            for ((u, x), y) in buf.iter().zip(seg).zip(y) {
+            for ((u, x), y) in unpacked.iter().zip(seg).zip(y) {
                 s = step(u, x, y, s);
             }
             state[t] = s;

@@ -8,7 +8,8 @@ use qkern_formats::fp::ue4m3_to_f32;
 use qkern_formats::tables::KVALUES_FP4;
 
 use super::{
-    avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8, token_rows,
+    avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8,
+    superblocks, token_rows,
 };
 
 /// `GGML_CPU_UE4M3_TO_FP32` of every byte (exact values, from the reference's converter).
@@ -57,26 +58,52 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
     let n = w.len();
     let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, 2 * n);
     let values128 = load_i8x16(&KVALUES_FP4);
-    let mone = _mm256_set1_epi16(1);
+    // Step k of a block for one token: `accum = fma(scales_k * dy, cvt(madd(mul_add_epi8(q4, q8), mone)), accum)`.
+    let step = |q4: &[__m256i; 2], u: &[__m256; 2], y: &[BlockQ8_0; 2], mut accum: __m256| {
+        for k in 0..2 {
+            let q8 = load_i8x32(&y[k].qs);
+            // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)`.
+            let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
+            let p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+            let s = _mm256_mul_ps(u[k], f16_to_f32x8(y[k].d));
+            accum = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), accum);
+        }
+        accum
+    };
     let mut accum = [_mm256_setzero_ps(); NT];
-    for (i, x) in w.iter().enumerate() {
-        let q4 = values(x, values128);
-        let u = scales(x);
-        for_tokens!(NT, t => {
-            for k in 0..2 {
-                let y = &ys[t][2 * i + k];
-                let q8 = load_i8x32(&y.qs);
-                // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)`.
-                let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
-                let p = _mm256_madd_epi16(p16, mone);
-                let s = _mm256_mul_ps(u[k], f16_to_f32x8(y.d));
-                accum[t] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), accum[t]);
-            }
-        });
+    let mut yp = [y_empty(); NT];
+    for_tokens!(NT, t => {
+        yp[t] = ys[t].as_chunks::<2>().0;
+    });
+    if NT <= 5 {
+        // Each block unpacked and used by all tokens at once (NT accumulators in registers).
+        for (i, x) in w.iter().enumerate() {
+            let (q4, u) = (values(x, values128), scales(x));
+            for_tokens!(NT, t => {
+                accum[t] = step(&q4, &u, &yp[t][i], accum[t]);
+            });
+        }
+    } else {
+        // Beyond, [`superblocks`]: segments unpacked once, then token after token.
+        let zf = _mm256_setzero_ps();
+        accum = superblocks(
+            w,
+            &yp,
+            zf,
+            |x| (values(x, values128), scales(x)),
+            |(q4, u), _x, y, acc| step(q4, u, y, acc),
+            |x, y, acc| step(&values(x, values128), &scales(x), y, acc),
+        );
     }
     for_tokens!(NT, t => {
         out[t] = hsum_float_8(accum[t]);
     });
+}
+
+/// An empty slice of q8_0 block pairs (the initial value of the per-token pair rows).
+#[inline(always)]
+fn y_empty<'a>() -> &'a [[BlockQ8_0; 2]] {
+    &[]
 }
 
 avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockNvfp4, BlockQ8_0);

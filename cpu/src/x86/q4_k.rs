@@ -85,9 +85,6 @@ fn unpack(x: &BlockQ4K) -> Unpacked {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-    let z = _mm256_setzero_si256();
-    let u0 =
-        Unpacked { q: [z; 8], sc: [z; 8], mins: _mm_setzero_si128(), dx: _mm256_setzero_ps(), dminx: _mm_setzero_ps() };
     let step = |u: &Unpacked, y: &BlockQ8K, (acc, acc_m)| {
         // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)` (in every lane)
         let dmin = _mm_mul_ps(_mm_set1_ps(-y.d), u.dminx);
@@ -102,10 +99,9 @@ fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
     };
     let st = superblocks(
-        &w,
+        w,
         &ys,
         (_mm256_setzero_ps(), _mm_setzero_ps()),
-        u0,
         |x| unpack(x),
         |u, _x, y, s| step(u, y, s),
         |x, y, s| step(&unpack(x), y, s),

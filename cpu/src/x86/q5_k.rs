@@ -66,8 +66,6 @@ fn unpack(x: &BlockQ5K) -> Unpacked {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-    let z = _mm256_setzero_si256();
-    let u0 = Unpacked { q: [z; 8], sc: [z; 8], mins: _mm_setzero_si128(), dx: _mm256_setzero_ps(), dminx: 0.0 };
     let step = |u: &Unpacked, y: &BlockQ8K, (acc, summs)| {
         // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
         let dmin = -y.d * u.dminx;
@@ -86,10 +84,9 @@ fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), summs)
     };
     let st = superblocks(
-        &w,
+        w,
         &ys,
         (_mm256_setzero_ps(), 0f32),
-        u0,
         |x| unpack(x),
         |u, _x, y, s| step(u, y, s),
         |x, y, s| step(&unpack(x), y, s),

@@ -70,8 +70,6 @@ fn unpack(x: &BlockQ6K) -> Unpacked {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
     let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-    let z = _mm256_setzero_si256();
-    let u0 = Unpacked { q: [z; 8], sc: [z; 8], scales_16: z, dx: _mm256_setzero_ps() };
     let step = |u: &Unpacked, y: &BlockQ8K, acc| {
         let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&y.bsums), u.scales_16));
         let mut sumi = _mm256_setzero_si256();
@@ -85,10 +83,9 @@ fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f
         _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc)
     };
     let st = superblocks(
-        &w,
+        w,
         &ys,
         _mm256_setzero_ps(),
-        u0,
         |x| unpack(x),
         |u, _x, y, s| step(u, y, s),
         |x, y, s| step(&unpack(x), y, s),

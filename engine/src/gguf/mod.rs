@@ -342,7 +342,12 @@ impl Gguf {
         self.kv.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    fn typed<T>(&self, key: &str, expected: &'static str, f: impl Fn(&Value) -> Option<T>) -> Result<Option<T>, MetaTypeError> {
+    fn typed<T>(
+        &self,
+        key: &str,
+        expected: &'static str,
+        f: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, MetaTypeError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => f(v).map(Some).ok_or(MetaTypeError { key: key.to_string(), expected, found: v.value_type() }),
@@ -362,9 +367,11 @@ impl Gguf {
     pub fn get_str(&self, key: &str) -> Result<Option<&str>, MetaTypeError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => {
-                v.as_str().map(Some).ok_or(MetaTypeError { key: key.to_string(), expected: "a UTF-8 string", found: v.value_type() })
-            }
+            Some(v) => v.as_str().map(Some).ok_or(MetaTypeError {
+                key: key.to_string(),
+                expected: "a UTF-8 string",
+                found: v.value_type(),
+            }),
         }
     }
 

@@ -453,7 +453,7 @@ pub(super) fn parse(src: &dyn ReadAt, len: u64) -> Result<Gguf, GgufError> {
             return Err(c.err("type", at, ErrorKind::UnknownType(id)));
         };
         let ne0 = dims.first().copied().unwrap_or(1);
-        if ne0 % ty.block_elems() != 0 {
+        if !ne0.is_multiple_of(ty.block_elems()) {
             return Err(c.err("type", at, ErrorKind::RowNotBlockMultiple { ne0, ty, block: ty.block_elems() }));
         }
         let Some(bytes) = (elems / ty.block_elems()).checked_mul(ty.block_bytes()) else {
@@ -484,7 +484,7 @@ pub(super) fn parse(src: &dyn ReadAt, len: u64) -> Result<Gguf, GgufError> {
     for (index, t) in tensors.iter_mut().enumerate() {
         c.ctx = Ctx::Tensor { index: index as u64, name: Some(t.name.clone()) };
         let at = offset_at[index];
-        if t.offset % alignment != 0 {
+        if !t.offset.is_multiple_of(alignment) {
             return Err(c.err("offset", at, ErrorKind::Misaligned { offset: t.offset, alignment }));
         }
         let start = data_offset.checked_add(t.offset);

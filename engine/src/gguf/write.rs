@@ -96,7 +96,7 @@ impl GgufWriter {
         if dims.is_empty() || dims.len() > 4 {
             return Err(bad("1 to 4 dimensions"));
         }
-        if dims[0] % ty.block_elems() != 0 {
+        if !dims[0].is_multiple_of(ty.block_elems()) {
             return Err(bad("row length not a multiple of the block"));
         }
         let elems = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| bad("shape overflows"))?;
@@ -110,7 +110,13 @@ impl GgufWriter {
         while n > 1 && dims[n - 1] == 1 {
             n -= 1;
         }
-        self.tensors.push(TensorSpec { name: name.to_string(), dims: dims[..n].to_vec(), ggml_type: ty, offset, bytes });
+        self.tensors.push(TensorSpec {
+            name: name.to_string(),
+            dims: dims[..n].to_vec(),
+            ggml_type: ty,
+            offset,
+            bytes,
+        });
         Ok(self.tensors.last().expect("just pushed"))
     }
 
