@@ -25,6 +25,7 @@ typedef long long i64;
 #if defined(__CUDACC__)
 // ------------------------------------------------------------------------------ GPU (NVRTC)
 #define QK_DEV __device__ __forceinline__
+#define QK_MEMBER __device__ __forceinline__
 #define QK_SHARED __shared__
 // __grid_constant__: the argument struct stays in parameter space even though kernels index
 // its job array dynamically (no per-thread copy to local memory).

@@ -22,6 +22,7 @@ struct Reg {
 }  // namespace emu
 
 #define QK_DEV static inline
+#define QK_MEMBER inline
 #define QK_SHARED static
 #define QK_ENTRY(name, ArgT, body)                                  \
     static void name##_emu(const void* p) { body(*(const ArgT*)p); } \

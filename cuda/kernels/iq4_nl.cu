@@ -9,48 +9,48 @@
 
 #include "mm_common.cuh"
 
-template <int NTM>
-QK_DEV void iq4nl_block(const u8* w, const u16* wd, const u32* aq, const float* ad, u32 capw, u32 h, const u32* kv,
-                        u32 b, float (*acc)[4]) {
-    const uint4 qq = ld128(w + 16u * b);
-    const u32 qw[4] = {qq.x, qq.y, qq.z, qq.w};
-    i32 v[4];
+struct UnitIq4Nl {
+    static const u32 UNITS_PER_BLOCK = 1;
+    template <int NTM>
+    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
+                            float*) {
+        const u32 nb = A.nb, capw = J.capw;
+        u32 kv[4];
+        for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
+        const uint4 qq = ld128((const u8*)J.w + ((u64)row * nb + b) * 16u);
+        const u32 qw[4] = {qq.x, qq.y, qq.z, qq.w};
+        const float dx = qk_h2f(qk_ld((const u16*)J.wd + (u64)row * nb + b));
+        const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
+        float da[NTM];
+        ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = (i32)qk_lut16((h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu, kv);
-    const float dx = qk_h2f(qk_ld(wd + b));
-    float da[NTM];
-    ld_tok_f<NTM>(ad + (u64)b * capw, da);
-    u32 av[4][NTM];
+        for (int i = 0; i < 4; ++i) {
+            const i32 v = (i32)qk_lut16((h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu, kv);
+            u32 av[NTM];
+            ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ld_tok<NTM>(aq + (u64)(8u * b + i) * capw, av[i]);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], 0);
+        }
 #pragma unroll
-    for (int t = 0; t < NTM; ++t) {
-        const float d = qk_mul(da[t], dx);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f_small(qk_dp4a(v[i], (i32)av[i][t], 0)), acc[t][i]);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], dx);
     }
-}
+};
 
 template <int NTM>
 QK_DEV void mm_iq4_nl(const MmArgs& A, const MmCtxB& c, float* res) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, capw = J.capw, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 16u;
-    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u32* aq = (const u32*)J.a_qs + (u64)(4u * h) * capw;
-    const float* ad = (const float*)J.a_d;
-    u32 kv[4];
-    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
     float acc1[NTM][4], acc2[NTM][4];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc1[t][i] = acc2[t][i] = 0.0f;
-    const u32 pairs = nb / 2;
+    mm_zero<NTM>(acc1);
+    mm_zero<NTM>(acc2);
+    const u32 pairs = A.nb / 2;
 #pragma unroll 2
     for (u32 p = 0; p < pairs; ++p) {
-        iq4nl_block<NTM>(w, wd, aq, ad, capw, h, kv, 2u * p, acc1);
-        iq4nl_block<NTM>(w, wd, aq, ad, capw, h, kv, 2u * p + 1u, acc2);
+        i32 isum[4][NTM];
+        float d[NTM];
+        UnitIq4Nl::unit<NTM>(A, J, c.row, 2u * p, c.h, isum, d, nullptr);
+        mm_chain_b<NTM>(acc1, isum, d);
+        UnitIq4Nl::unit<NTM>(A, J, c.row, 2u * p + 1u, c.h, isum, d, nullptr);
+        mm_chain_b<NTM>(acc2, isum, d);
     }
 #pragma unroll
     for (int t = 0; t < NTM; ++t) {
@@ -59,28 +59,21 @@ QK_DEV void mm_iq4_nl(const MmArgs& A, const MmCtxB& c, float* res) {
         for (int i = 0; i < 4; ++i) sum[i] = qk_add(acc1[t][i], acc2[t][i]);
         res[t] = mm_hsum_b(sum);
     }
-    if (nb & 1u) {
+    if (A.nb & 1u) {
         // scalar tail: the block's plain integer dot (all 8 lanes), sumf = fma(d, sumi, sumf)
-        const u32 b = nb - 1u;
-        const uint4 qq = ld128(w + 16u * b);
-        const u32 qw[4] = {qq.x, qq.y, qq.z, qq.w};
-        const float dx = qk_h2f(qk_ld(wd + b));
-        float da[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-        u32 av[4][NTM];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) ld_tok<NTM>(aq + (u64)(8u * b + i) * capw, av[i]);
+        i32 isum[4][NTM];
+        float d[NTM];
+        UnitIq4Nl::unit<NTM>(A, J, c.row, A.nb - 1u, c.h, isum, d, nullptr);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            i32 p = 0;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) p = qk_dp4a((i32)qk_lut16((h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu, kv), (i32)av[i][t], p);
+            i32 p = isum[0][t] + isum[1][t] + isum[2][t] + isum[3][t];
             p += qk_shfl_xor_i(p, 1);
-            res[t] = qk_fma(qk_mul(da[t], dx), qk_i2f(p), res[t]);
+            res[t] = qk_fma(d[t], qk_i2f(p), res[t]);
         }
     }
 }
 MM_KERNELS_B(iq4_nl, mm_iq4_nl)
+MM_KERNELS_K(iq4_nl, UnitIq4Nl, MmPairs)
 
 QK_DEV float deq_iq4_nl(const u8* body, u16 d16, u32 e, const u32* tab) {
     const u32 n = e < 16 ? (body[e] & 0xfu) : (body[e - 16] >> 4);

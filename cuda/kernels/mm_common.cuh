@@ -196,6 +196,111 @@ QK_DEV void mm_store_b(const MmArgs& A, const MmCtxB& c, const float* res) {
 QK_DEV uint4 ld128(const u8* p) { return qk_ld((const uint4*)p); }
 QK_DEV uint2 ld64(const u8* p) { return qk_ld((const uint2*)p); }
 
+template <int NTM>
+QK_DEV void mm_zero(float (*acc)[4]) {
+#pragma unroll
+    for (int t = 0; t < NTM; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+}
+
+// One block of the lane chains: acc[t][i] = fma(d[t], (float)isum[i][t], acc[t][i]). The
+// 32-element formats' lane sums are below 2^22 in magnitude (4 products of at most 128*127),
+// so qk_i2f_small is exact.
+template <int NTM>
+QK_DEV void mm_chain_b(float (*acc)[4], i32 (*isum)[NTM], const float* d) {
+#pragma unroll
+    for (int t = 0; t < NTM; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d[t], qk_i2f_small(isum[i][t]), acc[t][i]);
+}
+
+// ---- Two-phase kernel for 32-element formats with few blocks per row (small K, e.g. MoE
+// down projections): phase 1 spreads every (row, unit, half) of MMK_R rows over the CTA's
+// threads, which compute the units' integer lanes and chain factors at once (one round of
+// loads instead of one per block) into shared memory; phase 2 gives each (row, token, lane)
+// chain to one thread, which runs it over the units in order (the same fma sequence as the
+// one-phase kernel), then the lanes' hsum_float_8 by shuffles.
+#define MMK_R 4
+#define MMK_UMAX 32
+
+enum { MmPlain = 0, MmSumms = 1, MmPairs = 2 };
+
+template <class U, int CH, int NTM>
+QK_DEV void mmk_body(const MmArgs& A) {
+    QK_SHARED i32 X[MMK_R][MMK_UMAX][8][NTM];
+    QK_SHARED float D[MMK_R][MMK_UMAX][2][NTM];
+    QK_SHARED float M[MMK_R][MMK_UMAX];
+    const u32 bid = qk_bid(), tid = qk_tid();
+    u32 j = 0;
+    for (u32 k = 1; k < A.njobs; ++k)
+        if (bid >= A.jobs[k].cta0) j = k;
+    const MmJob& J = A.jobs[j];
+    const u32 units = A.nb * U::UNITS_PER_BLOCK;
+    const u32 rows = J.rows;
+    const u32 row0 = (bid - J.cta0) * MMK_R;
+    for (u32 it = tid; it < MMK_R * units * 2u; it += qk_bdim()) {
+        const u32 r = it / (2u * units), rem = it % (2u * units), u = rem / 2u, h = rem & 1u;
+        const u32 row = row0 + r < rows ? row0 + r : rows - 1u;
+        i32 isum[4][NTM];
+        float d[NTM], m = 0.0f;
+        U::template unit<NTM>(A, J, row, u, h, isum, d, &m);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) X[r][u][4u * h + i][t] = isum[i][t];
+            D[r][u][h][t] = d[t];
+        }
+        if (h == 0) M[r][u] = m;
+    }
+    qk_sync();
+    const u32 p = tid;
+    if (p >= MMK_R * NTM * 8u) return;  // whole warps (MMK_R * 8 == 32): no shuffle is split
+    const u32 l = p & 7u, t = (p >> 3) % NTM, r = p / (8u * NTM);
+    float res;
+    if (CH == MmPairs) {
+        float a1 = 0.0f, a2 = 0.0f;
+        const u32 pairs = units / 2u;
+        for (u32 q = 0; q < pairs; ++q) {
+            a1 = qk_fma(D[r][2 * q][l >> 2][t], qk_i2f_small(X[r][2 * q][l][t]), a1);
+            a2 = qk_fma(D[r][2 * q + 1][l >> 2][t], qk_i2f_small(X[r][2 * q + 1][l][t]), a2);
+        }
+        res = qk_hsum8(qk_add(a1, a2));
+        if (units & 1u) {
+            i32 tot = X[r][units - 1][l][t];
+            tot += qk_shfl_xor_i(tot, 4);
+            tot += qk_shfl_xor_i(tot, 2);
+            tot += qk_shfl_xor_i(tot, 1);
+            res = qk_fma(D[r][units - 1][0][t], qk_i2f(tot), res);
+        }
+    } else {
+        float acc = 0.0f;
+        for (u32 u = 0; u < units; ++u) acc = qk_fma(D[r][u][l >> 2][t], qk_i2f_small(X[r][u][l][t]), acc);
+        res = qk_hsum8(acc);
+        if (CH == MmSumms) {
+            const float* as = (const float*)J.a_x + t;
+            float summs = 0.0f;
+            for (u32 u = 0; u < units; ++u) summs = qk_fma(M[r][u], qk_ld(as + (u64)u * J.capw), summs);
+            res = qk_add(res, summs);
+        }
+    }
+    if (l == 0 && row0 + r < rows && t < J.nt) ((float*)J.out)[(u64)t * rows + row0 + r] = res;
+}
+
+#define MMK_KERNEL_1(fmt, U, CH, NTM)                                                    \
+    QK_DEV void mmk_##fmt##_n##NTM(const MmArgs& A) { mmk_body<U, CH, NTM>(A); }          \
+    QK_ENTRY(qk_mmk_##fmt##_n##NTM, MmArgs, mmk_##fmt##_n##NTM)
+
+#define MM_KERNELS_K(fmt, U, CH)   \
+    MMK_KERNEL_1(fmt, U, CH, 1)    \
+    MMK_KERNEL_1(fmt, U, CH, 2)    \
+    MMK_KERNEL_1(fmt, U, CH, 3)    \
+    MMK_KERNEL_1(fmt, U, CH, 4)    \
+    MMK_KERNEL_1(fmt, U, CH, 5)    \
+    MMK_KERNEL_1(fmt, U, CH, 6)    \
+    MMK_KERNEL_1(fmt, U, CH, 7)    \
+    MMK_KERNEL_1(fmt, U, CH, 8)
+
 // Copy `n` table words to shared memory (all threads, then a barrier).
 QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
     const u32* src = (const u32*)A.tab + off;

@@ -5,57 +5,59 @@
 // - dot: `ggml_vec_dot_nvfp4_q8_0` (AVX2): two 8-lane steps per block, one per q8_0 block k;
 //   lanes 0-3 use ue4m3(d[2k]) * dy, lanes 4-7 ue4m3(d[2k+1]) * dy: acc = fma(s, lane, acc).
 // Device layout: ggml's 36-byte blocks. Two threads per row: in step k thread h owns lanes
-// 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share.
+// 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share. A "unit" is one step
+// (32 elements, one q8_0 activation block), two per nvfp4 block.
 
 #include "mm_common.cuh"
+
+struct UnitNvfp4 {
+    static const u32 UNITS_PER_BLOCK = 2;
+    template <int NTM>
+    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, i32 (*isum)[NTM], float* d,
+                            float*) {
+        const u32 nb = A.nb, capw = J.capw;
+        u32 kv[4];
+        for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_FP4 + i);
+        const u32 b = u / 2, k = u % 2;
+        const u8* blk = (const u8*)J.w + ((u64)row * nb + b) * 36u;
+        const u32 sb = 2u * k + h;
+        const u32 w0 = ld32(blk + 4 + 8u * sb), w1 = ld32(blk + 8 + 8u * sb);
+        // lane 4h+i: word 2sb + (i & 1), high nibbles for i >= 2
+        const u32 ws[4] = {w0, w1, w0 >> 4, w1 >> 4};
+        const float ue = qk_ue4m3(ld32(blk) >> (8u * sb));
+        const u32* aq = (const u32*)J.a_qs + (u64)(8u * u + 4u * h) * capw;
+        float da[NTM];
+        ld_tok_f<NTM>((const float*)J.a_d + (u64)u * capw, da);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const i32 v = (i32)qk_lut16(ws[i] & 0x0f0f0f0fu, kv);
+            u32 av[NTM];
+            ld_tok<NTM>(aq + (u64)i * capw, av);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], 0);
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(ue, da[t]);
+    }
+};
 
 template <int NTM>
 QK_DEV void mm_nvfp4(const MmArgs& A, const MmCtxB& c, float* res) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, capw = J.capw, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 36u;
-    const u32* aq = (const u32*)J.a_qs + (u64)(4u * h) * capw;
-    const float* ad = (const float*)J.a_d;
-    u32 kv[4];
-    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_FP4 + i);
     float acc[NTM][4];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
-#pragma unroll 2
-    for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + 36u * b;
-        const u32 dw = ld32(blk);
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-            const u32 sb = 2u * (u32)k + h;
-            const u32 w0 = ld32(blk + 4 + 8u * sb), w1 = ld32(blk + 8 + 8u * sb);
-            // lane 4h+i: word 2sb + (i & 1), high nibbles for i >= 2
-            i32 v[4];
-            v[0] = (i32)qk_lut16(w0 & 0x0f0f0f0fu, kv);
-            v[1] = (i32)qk_lut16(w1 & 0x0f0f0f0fu, kv);
-            v[2] = (i32)qk_lut16((w0 >> 4) & 0x0f0f0f0fu, kv);
-            v[3] = (i32)qk_lut16((w1 >> 4) & 0x0f0f0f0fu, kv);
-            const float ue = qk_ue4m3(dw >> (8u * sb));
-            const u32 ab = 2u * b + (u32)k;
-            float da[NTM];
-            ld_tok_f<NTM>(ad + (u64)ab * capw, da);
-            u32 av[4][NTM];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) ld_tok<NTM>(aq + (u64)(8u * ab + i) * capw, av[i]);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const float s = qk_mul(ue, da[t]);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(s, qk_i2f_small(qk_dp4a(v[i], (i32)av[i][t], 0)), acc[t][i]);
-            }
-        }
+    mm_zero<NTM>(acc);
+#pragma unroll 4
+    for (u32 u = 0; u < 2u * A.nb; ++u) {
+        i32 isum[4][NTM];
+        float d[NTM];
+        UnitNvfp4::unit<NTM>(A, J, c.row, u, c.h, isum, d, nullptr);
+        mm_chain_b<NTM>(acc, isum, d);
     }
 #pragma unroll
     for (int t = 0; t < NTM; ++t) res[t] = mm_hsum_b(acc[t]);
 }
 MM_KERNELS_B(nvfp4, mm_nvfp4)
+MM_KERNELS_K(nvfp4, UnitNvfp4, MmPlain)
 
 QK_DEV float deq_nvfp4(const u8* blk, u16, u32 e, const u32* tab) {
     const u32 s = e / 16, j = e % 16;

@@ -8,53 +8,60 @@
 
 #include "mm_common.cuh"
 
-template <int NTM>
-QK_DEV void mm_q5_1(const MmArgs& A, const MmCtxB& c, float* res) {
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, capw = J.capw, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 24u;
-    const u32* aq = (const u32*)J.a_qs + (u64)(4u * h) * capw;
-    const float* ad = (const float*)J.a_d;
-    const float* as = (const float*)J.a_x;
-    float acc[NTM][4], summs[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) {
-        summs[t] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
-    }
-#pragma unroll 4
-    for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + 24u * b;
+struct UnitQ5_1 {
+    static const u32 UNITS_PER_BLOCK = 1;
+    // `*m`: the block's fp16 m as f32 (for summs).
+    template <int NTM>
+    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
+                            float* m) {
+        const u32 nb = A.nb, capw = J.capw;
+        const u8* blk = (const u8*)J.w + ((u64)row * nb + b) * 24u;
         const uint2 hd = ld64(blk);  // d, m | qh
         const float dx = qk_h2f((u16)(hd.x & 0xffffu));
-        const float mx = qk_h2f((u16)(hd.x >> 16));
+        *m = qk_h2f((u16)(hd.x >> 16));
         const uint2 q0 = ld64(blk + 8), q1 = ld64(blk + 16);
         const u32 qw[4] = {q0.x, q0.y, q1.x, q1.y};
-        i32 q[4];
+        const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
+        float da[NTM];
+        ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const u32 nib = (h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu;
-            q[i] = (i32)(nib | (qk_mask4((hd.y >> (16u * h + 4u * i)) & 0xfu) & 0x10101010u));
+            const i32 q = (i32)(nib | (qk_mask4((hd.y >> (16u * h + 4u * i)) & 0xfu) & 0x10101010u));
+            u32 av[NTM];
+            ld_tok<NTM>(aq + (u64)i * capw, av);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(q, (i32)av[t], 0);
         }
-        float da[NTM], sa[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-        ld_tok_f<NTM>(as + (u64)b * capw, sa);
-        u32 av[4][NTM];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) ld_tok<NTM>(aq + (u64)(8u * b + i) * capw, av[i]);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dx, da[t]);
+    }
+};
+
+template <int NTM>
+QK_DEV void mm_q5_1(const MmArgs& A, const MmCtxB& c, float* res) {
+    const MmJob& J = A.jobs[c.job];
+    const float* as = (const float*)J.a_x;
+    float acc[NTM][4], summs[NTM];
+    mm_zero<NTM>(acc);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const float d = qk_mul(dx, da[t]);
+    for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
+#pragma unroll 4
+    for (u32 b = 0; b < A.nb; ++b) {
+        i32 isum[4][NTM];
+        float d[NTM], m;
+        UnitQ5_1::unit<NTM>(A, J, c.row, b, c.h, isum, d, &m);
+        mm_chain_b<NTM>(acc, isum, d);
+        float sa[NTM];
+        ld_tok_f<NTM>(as + (u64)b * J.capw, sa);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f_small(qk_dp4a(q[i], (i32)av[i][t], 0)), acc[t][i]);
-            summs[t] = qk_fma(mx, sa[t], summs[t]);
-        }
+        for (int t = 0; t < NTM; ++t) summs[t] = qk_fma(m, sa[t], summs[t]);
     }
 #pragma unroll
     for (int t = 0; t < NTM; ++t) res[t] = qk_add(mm_hsum_b(acc[t]), summs[t]);
 }
 MM_KERNELS_B(q5_1, mm_q5_1)
+MM_KERNELS_K(q5_1, UnitQ5_1, MmSumms)
 
 QK_DEV float deq_q5_1(const u8* blk, u16, u32 e, const u32*) {
     const u32 dm = ld32(blk);

@@ -23,10 +23,10 @@ QK_DEV float mm_q5_k(const MmArgs& A, const MmCtx& c) {
 #pragma unroll 2
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 176u * b;
-        const u32 dd = ld32(blk);
-        const float xd = qk_h2f((u16)(dd & 0xffffu)), xdmin = qk_h2f((u16)(dd >> 16));
+        const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
+        const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
-        kq_unpack(ld32(blk + 4), ld32(blk + 8), ld32(blk + 12), &u0, &u1, &u2, &u3);
+        kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
         const u32 qhw = ld32(blk + 16 + 4u * l);
         i32 isum[NTM];
 #pragma unroll

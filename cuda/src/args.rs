@@ -114,8 +114,20 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
         v.push(Some(format!("qk_mm_{st}_n{ntm}_s1")));
         v.push(has_split(format).then(|| format!("qk_mm_{st}_n{ntm}_s4")));
     }
+    for ntm in NTMS {
+        v.push((!has_split(format)).then(|| format!("qk_mmk_{st}_n{ntm}")));
+    }
     v
 }
+
+/// Index of the two-phase small-K kernel (32-element formats) for `ntm` tokens.
+pub fn mmk_kernel_index(ntm: u32) -> usize {
+    16 + ntm.clamp(1, 8) as usize - 1
+}
+
+/// Rows per CTA of the two-phase kernel (`MMK_R`) and its largest units per row (`MMK_UMAX`).
+pub const MMK_R: u32 = 4;
+pub const MMK_UMAX: u32 = 32;
 
 pub fn deq_kernel_name(format: Format) -> String {
     format!("qk_deq_{}", stem(format))
@@ -182,6 +194,21 @@ pub fn plan_matmul<E>(
             return Ok(());
         }
         let ntm = NTMS.into_iter().find(|&n| n >= *max_nt).unwrap_or(8);
+        let units = nb * if format == Format::NVFP4 { 2 } else { 1 };
+        if !has_split(format) && units <= MMK_UMAX && *rows_total < s4_rows {
+            // small K: the two-phase kernel, MMK_R rows per 256-thread CTA
+            let mut cta = 0u32;
+            for j in &mut args.jobs[..args.njobs as usize] {
+                j.cta0 = cta;
+                cta += j.rows.div_ceil(MMK_R);
+            }
+            args.pf = 0;
+            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK }, args)?;
+            args.njobs = 0;
+            *max_nt = 0;
+            *rows_total = 0;
+            return Ok(());
+        }
         let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
         let tpr = threads_per_row(format, s);
         // Small launches get 64-thread CTAs, so that more SMs share the rows.

@@ -277,41 +277,46 @@ fn duplicate_keys_and_tensors() {
     assert!(matches!(e.kind, ErrorKind::EmptyKey), "{e}");
 }
 
+/// A mutation at position `p`: within the metadata (header, KV pairs, tensor infos) when
+/// `meta`, else anywhere in the file.
 #[derive(Clone, Debug)]
 enum Mutation {
-    Flip(usize, u8),
+    Flip(bool, usize, u8),
     Truncate(usize),
-    Insert(usize, Vec<u8>),
-    Word(usize, u64),
+    Insert(bool, usize, Vec<u8>),
+    Word(bool, usize, u64),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
+    let meta = proptest::bool::weighted(0.8);
     prop_oneof![
-        4 => (any::<usize>(), 0u8..8).prop_map(|(p, b)| Mutation::Flip(p, b)),
+        4 => (meta.clone(), any::<usize>(), 0u8..8).prop_map(|(m, p, b)| Mutation::Flip(m, p, b)),
         1 => any::<usize>().prop_map(Mutation::Truncate),
-        2 => (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..16)).prop_map(|(p, v)| Mutation::Insert(p, v)),
-        3 => (any::<usize>(), prop_oneof![Just(1u64 << 60), Just(u64::MAX), Just(0u64), any::<u64>(), 0u64..5000])
-            .prop_map(|(p, v)| Mutation::Word(p, v)),
+        2 => (meta.clone(), any::<usize>(), proptest::collection::vec(any::<u8>(), 1..16))
+            .prop_map(|(m, p, v)| Mutation::Insert(m, p, v)),
+        3 => (meta, any::<usize>(), prop_oneof![Just(1u64 << 60), Just(u64::MAX), Just(0u64), any::<u64>(), 0u64..5000])
+            .prop_map(|(m, p, v)| Mutation::Word(m, p, v)),
     ]
 }
 
-fn apply(b: &mut Vec<u8>, m: &Mutation) {
+fn apply(b: &mut Vec<u8>, meta_len: usize, m: &Mutation) {
     if b.is_empty() {
         return;
     }
+    let at = |meta: bool, p: usize, n: usize| if meta { p % n.min(meta_len).max(1) } else { p % n };
     match m {
-        Mutation::Flip(p, bit) => {
-            let i = p % b.len();
+        Mutation::Flip(meta, p, bit) => {
+            let i = at(*meta, *p, b.len());
             b[i] ^= 1 << bit;
         }
         Mutation::Truncate(p) => b.truncate(p % b.len()),
-        Mutation::Insert(p, v) => {
-            let i = p % (b.len() + 1);
+        Mutation::Insert(meta, p, v) => {
+            let i = at(*meta, *p, b.len() + 1);
             b.splice(i..i, v.iter().copied());
         }
-        Mutation::Word(p, v) => {
+        Mutation::Word(meta, p, v) => {
             if b.len() >= 8 {
-                let i = p % (b.len() - 7);
+                let i = at(*meta, *p, b.len() - 7);
                 b[i..i + 8].copy_from_slice(&v.to_le_bytes());
             }
         }
@@ -319,7 +324,7 @@ fn apply(b: &mut Vec<u8>, m: &Mutation) {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4000)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000)
 }
 
 proptest! {
@@ -329,8 +334,9 @@ proptest! {
     #[test]
     fn mutated_files_parse_or_fail_typed(muts in proptest::collection::vec(mutation(), 1..5)) {
         let mut b = base();
+        let meta_len = Gguf::parse(&b).map(|g| g.data_offset as usize).unwrap_or(b.len());
         for m in &muts {
-            apply(&mut b, m);
+            apply(&mut b, meta_len, m);
         }
         check(&b);
     }

@@ -93,7 +93,7 @@ fn kv_pairs(rng: &mut Rng) -> Vec<(String, KvValue, Value)> {
     ));
     v.push(("a.empty".into(), KvValue::Arr(gguf_type::U32, vec![]), Value::Array(Array::U32(vec![]))));
     let strs: Vec<String> =
-        (0..300).map(|i| if i.is_multiple_of(7) { String::new() } else { format!("tok{i}\u{2581}") }).collect();
+        (0..300usize).map(|i| if i.is_multiple_of(7) { String::new() } else { format!("tok{i}\u{2581}") }).collect();
     v.push((
         "tokenizer.ggml.tokens".into(),
         KvValue::StrArr(strs.clone()),

@@ -114,6 +114,9 @@ pub struct Options {
     /// (padded buffers, clamped rows, table indices masked) and every loop is bounded by a
     /// uniform count; the checks cost time on the hot loop.
     pub unchecked: Option<bool>,
+    /// Run the matmul kernels' block loop two blocks per iteration (`None`: only if
+    /// `QKERN_WGPU_UNROLL=2`); the chain's order is the same.
+    pub unroll2: Option<bool>,
     /// Split weights into parts of at most this many bytes (`None`: the adapter's
     /// storage-binding limit, at most 2 GiB).
     pub max_part_bytes: Option<u64>,
@@ -186,6 +189,7 @@ pub struct WgpuBackend {
     native_fma: bool,
     fma_measured_fused: bool,
     unchecked: bool,
+    unroll2: bool,
     max_part: u64,
     max_binding: u64,
     tables: wgpu::Buffer,
@@ -387,6 +391,7 @@ impl WgpuBackend {
             subgroups: !features.is_empty(),
             native_fma: false,
             fma_measured_fused: false,
+            unroll2: opts.unroll2.unwrap_or_else(|| std::env::var("QKERN_WGPU_UNROLL").is_ok_and(|v| v == "2")),
             unchecked: opts.unchecked.unwrap_or_else(|| std::env::var("QKERN_WGPU_UNCHECKED").is_ok_and(|v| v == "1")),
             max_part,
             max_binding,
@@ -417,12 +422,13 @@ impl WgpuBackend {
     /// The adapter's name and backend.
     pub fn name(&self) -> String {
         format!(
-            "{} ({:?}, {}{}{})",
+            "{} ({:?}, {}{}{}{})",
             self.info.name,
             self.info.backend,
             if self.native_fma { "fma" } else { "emulated fma" },
             if self.subgroups { ", subgroups" } else { "" },
-            if self.unchecked { ", unchecked" } else { "" }
+            if self.unchecked { ", unchecked" } else { "" },
+            if self.unroll2 { ", unroll 2" } else { "" }
         )
     }
 
@@ -477,7 +483,7 @@ impl WgpuBackend {
         }
         let (src, layout) = match k {
             Kernel::Matmul(f, nt) => {
-                (shaders::matmul_source(f, nt, self.subgroups, self.native_fma), &self.layouts.matmul)
+                (shaders::matmul_source(f, nt, self.subgroups, self.native_fma, self.unroll2), &self.layouts.matmul)
             }
             Kernel::Dequant(f) => (shaders::dequant_source(f), &self.layouts.dequant),
             Kernel::Quant(f) => (shaders::quant_source(f, self.native_fma), &self.layouts.quant_pl),

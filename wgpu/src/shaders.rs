@@ -82,7 +82,7 @@ fn matmul_body(f: Format) -> Option<&'static str> {
 }
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch.
-pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool, native_fma: bool) -> Option<String> {
+pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool, native_fma: bool, unroll2: bool) -> Option<String> {
     let body = matmul_body(f)?;
     let mut s = String::with_capacity(24 * 1024);
     // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
@@ -94,7 +94,12 @@ pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool, native_fma: boo
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
-    s.push_str(MATMUL_MAIN);
+    let lp = if unroll2 {
+        "var b = 0u;\n    for (; b + 1u < P.nb; b += 2u) {\n        step(base, b, l, &st);\n        step(base, b + 1u, l, &st);\n    }\n    if (b < P.nb) {\n        step(base, b, l, &st);\n    }"
+    } else {
+        "for (var b = 0u; b < P.nb; b++) {\n        step(base, b, l, &st);\n    }"
+    };
+    s.push_str(&MATMUL_MAIN.replace("UNROLL_LOOP", lp));
     Some(s)
 }
 
@@ -182,7 +187,8 @@ mod tests {
             for nt in [1, 3, 8] {
                 for sg in [false, true] {
                     for nf in [false, true] {
-                        sources.push((format!("matmul {f} nt={nt} sg={sg}"), matmul_source(f, nt, sg, nf).unwrap()));
+                        let src = matmul_source(f, nt, sg, nf, nf).unwrap();
+                        sources.push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll={nf}"), src));
                     }
                 }
             }

@@ -6,9 +6,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let base = min(row, P.rows - 1u) * P.row_bytes;
     var st: St;
-    for (var b = 0u; b < P.nb; b++) {
-        step(base, b, l, &st);
-    }
+    // The blocks in order, one per iteration or (unrolled) two; the same chain.
+    UNROLL_LOOP
     let r = finish(&st, l, lid);
     if (l == 0u && row < P.rows) {
         for (var t = 0u; t < NT; t++) {
