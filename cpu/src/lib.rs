@@ -91,7 +91,9 @@ pub enum CpuError {
     Pool(String),
     #[error(transparent)]
     Shape(#[from] ShapeError),
-    #[error("{0} activations contain a byte of -128 (token {1}, block {2}); ggml's quantizers never emit it and qkern rejects it")]
+    #[error(
+        "{0} activations contain a byte of -128 (token {1}, block {2}); ggml's quantizers never emit it and qkern rejects it"
+    )]
     Minus128(Format, usize, usize),
 }
 
@@ -161,9 +163,9 @@ pub fn require(path: CpuPath) -> Result<CpuPath, CpuError> {
 pub fn default_path() -> Result<CpuPath, CpuError> {
     static P: OnceLock<Result<CpuPath, CpuError>> = OnceLock::new();
     P.get_or_init(|| match std::env::var("QKERN_CPU") {
-        Ok(v) if !v.trim().is_empty() => CpuPath::from_name(&v)
-            .and_then(require)
-            .map_err(|e| CpuError::Env(v.clone(), Box::new(e))),
+        Ok(v) if !v.trim().is_empty() => {
+            CpuPath::from_name(&v).and_then(require).map_err(|e| CpuError::Env(v.clone(), Box::new(e)))
+        }
         _ => Ok(best_path()),
     })
     .clone()

@@ -161,12 +161,16 @@ impl CpuBackend {
         }
         let rb = act.row_bytes(cols)?;
         if x.is_empty() || !x.len().is_multiple_of(cols) {
-            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: cols, got: x.len() }.into());
+            return Err(
+                ShapeError::Length { what: "activations ([tokens][cols])", expected: cols, got: x.len() }.into()
+            );
         }
         let nt = x.len() / cols;
         let total = rb.checked_mul(nt).ok_or(ShapeError::Overflow)?;
         if out.len() != total {
-            return Err(ShapeError::ByteLength { what: "quantized activations", expected: total, got: out.len() }.into());
+            return Err(
+                ShapeError::ByteLength { what: "quantized activations", expected: total, got: out.len() }.into()
+            );
         }
         let path = self.path;
         with_act_block!(act, B => {

@@ -217,7 +217,8 @@ pub fn plan_matmul<E>(
         let block = if (ctas(MM_BLOCK) as u64) < min_ctas { 64 } else { MM_BLOCK };
         let rpc = block / tpr;
         // Prefetch when the launch's weights fit well within L2 (less than 16 MiB).
-        let wbytes: u64 = args.jobs[..args.njobs as usize].iter().map(|j| j.rows as u64).sum::<u64>() * (nb * body) as u64;
+        let wbytes: u64 =
+            args.jobs[..args.njobs as usize].iter().map(|j| j.rows as u64).sum::<u64>() * (nb * body) as u64;
         args.pf = if wbytes < (16 << 20) { nb * body } else { 0 };
         let mut cta = 0u32;
         for j in &mut args.jobs[..args.njobs as usize] {

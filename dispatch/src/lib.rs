@@ -327,17 +327,17 @@ impl Device {
                 Inner::Cpu(qkern_cpu::CpuBackend::new(path, opts.threads)?)
             }
             #[cfg(feature = "cuda")]
-            BackendSpec::Cuda(n) => Inner::Cuda(qkern_cuda::CudaBackend::new(n).map_err(|e| Error::Unavailable {
-                backend: spec.to_string(),
-                reason: e.to_string(),
-            })?),
+            BackendSpec::Cuda(n) => Inner::Cuda(
+                qkern_cuda::CudaBackend::new(n)
+                    .map_err(|e| Error::Unavailable { backend: spec.to_string(), reason: e.to_string() })?,
+            ),
             #[cfg(not(feature = "cuda"))]
             BackendSpec::Cuda(_) => return Err(Error::NotBuilt("cuda")),
             #[cfg(feature = "wgpu")]
-            BackendSpec::Wgpu(n) => Inner::Wgpu(qkern_wgpu::WgpuBackend::new(n).map_err(|e| Error::Unavailable {
-                backend: spec.to_string(),
-                reason: e.to_string(),
-            })?),
+            BackendSpec::Wgpu(n) => Inner::Wgpu(
+                qkern_wgpu::WgpuBackend::new(n)
+                    .map_err(|e| Error::Unavailable { backend: spec.to_string(), reason: e.to_string() })?,
+            ),
             #[cfg(not(feature = "wgpu"))]
             BackendSpec::Wgpu(_) => return Err(Error::NotBuilt("wgpu")),
         };
@@ -366,7 +366,11 @@ impl Device {
 
     fn check_owner(&self, what: &'static str, owner: u64) -> Result<()> {
         if owner != self.id {
-            return Err(Error::WrongDevice { what, owner: format!("device #{owner}"), this: format!("device #{}", self.id) });
+            return Err(Error::WrongDevice {
+                what,
+                owner: format!("device #{owner}"),
+                this: format!("device #{}", self.id),
+            });
         }
         Ok(())
     }
@@ -383,13 +387,13 @@ impl Device {
                 }
             }
             #[cfg(feature = "cuda")]
-            Inner::Cuda(c) => WeightStorage::Cuda(
-                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?,
-            ),
+            Inner::Cuda(c) => {
+                WeightStorage::Cuda(c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?)
+            }
             #[cfg(feature = "wgpu")]
-            Inner::Wgpu(c) => WeightStorage::Wgpu(
-                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?,
-            ),
+            Inner::Wgpu(c) => {
+                WeightStorage::Wgpu(c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?)
+            }
         };
         Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
     }
@@ -399,13 +403,13 @@ impl Device {
         let storage = match &self.inner {
             Inner::Cpu(_) => WeightStorage::Host(HostBytes::Owned(AlignedBuf::copy_from(w.bytes))),
             #[cfg(feature = "cuda")]
-            Inner::Cuda(c) => WeightStorage::Cuda(
-                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?,
-            ),
+            Inner::Cuda(c) => {
+                WeightStorage::Cuda(c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?)
+            }
             #[cfg(feature = "wgpu")]
-            Inner::Wgpu(c) => WeightStorage::Wgpu(
-                c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?,
-            ),
+            Inner::Wgpu(c) => {
+                WeightStorage::Wgpu(c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?)
+            }
         };
         Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
     }
@@ -440,7 +444,9 @@ impl Device {
     pub fn quantize(&self, x: &[f32], acts: &mut Activations) -> Result<()> {
         self.check_owner("activation buffer", acts.device)?;
         if x.is_empty() || !x.len().is_multiple_of(acts.cols) {
-            return Err(ShapeError::Length { what: "activations ([tokens][cols])", expected: acts.cols, got: x.len() }.into());
+            return Err(
+                ShapeError::Length { what: "activations ([tokens][cols])", expected: acts.cols, got: x.len() }.into()
+            );
         }
         let nt = x.len() / acts.cols;
         if nt > acts.capacity {
@@ -539,7 +545,9 @@ impl Device {
                 return Err(Error::NoTokens);
             }
             if acts.format != w.act_format() {
-                return Err(ShapeError::Pairing { weights: w.format, expected: w.act_format(), got: acts.format }.into());
+                return Err(
+                    ShapeError::Pairing { weights: w.format, expected: w.act_format(), got: acts.format }.into()
+                );
             }
             if acts.cols != w.cols {
                 return Err(Error::Cols { weights: w.cols, acts: acts.cols });

@@ -331,6 +331,8 @@ fn split<'a>(
     (0..n).map(|e| Ok(WeightsRef::new(s.format, rows, cols, &s.bytes[e * sz..(e + 1) * sz])?)).collect()
 }
 
+// One router per layer: the size difference costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Router<'a> {
     Host(Vec<f32>),
     Device(Weights<'a>, Activations),

@@ -290,9 +290,9 @@ enum Mutation {
 fn mutation() -> impl Strategy<Value = Mutation> {
     let meta = proptest::bool::weighted(0.8);
     prop_oneof![
-        4 => (meta.clone(), any::<usize>(), 0u8..8).prop_map(|(m, p, b)| Mutation::Flip(m, p, b)),
+        4 => (meta, any::<usize>(), 0u8..8).prop_map(|(m, p, b)| Mutation::Flip(m, p, b)),
         1 => any::<usize>().prop_map(Mutation::Truncate),
-        2 => (meta.clone(), any::<usize>(), proptest::collection::vec(any::<u8>(), 1..16))
+        2 => (meta, any::<usize>(), proptest::collection::vec(any::<u8>(), 1..16))
             .prop_map(|(m, p, v)| Mutation::Insert(m, p, v)),
         3 => (meta, any::<usize>(), prop_oneof![Just(1u64 << 60), Just(u64::MAX), Just(0u64), any::<u64>(), 0u64..5000])
             .prop_map(|(m, p, v)| Mutation::Word(m, p, v)),

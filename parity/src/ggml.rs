@@ -124,9 +124,7 @@ pub fn vec_dot_type(f: Format) -> Option<Format> {
 pub fn isa() -> (bool, bool, bool, bool) {
     init();
     // SAFETY: feature queries without arguments.
-    unsafe {
-        (ggml_cpu_has_avx2() != 0, ggml_cpu_has_fma() != 0, ggml_cpu_has_f16c() != 0, ggml_cpu_has_avx512() != 0)
-    }
+    unsafe { (ggml_cpu_has_avx2() != 0, ggml_cpu_has_fma() != 0, ggml_cpu_has_f16c() != 0, ggml_cpu_has_avx512() != 0) }
 }
 
 fn check_layout(f: Format, cols: usize) -> Result<usize, GgmlError> {

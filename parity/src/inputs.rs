@@ -106,17 +106,13 @@ pub fn floats(rng: &mut Rng, d: Dist, n: usize) -> Vec<f32> {
         }
         Dist::Tiny => v.iter_mut().for_each(|x| *x = rng.normal() * 1e-6),
         Dist::Huge => v.iter_mut().for_each(|x| *x = rng.normal() * 3e3),
-        Dist::Outliers => v.iter_mut().for_each(|x| {
-            *x = if rng.below(97) == 0 { rng.normal() * 200.0 } else { rng.normal() * 0.02 }
-        }),
+        Dist::Outliers => {
+            v.iter_mut().for_each(|x| *x = if rng.below(97) == 0 { rng.normal() * 200.0 } else { rng.normal() * 0.02 })
+        }
         Dist::Ties => {
             // Per 32-block: amax 127 (so id = 1) and the rest at k + 0.5.
             for (i, x) in v.iter_mut().enumerate() {
-                *x = if i % 32 == 0 {
-                    127.0
-                } else {
-                    (rng.below(254) as f32 - 127.0) + 0.5 * (rng.below(2) as f32)
-                };
+                *x = if i % 32 == 0 { 127.0 } else { (rng.below(254) as f32 - 127.0) + 0.5 * (rng.below(2) as f32) };
             }
         }
     }

@@ -5,12 +5,12 @@
 //! generator and the live property tests call.
 
 pub mod compare;
-pub mod inputs;
-pub mod run;
-pub mod vectors;
 #[cfg(feature = "ggml")]
 pub mod ggml;
 #[cfg(feature = "ggml")]
 pub mod gguf_writer;
+pub mod inputs;
+pub mod run;
+pub mod vectors;
 
 pub use compare::{Mismatch, bits_equal, bytes_equal};

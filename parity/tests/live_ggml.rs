@@ -112,9 +112,30 @@ live_weight_tests! {
 #[test]
 fn live_activation_special_values() {
     let specials = [
-        0.0f32, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 126.5, 127.0, -127.0, 1e-40, -1e-45, 6.5e4, 1e30, -1e30,
-        f32::MIN_POSITIVE, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY, f32::NAN,
-        f32::from_bits(0x7FC0_1234), f32::from_bits(0xFFA0_0001), f32::from_bits(0x7F80_0001),
+        0.0f32,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        126.5,
+        127.0,
+        -127.0,
+        1e-40,
+        -1e-45,
+        6.5e4,
+        1e30,
+        -1e30,
+        f32::MIN_POSITIVE,
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7FC0_1234),
+        f32::from_bits(0xFFA0_0001),
+        f32::from_bits(0x7F80_0001),
     ];
     let mut rng = Rng::new(7);
     for act in Format::ACTIVATIONS {
@@ -124,7 +145,8 @@ fn live_activation_special_values() {
                 let mut x = floats(&mut rng, Dist::Gaussian, cols);
                 for v in x.iter_mut() {
                     if rng.below(3) == 0 {
-                        *v = specials[rng.below(specials.len() as u64) as usize] * if trial % 2 == 0 { 1.0 } else { 3.0 };
+                        *v = specials[rng.below(specials.len() as u64) as usize]
+                            * if trial % 2 == 0 { 1.0 } else { 3.0 };
                     }
                 }
                 // keep NaN/Inf out of half the trials so that finite edge cases are seen alone
@@ -136,7 +158,8 @@ fn live_activation_special_values() {
                 ggml::from_float(act, &x, &mut theirs).unwrap();
                 let mut ours = vec![0u8; rb];
                 reference::quantize_row(act, &x, &mut ours).unwrap();
-                if let Err(e) = bytes_equal(&format!("quantize {act} trial {trial}"), act.block_bytes(), &theirs, &ours) {
+                if let Err(e) = bytes_equal(&format!("quantize {act} trial {trial}"), act.block_bytes(), &theirs, &ours)
+                {
                     panic!("{e}\ninput: {x:?}");
                 }
             }
@@ -161,7 +184,11 @@ fn wild_case(f: Format, seed: u64, nblocks: usize) -> Result<usize, String> {
     let mut nans = 0;
     for (i, (a, b)) in theirs.iter().zip(&ours).enumerate() {
         if !same(*a, *b) {
-            return Err(format!("dequantize {f} wild: element {i}: ggml {:#010x}, ours {:#010x}", a.to_bits(), b.to_bits()));
+            return Err(format!(
+                "dequantize {f} wild: element {i}: ggml {:#010x}, ours {:#010x}",
+                a.to_bits(),
+                b.to_bits()
+            ));
         }
         nans += a.is_nan() as usize;
     }

@@ -24,21 +24,21 @@ use crate::{Format, ShapeError};
 
 pub mod simd;
 
-pub mod q8_0;
-pub mod q8_1;
-pub mod q8_k;
-pub mod q5_1;
-pub mod q4_k;
-pub mod q5_k;
-pub mod q6_k;
-pub mod iq2_xxs;
-pub mod iq2_xs;
 pub mod iq2_s;
-pub mod iq3_xxs;
+pub mod iq2_xs;
+pub mod iq2_xxs;
 pub mod iq3_s;
+pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod nvfp4;
+pub mod q4_k;
+pub mod q5_1;
+pub mod q5_k;
+pub mod q6_k;
+pub mod q8_0;
+pub mod q8_1;
+pub mod q8_k;
 
 // Each module is public: `reference::q4_k::vec_dot_q4_k` etc. are the per-format oracles.
 
