@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds, on this (GPU-less) machine, every binary the GPU machine runs, into .carry/ (git-ignored):
+#   qkern (cli, cuda+wgpu), t_cuda_gpu (cuda/tests/gpu.rs), cuda_bench, wgpu tests, wgpu_bench.
+# Then `scripts/gpu-run.sh` runs them there (see its header). The binaries find the committed
+# vectors through /work/main, which gpu-run.sh links to the checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+C=.carry; rm -rf "$C"; mkdir -p "$C"
+bin_of() { # cargo JSON messages on stdin -> executable paths of the named test/bin targets
+  python3 -c 'import json,sys
+want=set(sys.argv[1:])
+for l in sys.stdin:
+    try: m=json.loads(l)
+    except Exception: continue
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"] in want:
+        print(m["target"]["name"], m["executable"])' "$@"
+}
+cargo build --release -p qkern-cli --features cuda,wgpu
+cp target/release/qkern "$C/qkern"
+cargo build --release -p qkern-cuda --example cuda_bench
+cp target/release/examples/cuda_bench "$C/cuda_bench"
+cargo build --release -p qkern-wgpu --example bench
+cp target/release/examples/bench "$C/wgpu_bench"
+cargo test -p qkern-cuda --test gpu --no-run --message-format=json | bin_of gpu | while read -r n p; do cp "$p" "$C/t_cuda_gpu"; done
+cargo test -p qkern-wgpu --features qkern/wgpu --no-run --message-format=json \
+  | bin_of float_ops random_parity vectors | while read -r n p; do cp "$p" "$C/t_wgpu_$n"; done
+cargo test -p qkern-engine --features qkern/cuda,qkern/wgpu --test layer --no-run --message-format=json \
+  | bin_of layer | while read -r n p; do cp "$p" "$C/t_engine_layer"; done
+strip "$C"/* 2>/dev/null || true
+ls -la "$C"; du -sh "$C"
