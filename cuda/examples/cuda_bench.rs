@@ -132,6 +132,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             times.push(ms);
             gbs.push(bytes / (ms * 1e-3) / 1e9);
         }
+        // The 256-element formats: both lane splits forced, whatever the size heuristic picks.
+        let mut forced = Vec::new();
+        if qkern_cuda::args::has_split(f) && !args.iter().any(|a| a == "--no-forced") {
+            for (name, th) in [("S=1", 0u64), ("S=4", u64::MAX)] {
+                b.set_split_threshold(Some(th));
+                let mut g = Vec::new();
+                for nt in [1usize, 2, 4, 8] {
+                    let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
+                    g.push((bytes / (ms * 1e-3) / 1e9, ms));
+                }
+                forced.push(format!(
+                    "| {f} ({name}) | {rows} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} | {:.2}x | |",
+                    g[0].0,
+                    100.0 * g[0].0 / copy_gbs,
+                    g[1].0,
+                    g[2].0,
+                    g[3].0,
+                    g[3].1 / g[0].1
+                ));
+            }
+            b.set_split_threshold(None);
+        }
         let g = ggml_ref(f).map(|(a, c)| format!("{a:.0} / {c:.0}")).unwrap_or_else(|| "-".into());
         for (n, regs, local, occ) in b.kernel_stats(f)? {
             if n.contains("_n1_") || n.contains("_n4_") || n.contains("_n8_") {
@@ -149,6 +171,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         println!("{line}");
         writeln!(md, "{line}")?;
+        for l in forced {
+            println!("{l}");
+            writeln!(md, "{l}")?;
+        }
     }
 
     writeln!(md, "\nkernels (registers, local memory, occupancy at 256 threads):\n")?;
@@ -166,6 +192,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| expert | format | kernel (events) us | launch-to-result, device out, us | to host out, us | grouped x8, us/expert |\n|---|---|---|---|---|---|"
     )?;
     let nt = 4;
+    let mut notes = Vec::new();
     for (name, f, rows, cols) in [
         ("gate/up 640x2560", Format::Q4_K, 640usize, 2560usize),
         ("down 2560x640", Format::Q5_1, 2560, 640),
@@ -182,6 +209,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut out = b.alloc_f32(8 * rows * nt)?;
         let mut host = vec![0f32; rows * nt];
         let kern = b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3;
+        if qkern_cuda::args::has_split(f) {
+            let mut v = Vec::new();
+            for th in [0u64, u64::MAX] {
+                b.set_split_threshold(Some(th));
+                v.push(b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3);
+            }
+            b.set_split_threshold(None);
+            notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4", v[0], v[1]));
+        }
         let mut dev_t = Vec::new();
         let mut host_t = Vec::new();
         let mut grp_t = Vec::new();
@@ -209,6 +245,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(md, "{line}")?;
     }
     writeln!(md, "\n(medians of 300 host-timed calls; kernel column: CUDA events over 200 back-to-back launches)")?;
+    for n in &notes {
+        println!("{n}");
+        writeln!(md, "\n{n}")?;
+    }
     if let Some(d) = std::env::var_os("QKERN_RESULTS_DIR") {
         std::fs::create_dir_all(&d)?;
         std::fs::write(std::path::Path::new(&d).join("bench_cuda.md"), &md)?;

@@ -32,6 +32,12 @@ typedef long long i64;
 #define QK_ENTRY(name, ArgT, body) \
     extern "C" __global__ void name(const __grid_constant__ ArgT args) { body(args); }
 
+// The same with a register budget: at least `minb` resident CTAs of 256 threads.
+#define QK_ENTRY_LB(name, ArgT, body, minb)                                              \
+    extern "C" __global__ void __launch_bounds__(256, minb) name(const __grid_constant__ ArgT args) { \
+        body(args);                                                                      \
+    }
+
 QK_DEV u32 qk_tid() { return threadIdx.x; }
 QK_DEV u32 qk_bid() { return blockIdx.x; }
 QK_DEV u32 qk_bdim() { return blockDim.x; }
@@ -65,6 +71,29 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #else
 // ------------------------------------------------------------------------- host emulator
 #include "emu.h"
+#endif
+
+// Tuning knobs (NVRTC -D options, QKERN_CUDA_NVRTC_OPTS in kernels.rs): unroll factors of the
+// block loops. They change the schedule only, never the float order.
+#define QK_PRAGMA(x) _Pragma(#x)
+#define QK_UNROLL(n) QK_PRAGMA(unroll n)
+#ifndef QK_UNROLL_Q8
+#define QK_UNROLL_Q8 2  // q8_0 (H200: 4227 GB/s at NT=1 against 3627 with 4)
+#endif
+#ifndef QK_UNROLL_B
+#define QK_UNROLL_B 4  // q5_1, nvfp4 (blocks per iteration)
+#endif
+#ifndef QK_MINB_B
+#define QK_MINB_B 2  // 32-element formats, NTM >= 5: resident 256-thread CTAs asked of ptxas
+#endif
+#ifndef QK_UNROLL_P
+#define QK_UNROLL_P 2  // iq4_nl (block pairs)
+#endif
+#ifndef QK_UNROLL_K
+#define QK_UNROLL_K 2  // q4_K, q5_K, q6_K
+#endif
+#ifndef QK_UNROLL_IQ
+#define QK_UNROLL_IQ 2  // iq2_*, iq3_*, iq4_xs
 #endif
 
 // ------------------------------------------------------------------------- shared helpers
@@ -164,6 +193,15 @@ QK_DEV float qk_hsum8(float x) {
     x = qk_add(x, qk_shfl_xor(x, 2));
     x = qk_add(x, qk_shfl_xor(x, 1));
     return x;
+}
+
+// Device block number of block b of `row` in a tiled weight matrix (layout.rs `tiled_index`):
+// rows in groups of QK_TILE, block b of a group's G rows stored side by side.
+#define QK_TILE 16u
+QK_DEV u64 qk_wblk(u32 rows, u32 nb, u32 row, u32 b) {
+    const u32 g0 = row - row % QK_TILE;
+    const u32 g = rows - g0 < QK_TILE ? rows - g0 : QK_TILE;
+    return (u64)g0 * nb + (u64)b * g + (row - g0);
 }
 
 // Loads (aligned).

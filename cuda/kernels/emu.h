@@ -28,6 +28,7 @@ struct Reg {
     static void name##_emu(const void* p) { body(*(const ArgT*)p); } \
     static emu::Reg name##_reg(#name, name##_emu);
 
+#define QK_ENTRY_LB(name, ArgT, body, minb) QK_ENTRY(name, ArgT, body)
 #define __launch_bounds__(...)
 
 QK_DEV unsigned qk_tid() { return emu::g_tid; }

@@ -22,23 +22,25 @@ QK_DEV float mm_iq2_s(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 80u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
+        u32 bw[20];
+        ld_body<20, 16>(body, bw);
         i32 isum[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) isum[t] = 0;
 #pragma unroll
         for (int ib = 0; ib < 8; ++ib) {
             if ((u32)ib % S != c.s) continue;
-            const u32 qsb = body[4 * ib + lp];
-            const u32 qhb = body[64 + ib];
+            const u32 qsb = wbyte(bw[ib], lp);
+            const u32 qhb = wbyte(bw[16 + ib / 4], ib % 4);
             const u32 idx = qsb | ((qhb << (8u - 2u * lp)) & 0x300u);
             const u32 g = grid[2u * idx + h];
-            const u32 bits = ((u32)body[32 + 4 * ib + lp] >> (4u * h)) & 0xfu;
+            const u32 bits = (wbyte(bw[8 + ib], lp) >> (4u * h)) & 0xfu;
             const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            const u32 scb = body[72 + ib];
+            const u32 scb = wbyte(bw[18 + ib / 4], ib % 4);
             const i32 ls = (i32)(2u * (l < 4 ? (scb & 0xfu) : (scb >> 4)) + 1u);
 u32 av[NTM];
             ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);

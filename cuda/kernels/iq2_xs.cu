@@ -21,22 +21,24 @@ QK_DEV float mm_iq2_xs(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 72u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
+        u32 bw[18];
+        ld_body<18, 8>(body, bw);
         i32 isum[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) isum[t] = 0;
 #pragma unroll
         for (int ib = 0; ib < 8; ++ib) {
             if ((u32)ib % S != c.s) continue;
-            const u32 qw = ld32(body + 8 * ib + 4u * (lp >> 1));
+            const u32 qw = sel2(bw[2 * ib], bw[2 * ib + 1], lp >> 1);
             const u32 q = (lp & 1u) ? (qw >> 16) : (qw & 0xffffu);
             const u32 g = grid[2u * (q & 511u) + h];
             const u32 bits = (ksigns(q >> 9) >> (4u * h)) & 0xfu;
             const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            const u32 scb = body[64 + ib];
+            const u32 scb = wbyte(bw[16 + ib / 4], ib % 4);
             const i32 ls = (i32)(2u * (l < 4 ? (scb & 0xfu) : (scb >> 4)) + 1u);
 u32 av[NTM];
             ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);

@@ -23,17 +23,19 @@ QK_DEV float mm_iq2_xxs(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 64u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
+        u32 bw[16];
+        ld_body<16, 16>(body, bw);
         i32 isum[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) isum[t] = 0;
 #pragma unroll
         for (int ib = 0; ib < 8; ++ib) {
             if ((u32)ib % S != c.s) continue;
-            const u32 a0 = ld32(body + 8 * ib), a1 = ld32(body + 8 * ib + 4);
+            const u32 a0 = bw[2 * ib], a1 = bw[2 * ib + 1];
             const u32 g = grid[2u * ((a0 >> (8u * lp)) & 0xffu) + h];
             const u32 bits = (ksigns((a1 >> (7u * lp)) & 127u) >> (4u * h)) & 0xfu;
             const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));

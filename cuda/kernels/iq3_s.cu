@@ -22,21 +22,24 @@ QK_DEV float mm_iq3_s(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 108u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
+        u32 bw[27];
+        ld_body<27, 4>(body, bw);
         i32 isum[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) isum[t] = 0;
 #pragma unroll
         for (int ib = 0; ib < 8; ++ib) {
             if ((u32)ib % S != c.s) continue;
-            const u32 idx = (((u32)body[64 + ib] << (8u - l)) & 256u) | (u32)body[8 * ib + l];
+            const u32 idx = ((wbyte(bw[16 + ib / 4], ib % 4) << (8u - l)) & 256u) |
+                            wbyte(sel2(bw[2 * ib], bw[2 * ib + 1], l >> 2), l & 3u);
             const u32 g = grid[idx];
-            const u32 bits = ((u32)body[72 + 4 * ib + (l >> 1)] >> (4u * (l & 1u))) & 0xfu;
+            const u32 bits = (wbyte(bw[18 + ib], l >> 1) >> (4u * (l & 1u))) & 0xfu;
             const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            const u32 scb = body[104 + ib / 2];
+            const u32 scb = wbyte(bw[26], ib / 2);
             const i32 ls = (i32)(2u * ((ib & 1) ? (scb >> 4) : (scb & 0xfu)) + 1u);
 u32 av[NTM];
             ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);

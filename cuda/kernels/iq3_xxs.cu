@@ -22,18 +22,20 @@ QK_DEV float mm_iq3_xxs(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 96u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
+        u32 bw[24];
+        ld_body<24, 16>(body, bw);
         i32 isum[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) isum[t] = 0;
 #pragma unroll
         for (int ib = 0; ib < 8; ++ib) {
             if ((u32)ib % S != c.s) continue;
-            const u32 aux = ld32(body + 64 + 4 * ib);
-            const u32 g = grid[body[8 * ib + l]];
+            const u32 aux = bw[16 + ib];
+            const u32 g = grid[wbyte(sel2(bw[2 * ib], bw[2 * ib + 1], l >> 2), l & 3u)];
             const u32 bits = (ksigns((aux >> (7u * (l >> 1))) & 127u) >> (4u * (l & 1u))) & 0xfu;
             const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
             const i32 ls = (i32)(2u * (aux >> 28) + 1u);

@@ -4,7 +4,7 @@
 //   the odd one into accum2 (acc = fma(dy*dx, lane, acc)), sumf = hsum_float_8(accum1 +
 //   accum2); an odd last block goes through the scalar tail `sumf += d * (sumi1 + sumi2)`,
 //   which gcc contracts into one fma.
-// Device layout: split (bodies of 16 nibble bytes, then the fp16 d array). Two threads per
+// Device layout: tiled (layout.rs) and split (bodies of 16 nibble bytes, then the fp16 d array). Two threads per
 // row: thread h takes the low (lanes 0-3) or high (lanes 4-7) nibbles.
 
 #include "mm_common.cuh"
@@ -15,11 +15,12 @@ struct UnitIq4Nl {
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
         const u32 nb = A.nb, capw = J.capw;
+        const u64 k = qk_wblk(J.rows, nb, row, b);
         u32 kv[4];
         for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
-        const uint4 qq = ld128((const u8*)J.w + ((u64)row * nb + b) * 16u);
+        const uint4 qq = ld128((const u8*)J.w + k * 16u);
         const u32 qw[4] = {qq.x, qq.y, qq.z, qq.w};
-        const float dx = qk_h2f(qk_ld((const u16*)J.wd + (u64)row * nb + b));
+        const float dx = qk_h2f(qk_ld((const u16*)J.wd + k));
         const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
@@ -43,7 +44,7 @@ QK_DEV void mm_iq4_nl(const MmArgs& A, const MmCtxB& c, float* res) {
     mm_zero<NTM>(acc1);
     mm_zero<NTM>(acc2);
     const u32 pairs = A.nb / 2;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_P)
     for (u32 p = 0; p < pairs; ++p) {
         i32 isum[4][NTM];
         float d[NTM];
@@ -79,4 +80,4 @@ QK_DEV float deq_iq4_nl(const u8* body, u16 d16, u32 e, const u32* tab) {
     const u32 n = e < 16 ? (body[e] & 0xfu) : (body[e - 16] >> 4);
     return qk_mul(qk_h2f(d16), (float)(i8)tab_byte(tab + TAB_IQ4NL, n));
 }
-DEQ_KERNEL(iq4_nl, deq_iq4_nl, 32, 16, 1)
+DEQ_KERNEL_T(iq4_nl, deq_iq4_nl, 32, 16, 1, 1)

@@ -21,7 +21,7 @@ QK_DEV float mm_iq4_xs(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 136u * b;
         const u32 hw = ld32(blk);

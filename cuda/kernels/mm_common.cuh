@@ -181,7 +181,7 @@ QK_DEV void mm_store_b(const MmArgs& A, const MmCtxB& c, const float* res) {
         fn<NTM>(A, c, res);                                                             \
         mm_store_b<NTM>(A, c, res);                                                     \
     }                                                                                   \
-    QK_ENTRY(qk_mm_##fmt##_n##NTM##_s1, MmArgs, fn##_n##NTM##_s1)
+    QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s1, MmArgs, fn##_n##NTM##_s1, (NTM) >= 5 ? QK_MINB_B : 1)
 
 #define MM_KERNELS_B(fmt, fn)  \
     MM_KERNEL_B1(fmt, fn, 1)   \
@@ -240,7 +240,9 @@ QK_DEV void mmk_body(const MmArgs& A) {
     const u32 rows = J.rows;
     const u32 row0 = (bid - J.cta0) * MMK_R;
     for (u32 it = tid; it < MMK_R * units * 2u; it += qk_bdim()) {
-        const u32 r = it / (2u * units), rem = it % (2u * units), u = rem / 2u, h = rem & 1u;
+        // (unit, row, half) with the row before the unit: on tiled weights, consecutive
+        // threads read one contiguous span of the MMK_R rows' block u.
+        const u32 h = it & 1u, r = (it >> 1) % MMK_R, u = it / (2u * MMK_R);
         const u32 row = row0 + r < rows ? row0 + r : rows - 1u;
         i32 isum[4][NTM];
         float d[NTM], m = 0.0f;
@@ -301,6 +303,35 @@ QK_DEV void mmk_body(const MmArgs& A) {
     MMK_KERNEL_1(fmt, U, CH, 7)    \
     MMK_KERNEL_1(fmt, U, CH, 8)
 
+// A block body of W words into registers with the widest loads its alignment AL (bytes: 16,
+// 8 or 4) allows: a few wide loads instead of one narrow load per sub-block and byte. Index
+// the result only with compile-time constants (unrolled loops); pick run-time words with sel2.
+template <int W, int AL>
+QK_DEV void ld_body(const u8* p, u32* w) {
+    if (AL == 16) {
+#pragma unroll
+        for (int k = 0; k < W / 4; ++k) {
+            const uint4 v = ld128(p + 16 * k);
+            w[4 * k] = v.x, w[4 * k + 1] = v.y, w[4 * k + 2] = v.z, w[4 * k + 3] = v.w;
+        }
+#pragma unroll
+        for (int k = 4 * (W / 4); k < W; ++k) w[k] = ld32(p + 4 * k);
+    } else if (AL == 8) {
+#pragma unroll
+        for (int k = 0; k < W / 2; ++k) {
+            const uint2 v = ld64(p + 8 * k);
+            w[2 * k] = v.x, w[2 * k + 1] = v.y;
+        }
+#pragma unroll
+        for (int k = 2 * (W / 2); k < W; ++k) w[k] = ld32(p + 4 * k);
+    } else {
+#pragma unroll
+        for (int k = 0; k < W; ++k) w[k] = ld32(p + 4 * k);
+    }
+}
+QK_DEV u32 sel2(u32 a, u32 b, u32 s) { return s ? b : a; }
+QK_DEV u32 wbyte(u32 w, u32 k) { return (w >> (8u * k)) & 0xffu; }
+
 // Copy `n` table words to shared memory (all threads, then a barrier).
 QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
     const u32* src = (const u32*)A.tab + off;
@@ -328,7 +359,9 @@ QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
 
 // Dequantize: one thread per element (grid-stride), `deq(body, d16, e, tab)` gives element
 // e of a block; formats stored split read their fp16 `d` from the separate array.
-#define DEQ_KERNEL(fmt, deq, BE, BODY, SPLIT)                                          \
+#define DEQ_KERNEL(fmt, deq, BE, BODY, SPLIT) DEQ_KERNEL_T(fmt, deq, BE, BODY, SPLIT, 0)
+// TILED: the weights are tiled (layout.rs), block numbers from qk_wblk.
+#define DEQ_KERNEL_T(fmt, deq, BE, BODY, SPLIT, TILED)                                 \
     QK_DEV void deq_##fmt##_body(const DeqArgs& A) {                                    \
         const u64 total = (u64)A.rows * A.cols;                                         \
         const u32 nb = A.cols / (BE);                                                   \
@@ -336,7 +369,8 @@ QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
              i += (u64)qk_bdim() * qk_gdim()) {                                         \
             const u64 r = i / A.cols;                                                   \
             const u32 c = (u32)(i % A.cols);                                            \
-            const u64 blk = r * nb + c / (BE);                                          \
+            const u64 blk = (TILED) ? qk_wblk(A.rows, nb, (u32)r, c / (BE))             \
+                                    : r * nb + c / (BE);                                \
             const u8* body = (const u8*)A.w + blk * (BODY);                             \
             const u16 d16 = (SPLIT) ? qk_ld((const u16*)A.wd + blk) : (u16)0;           \
             const float v = deq(body, d16, c % (BE), (const u32*)A.tab);                \

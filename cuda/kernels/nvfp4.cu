@@ -4,7 +4,7 @@
 //   qs[8s + j], element j+8 the high nibble.
 // - dot: `ggml_vec_dot_nvfp4_q8_0` (AVX2): two 8-lane steps per block, one per q8_0 block k;
 //   lanes 0-3 use ue4m3(d[2k]) * dy, lanes 4-7 ue4m3(d[2k+1]) * dy: acc = fma(s, lane, acc).
-// Device layout: ggml's 36-byte blocks. Two threads per row: in step k thread h owns lanes
+// Device layout: tiled (layout.rs) ggml 36-byte blocks. Two threads per row: in step k thread h owns lanes
 // 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share. A "unit" is one step
 // (32 elements, one q8_0 activation block), two per nvfp4 block.
 
@@ -19,7 +19,7 @@ struct UnitNvfp4 {
         u32 kv[4];
         for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_FP4 + i);
         const u32 b = u / 2, k = u % 2;
-        const u8* blk = (const u8*)J.w + ((u64)row * nb + b) * 36u;
+        const u8* blk = (const u8*)J.w + qk_wblk(J.rows, nb, row, b) * 36u;
         const u32 sb = 2u * k + h;
         const u32 w0 = ld32(blk + 4 + 8u * sb), w1 = ld32(blk + 8 + 8u * sb);
         // lane 4h+i: word 2sb + (i & 1), high nibbles for i >= 2
@@ -46,7 +46,7 @@ QK_DEV void mm_nvfp4(const MmArgs& A, const MmCtxB& c, float* res) {
     const MmJob& J = A.jobs[c.job];
     float acc[NTM][4];
     mm_zero<NTM>(acc);
-#pragma unroll 4
+QK_UNROLL(QK_UNROLL_B)
     for (u32 u = 0; u < 2u * A.nb; ++u) {
         i32 isum[4][NTM];
         float d[NTM];
@@ -65,4 +65,4 @@ QK_DEV float deq_nvfp4(const u8* blk, u16, u32 e, const u32* tab) {
     const u32 n = j < 8 ? (byte & 0xfu) : (byte >> 4);
     return qk_mul((float)(i8)tab_byte(tab + TAB_FP4, n), qk_ue4m3(blk[s]));
 }
-DEQ_KERNEL(nvfp4, deq_nvfp4, 64, 36, 0)
+DEQ_KERNEL_T(nvfp4, deq_nvfp4, 64, 36, 0, 1)

@@ -3,7 +3,7 @@
 // - dot: `ggml_vec_dot_q5_1_q8_1` (AVX2): unsigned 5-bit quants times q8_1 bytes,
 //   acc = fma(dx*dy, lane, acc); `summs += m*s` (m*s is exact, so fma(m, s, summs) is the
 //   same bits) in a separate scalar chain per token, result hsum_float_8(acc) + summs.
-// Device layout: ggml's 24-byte blocks (d, m, qh, qs). Two threads per row: thread h takes
+// Device layout: tiled (layout.rs) ggml 24-byte blocks (d, m, qh, qs). Two threads per row: thread h takes
 // the low (h = 0: lanes 0-3) or high (h = 1: lanes 4-7) nibbles of the 16 qs bytes.
 
 #include "mm_common.cuh"
@@ -15,7 +15,7 @@ struct UnitQ5_1 {
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float* m) {
         const u32 nb = A.nb, capw = J.capw;
-        const u8* blk = (const u8*)J.w + ((u64)row * nb + b) * 24u;
+        const u8* blk = (const u8*)J.w + qk_wblk(J.rows, nb, row, b) * 24u;
         const uint2 hd = ld64(blk);  // d, m | qh
         const float dx = qk_h2f((u16)(hd.x & 0xffffu));
         *m = qk_h2f((u16)(hd.x >> 16));
@@ -46,7 +46,7 @@ QK_DEV void mm_q5_1(const MmArgs& A, const MmCtxB& c, float* res) {
     mm_zero<NTM>(acc);
 #pragma unroll
     for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
-#pragma unroll 4
+QK_UNROLL(QK_UNROLL_B)
     for (u32 b = 0; b < A.nb; ++b) {
         i32 isum[4][NTM];
         float d[NTM], m;
@@ -70,4 +70,4 @@ QK_DEV float deq_q5_1(const u8* blk, u16, u32 e, const u32*) {
     const u32 q = nib | (((qh >> e) & 1u) << 4);
     return qk_add(qk_mul((float)q, qk_h2f((u16)(dm & 0xffffu))), qk_h2f((u16)(dm >> 16)));
 }
-DEQ_KERNEL(q5_1, deq_q5_1, 32, 24, 0)
+DEQ_KERNEL_T(q5_1, deq_q5_1, 32, 24, 0, 1)

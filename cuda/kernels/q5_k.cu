@@ -20,7 +20,7 @@ QK_DEV float mm_q5_k(const MmArgs& A, const MmCtx& c) {
     float acc[NTM], summs = 0.0f;
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_K)
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 176u * b;
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]

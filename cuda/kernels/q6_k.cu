@@ -21,7 +21,7 @@ QK_DEV float mm_q6_k(const MmArgs& A, const MmCtx& c) {
     float acc[NTM];
 #pragma unroll
     for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-#pragma unroll 2
+QK_UNROLL(QK_UNROLL_K)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 208u * b;
         const float xd = qk_h2f(qk_ld(wd + b));

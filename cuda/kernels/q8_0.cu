@@ -3,7 +3,7 @@
 // - dot: ggml-cpu/arch/x86/quants.c `ggml_vec_dot_q8_0_q8_0` (AVX2): lane l of block b is
 //   the sum of 4 products (elements 4l..4l+4; the sign trick equals the plain product for
 //   activation bytes other than -128, which qkern never holds), acc = fma(dx*dy, lane, acc).
-// Device layout: split (bodies of 32 quants, then the fp16 d array). Two threads per row
+// Device layout: tiled (layout.rs) and split (bodies of 32 quants, then the fp16 d array). Two threads per row
 // (mm_common.cuh, "32-element formats"); small-K launches use the two-phase kernel.
 
 #include "mm_common.cuh"
@@ -15,9 +15,10 @@ struct UnitQ8_0 {
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
         const u32 nb = A.nb, capw = J.capw;
-        const uint4 wq = ld128((const u8*)J.w + ((u64)row * nb + b) * 32u + 16u * h);
+        const u64 k = qk_wblk(J.rows, nb, row, b);
+        const uint4 wq = ld128((const u8*)J.w + k * 32u + 16u * h);
         const i32 wv[4] = {(i32)wq.x, (i32)wq.y, (i32)wq.z, (i32)wq.w};
-        const float dw = qk_h2f(qk_ld((const u16*)J.wd + (u64)row * nb + b));
+        const float dw = qk_h2f(qk_ld((const u16*)J.wd + k));
         const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
@@ -38,7 +39,7 @@ QK_DEV void mm_q8_0(const MmArgs& A, const MmCtxB& c, float* res) {
     const MmJob& J = A.jobs[c.job];
     float acc[NTM][4];
     mm_zero<NTM>(acc);
-#pragma unroll 4
+QK_UNROLL(QK_UNROLL_Q8)
     for (u32 b = 0; b < A.nb; ++b) {
         i32 isum[4][NTM];
         float d[NTM];
@@ -54,4 +55,4 @@ MM_KERNELS_K(q8_0, UnitQ8_0, MmPlain)
 QK_DEV float deq_q8_0(const u8* body, u16 d16, u32 e, const u32*) {
     return qk_mul((float)(i8)body[e], qk_h2f(d16));
 }
-DEQ_KERNEL(q8_0, deq_q8_0, 32, 32, 1)
+DEQ_KERNEL_T(q8_0, deq_q8_0, 32, 32, 1, 1)

@@ -307,8 +307,8 @@ impl CudaBackend {
         self.bind()?;
         let nblocks = rows * (cols / format.block_elems());
         let packed;
-        let dev: &[u8] = if layout.split {
-            packed = layout.pack(bytes);
+        let dev: &[u8] = if layout.repacked() {
+            packed = layout.pack(bytes, rows);
             &packed
         } else {
             bytes
@@ -545,9 +545,14 @@ impl CudaBackend {
         })
     }
 
-    /// Rows below which the S = 4 kernels (4x more threads per row) are used.
-    fn s4_rows(&self) -> u64 {
+    /// Rows below which the S = 4 kernels (4x more threads per row) are used for the
+    /// 256-element formats, or the two-phase small-K kernel for the 32-element ones. On the
+    /// H200 the S = 1 kernels won at 466k rows (5x) and at a 640-row q4_K expert (10.4 against
+    /// 15.0 us, benches/results/2026-12-03-h200-cuda/run3-minb-final): S = 4 only for launches
+    /// of fewer than 4 rows per SM.
+    fn s4_rows(&self, format: Format) -> u64 {
         match self.s4_override.load(Ordering::Relaxed) {
+            NO_OVERRIDE if args::has_split(format) => self.sms as u64 * 4,
             NO_OVERRIDE => self.sms as u64 * 128,
             v => v,
         }
@@ -561,7 +566,7 @@ impl CudaBackend {
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
         let m = self.module(Module::Weights(format))?;
-        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(), 2 * self.sms as u64, |l, a| {
+        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(format), 2 * self.sms as u64, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             self.launch(f, l.grid, l.block, a)
         })

@@ -112,7 +112,7 @@ pub fn compile(m: Module, arch: &'static str) -> Result<Arc<String>, CudaError> 
         prec_div: Some(true),
         fmad: Some(false),
         arch: Some(arch),
-        options: vec!["--std=c++17".into()],
+        options: extra_options(),
         name: Some(format!("qkern_{m}.cu")),
         ..Default::default()
     };
@@ -121,6 +121,16 @@ pub fn compile(m: Module, arch: &'static str) -> Result<Arc<String>, CudaError> 
     let ptx = Arc::new(ptx.to_src());
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert((m, arch), ptx.clone());
     Ok(ptx)
+}
+
+/// NVRTC options: C++17, plus the words of `QKERN_CUDA_NVRTC_OPTS` (tuning experiments, e.g.
+/// `-DQK_UNROLL_K=4 --maxrregcount=64`; read once per process; bits never depend on them).
+fn extra_options() -> Vec<String> {
+    let mut v = vec!["--std=c++17".to_string()];
+    if let Ok(s) = std::env::var("QKERN_CUDA_NVRTC_OPTS") {
+        v.extend(s.split_whitespace().map(String::from));
+    }
+    v
 }
 
 fn compile_log(e: cudarc::nvrtc::CompileError) -> String {

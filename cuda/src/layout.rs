@@ -3,9 +3,16 @@
 //!
 //! **Weights.** Formats whose ggml block is only 2-byte aligned (a leading fp16 `d` before
 //! 4-byte data, or q6_K's trailing `d`) are stored *split*: every block's other bytes
-//! ("body", a multiple of 4 bytes) in ggml order, row-major, then the `d` of every block
-//! as one fp16 array. That keeps every 32-bit load aligned and adds no bytes. The other
-//! formats keep ggml's blocks unchanged.
+//! ("body", a multiple of 4 bytes) in ggml order, then the `d` of every block as one fp16
+//! array (same block order). That keeps every 32-bit load aligned and adds no bytes. The
+//! other formats keep ggml's blocks unchanged.
+//!
+//! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are also *tiled*: rows in groups of
+//! [`TILE`] (the last group may be shorter, `G` rows), block `b` of the group's rows stored
+//! next to each other: block (row, b) is block number `16*g*nb + b*G + row%16` of group
+//! `g = row/16` (`tiled_index`). Their matmul kernels give a warp 16 consecutive rows, so a
+//! warp's load of block `b` reads one contiguous span instead of 16 rows' pieces. The other
+//! formats are row-major (block `row*nb + b`).
 //!
 //! **Activations.** Regions, each `[capacity][...]` and 256-byte aligned: int8 quants
 //! `[t][cols]`; `d` as fp16 (the bits ggml stores) and as f32 (what the matmul reads)
@@ -24,6 +31,18 @@ pub struct WeightLayout {
     pub d_offset: usize,
     /// Bytes per block in the body region.
     pub body: usize,
+    /// Rows per tile (1: row-major).
+    pub tile: usize,
+}
+
+/// Rows per tile of the tiled formats (`QK_TILE` in kernels/common.cuh).
+pub const TILE: usize = 16;
+
+/// Device block number of block `b` of row `row` (`qk_wblk` in kernels/common.cuh).
+pub fn tiled_index(rows: usize, nb: usize, row: usize, b: usize, tile: usize) -> usize {
+    let g0 = row - row % tile;
+    let g = tile.min(rows - g0);
+    g0 * nb + b * g + (row - g0)
 }
 
 impl WeightLayout {
@@ -43,7 +62,9 @@ impl WeightLayout {
             Format::Q6_K => (true, 208),
             _ => (false, 0),
         };
-        Ok(WeightLayout { format, split, d_offset, body: if split { bb - 2 } else { bb } })
+        let tile =
+            if matches!(format, Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4) { TILE } else { 1 };
+        Ok(WeightLayout { format, split, d_offset, body: if split { bb - 2 } else { bb }, tile })
     }
 
     /// Device bytes of `nblocks` blocks: bodies, then (split) the `d` array.
@@ -56,39 +77,56 @@ impl WeightLayout {
         self.body * nblocks
     }
 
-    /// ggml blocks (validated length) to the device layout.
-    pub fn pack(&self, ggml: &[u8]) -> Vec<u8> {
+    /// Whether the device bytes differ from ggml's (split or tiled).
+    pub fn repacked(&self) -> bool {
+        self.split || self.tile > 1
+    }
+
+    /// ggml blocks (validated length, `rows` rows) to the device layout.
+    pub fn pack(&self, ggml: &[u8], rows: usize) -> Vec<u8> {
         let bb = self.format.block_bytes();
         let n = ggml.len() / bb;
-        if !self.split {
+        if !self.repacked() || rows == 0 {
             return ggml[..n * bb].to_vec();
         }
+        let nb = n / rows;
         let mut out = vec![0u8; self.device_bytes(n)];
         let (bodies, ds) = out.split_at_mut(self.body * n);
         for (i, blk) in ggml.chunks_exact(bb).enumerate() {
-            let o = self.d_offset;
-            let body = &mut bodies[i * self.body..(i + 1) * self.body];
-            body[..o].copy_from_slice(&blk[..o]);
-            body[o..].copy_from_slice(&blk[o + 2..]);
-            ds[2 * i..2 * i + 2].copy_from_slice(&blk[o..o + 2]);
+            let k = tiled_index(rows, nb, i / nb, i % nb, self.tile);
+            let body = &mut bodies[k * self.body..(k + 1) * self.body];
+            if self.split {
+                let o = self.d_offset;
+                body[..o].copy_from_slice(&blk[..o]);
+                body[o..].copy_from_slice(&blk[o + 2..]);
+                ds[2 * k..2 * k + 2].copy_from_slice(&blk[o..o + 2]);
+            } else {
+                body.copy_from_slice(blk);
+            }
         }
         out
     }
 
     /// The device layout back to ggml blocks (tests).
-    pub fn unpack(&self, dev: &[u8], nblocks: usize) -> Vec<u8> {
+    pub fn unpack(&self, dev: &[u8], rows: usize, nblocks: usize) -> Vec<u8> {
         let bb = self.format.block_bytes();
-        if !self.split {
+        if !self.repacked() || rows == 0 {
             return dev[..nblocks * bb].to_vec();
         }
+        let nb = nblocks / rows;
         let mut out = vec![0u8; nblocks * bb];
         let (bodies, ds) = dev.split_at(self.body * nblocks);
         for (i, blk) in out.chunks_exact_mut(bb).enumerate() {
-            let o = self.d_offset;
-            let body = &bodies[i * self.body..(i + 1) * self.body];
-            blk[..o].copy_from_slice(&body[..o]);
-            blk[o + 2..].copy_from_slice(&body[o..]);
-            blk[o..o + 2].copy_from_slice(&ds[2 * i..2 * i + 2]);
+            let k = tiled_index(rows, nb, i / nb, i % nb, self.tile);
+            let body = &bodies[k * self.body..(k + 1) * self.body];
+            if self.split {
+                let o = self.d_offset;
+                blk[..o].copy_from_slice(&body[..o]);
+                blk[o + 2..].copy_from_slice(&body[o..]);
+                blk[o..o + 2].copy_from_slice(&ds[2 * k..2 * k + 2]);
+            } else {
+                blk.copy_from_slice(body);
+            }
         }
         out
     }
@@ -329,15 +367,31 @@ mod tests {
     }
 
     #[test]
+    fn tiled_index_is_a_permutation() {
+        for (rows, nb) in [(1, 1), (15, 3), (16, 4), (17, 2), (300, 5)] {
+            let mut seen = vec![false; rows * nb];
+            for r in 0..rows {
+                for b in 0..nb {
+                    let k = tiled_index(rows, nb, r, b, TILE);
+                    assert!(!seen[k]);
+                    seen[k] = true;
+                }
+            }
+        }
+    }
+
+    #[test]
     fn weight_pack_roundtrip() {
         for f in Format::WEIGHTS {
             let l = WeightLayout::of(f).unwrap();
             assert_eq!(l.body % 4, 0, "{f}");
-            let n = 5;
-            let bytes: Vec<u8> = (0..n * f.block_bytes()).map(|i| (i * 7 + 3) as u8).collect();
-            let dev = l.pack(&bytes);
-            assert_eq!(dev.len(), l.device_bytes(n));
-            assert_eq!(l.unpack(&dev, n), bytes, "{f}");
+            for (rows, nb) in [(1, 5), (5, 1), (37, 3), (16, 2)] {
+                let n = rows * nb;
+                let bytes: Vec<u8> = (0..n * f.block_bytes()).map(|i| (i * 7 + 3) as u8).collect();
+                let dev = l.pack(&bytes, rows);
+                assert_eq!(dev.len(), l.device_bytes(n));
+                assert_eq!(l.unpack(&dev, rows, n), bytes, "{f}");
+            }
         }
     }
 

@@ -272,7 +272,7 @@ fn upload(c: &Case) -> DevCase {
     let act = c.f.vec_dot_type().unwrap();
     let wl = WeightLayout::of(c.f).unwrap();
     let nblocks = c.rows * c.cols / c.f.block_elems();
-    let w = Buf::from(&wl.pack(&c.w));
+    let w = Buf::from(&wl.pack(&c.w, c.rows));
     let wd = if wl.split { w.ptr() + wl.d_region(nblocks) as u64 } else { 0 };
     let l = ActLayout::new(act, c.cols, c.nt).unwrap();
     let a = Buf::from(&l.from_ggml(&c.acts, c.nt));
@@ -376,7 +376,7 @@ fn dequant_format(f: Format) {
         let w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), wild);
         let wl = WeightLayout::of(f).unwrap();
         let nblocks = rows * cols / f.block_elems();
-        let wb = Buf::from(&wl.pack(&w));
+        let wb = Buf::from(&wl.pack(&w, rows));
         let mut want = vec![0f32; rows * cols];
         reference::dequantize_row(f, &w, &mut want).unwrap();
         for kind in [args::DeqKind::F32, args::DeqKind::F16, args::DeqKind::Bf16] {
