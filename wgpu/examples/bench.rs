@@ -4,14 +4,37 @@
 //! submits, waits and reads the `[tokens][rows]` result back; median of `reps` calls). The
 //! first and last 64 rows of one call are checked bit for bit against the scalar reference.
 //!
+//! `--variants` (or `QKERN_WGPU_VARIANTS`) runs every (format, NT) under several kernel
+//! variants in one process (same bits, different speed; `call` is timed for the first only):
+//! `default` (the backend's choice), `emul` (fma emulation even where `fma()` is fused),
+//! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
+//! checks without loop bounding), `u2` / `u4` (2 / 4 blocks per loop iteration), `rows`
+//! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others).
+//! The CSV is written line by line, so a run cut short keeps what it measured.
+//!
 //! `cargo run --release -p qkern-wgpu --example bench -- [--gib 1] [--nt 1,8] [--reps 20]
-//!  [--formats q8_0,q4_K|all] [--csv PATH]`
+//!  [--formats q8_0,q4_K|all] [--variants default,emul,...] [--csv PATH]`
 
+use std::io::Write;
 use std::time::Instant;
 
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
-use qkern_wgpu::WgpuBackend;
+use qkern_wgpu::{Checks, Tuning, WgpuBackend};
+
+/// The tuning of variant `name` for format `f`, from the backend's default `d`.
+fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
+    let has_table = !matches!(f, Format::Q8_0 | Format::Q5_1 | Format::Q4_K | Format::Q5_K | Format::Q6_K);
+    match name {
+        "emul" => Tuning { native_fma: false, ..d },
+        "full" => Tuning { checks: Checks::Full, ..d },
+        "none" => Tuning { checks: Checks::None, ..d },
+        "u2" => Tuning { unroll: 2, ..d },
+        "u4" => Tuning { unroll: 4, ..d },
+        "rows" => Tuning { wg_rows: if has_table { 8 } else { 32 }, ..d },
+        _ => d,
+    }
+}
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
@@ -27,14 +50,27 @@ fn main() {
         None | Some("all") => Format::WEIGHTS.to_vec(),
         Some(l) => l.split(',').map(|f| f.parse().expect("--formats")).collect(),
     };
+    let variants: Vec<String> = arg(&args, "--variants")
+        .or_else(|| std::env::var("QKERN_WGPU_VARIANTS").ok())
+        .unwrap_or_else(|| "default".into())
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .collect();
     let be = WgpuBackend::new(None).expect("wgpu adapter");
+    let default = be.tuning();
     eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
     let cols = 4096usize;
-    let mut lines =
-        vec!["format,rows,cols,weight_bytes,parts,nt,device_gbps,call_gbps,device_ms,call_ms,bit_exact".to_string()];
+    let mut csv = arg(&args, "--csv").map(|p| std::fs::File::create(p).expect("create csv"));
+    let mut line = |l: String| {
+        if let Some(c) = csv.as_mut() {
+            let _ = writeln!(c, "{l}");
+            let _ = c.flush();
+        }
+    };
+    line("format,rows,cols,weight_bytes,parts,nt,variant,device_gbps,call_gbps,device_ms,call_ms,bit_exact".into());
     println!(
-        "{:<8} {:>7} {:>5} {:>3} {:>11} {:>11} {:>10} {:>10} {:>6}",
-        "format", "rows", "parts", "NT", "device GB/s", "call GB/s", "device ms", "call ms", "exact"
+        "{:<8} {:>7} {:>5} {:>3} {:<8} {:>11} {:>11} {:>10} {:>10} {:>6}",
+        "format", "rows", "parts", "NT", "variant", "device GB/s", "call GB/s", "device ms", "call ms", "exact"
     );
     for f in formats {
         let act = f.vec_dot_type().expect("weight format");
@@ -54,56 +90,61 @@ fn main() {
         let mut ga = be.alloc_acts(act, cols, max_nt).expect("acts");
         for &nt in &nts {
             be.quantize(&x[..nt * cols], &mut ga).expect("quantize");
-            let d = be.bench_matmul(&gw, &ga, nt, reps).expect("bench");
-            let device_s = d.as_secs_f64() / reps as f64;
-            let mut out = vec![0f32; nt * rows];
-            be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
-            let mut times = Vec::with_capacity(reps);
-            for _ in 0..reps.clamp(3, 50) {
-                let t = Instant::now();
-                be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
-                times.push(t.elapsed().as_secs_f64());
-            }
-            times.sort_by(f64::total_cmp);
-            let call_s = times[times.len() / 2];
-            // Bit check of the first and last 64 rows against the reference.
-            let arb = act.row_bytes(cols).expect("act row");
-            let mut q = vec![0u8; nt * arb];
-            be.read_acts(&ga, nt, &mut q).expect("read acts");
-            let mut exact = true;
-            for r in (0..64.min(rows)).chain(rows.saturating_sub(64)..rows) {
-                let mut want = vec![0f32; nt];
-                reference::dot_tokens(f, cols, &w[r * rb..(r + 1) * rb], &q, &mut want).expect("reference");
-                for (t, v) in want.iter().enumerate() {
-                    exact &= v.to_bits() == out[t * rows + r].to_bits();
+            for (vi, vname) in variants.iter().enumerate() {
+                let used = be.set_tuning(variant(vname, f, default));
+                if vi > 0 && vname != "default" && used == default {
+                    continue; // the same kernels as the default (e.g. `emul` where fma() is not fused)
                 }
+                let d = be.bench_matmul(&gw, &ga, nt, reps).expect("bench");
+                let device_s = d.as_secs_f64() / reps as f64;
+                let mut out = vec![0f32; nt * rows];
+                be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
+                let mut times = Vec::with_capacity(reps);
+                for _ in 0..if vi == 0 { reps.clamp(3, 50) } else { 0 } {
+                    let t = Instant::now();
+                    be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
+                    times.push(t.elapsed().as_secs_f64());
+                }
+                times.sort_by(f64::total_cmp);
+                let call_s = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+                // Bit check of the first and last 64 rows against the reference.
+                let arb = act.row_bytes(cols).expect("act row");
+                let mut q = vec![0u8; nt * arb];
+                be.read_acts(&ga, nt, &mut q).expect("read acts");
+                let mut exact = true;
+                for r in (0..64.min(rows)).chain(rows.saturating_sub(64)..rows) {
+                    let mut want = vec![0f32; nt];
+                    reference::dot_tokens(f, cols, &w[r * rb..(r + 1) * rb], &q, &mut want).expect("reference");
+                    for (t, v) in want.iter().enumerate() {
+                        exact &= v.to_bits() == out[t * rows + r].to_bits();
+                    }
+                }
+                let gbps = |s: f64| w.len() as f64 / s / 1e9;
+                println!(
+                    "{:<8} {:>7} {:>5} {:>3} {:<8} {:>11.1} {:>11.1} {:>10.3} {:>10.3} {:>6}",
+                    f.name(),
+                    rows,
+                    gw.parts(),
+                    nt,
+                    vname,
+                    gbps(device_s),
+                    gbps(call_s),
+                    device_s * 1e3,
+                    call_s * 1e3,
+                    exact
+                );
+                line(format!(
+                    "{},{rows},{cols},{},{},{nt},{vname},{:.2},{:.2},{:.4},{:.4},{exact}",
+                    f.name(),
+                    w.len(),
+                    gw.parts(),
+                    gbps(device_s),
+                    gbps(call_s),
+                    device_s * 1e3,
+                    call_s * 1e3
+                ));
             }
-            let gbps = |s: f64| w.len() as f64 / s / 1e9;
-            println!(
-                "{:<8} {:>7} {:>5} {:>3} {:>11.1} {:>11.1} {:>10.3} {:>10.3} {:>6}",
-                f.name(),
-                rows,
-                gw.parts(),
-                nt,
-                gbps(device_s),
-                gbps(call_s),
-                device_s * 1e3,
-                call_s * 1e3,
-                exact
-            );
-            lines.push(format!(
-                "{},{rows},{cols},{},{},{nt},{:.2},{:.2},{:.4},{:.4},{exact}",
-                f.name(),
-                w.len(),
-                gw.parts(),
-                gbps(device_s),
-                gbps(call_s),
-                device_s * 1e3,
-                call_s * 1e3
-            ));
+            be.set_tuning(default);
         }
-    }
-    if let Some(p) = arg(&args, "--csv") {
-        std::fs::write(&p, lines.join("\n") + "\n").expect("write csv");
     }
 }

@@ -26,9 +26,12 @@
 //!
 //! # Bits
 //!
-//! Integer lane sums use packed 4x8 dot products, exact in any order. Every float chain keeps
+//! Integer lane sums use packed 4x8 dot products, exact in any order (the IQ kernels decode
+//! one sub-block per invocation and transpose-reduce the 8 lanes' partial sums with
+//! exchanges, `tr8`; their lookup tables sit in workgroup memory). Every float chain keeps
 //! the reference's order with `fmx()`, a fused multiply-add on every adapter: the adapter's
-//! `fma()` where a probe at device creation measured it fused, else an exact emulation from
+//! `fma()` where a probe at device creation (32,768 cases) measured it fused in every case of
+//! the normal domain (see "Subnormals"), else an exact emulation from
 //! unfused operations (`wgsl/fma.wgsl`: Dekker's product, TwoSum, round-to-odd; Boldo and
 //! Melquiond 2008), every intermediate laundered through an integer XOR with a runtime zero
 //! so that no driver can contract, reassociate or simplify it. No kernel writes `a*b + c`
@@ -45,11 +48,45 @@
 //!   `a*b + c` is not contracted (65,536 of 65,536 unfused); native division was correctly
 //!   rounded; `unpack2x16float`, `round()` (ties to even), `f32(i32)` and subnormal results
 //!   exact.
-//! - NVIDIA H200, Vulkan driver 580: see `benches/results/*-h200-wgpu/`.
+//! - NVIDIA H200, Vulkan driver 580 (`benches/results/2026-12-03-h200-cuda/run2-*`): subnormal
+//!   results and inputs are flushed to zero (FTZ): subnormal products exact in only 8,868 of
+//!   15,223 cases (those that round to zero anyway), additions with a subnormal operand in
+//!   1,308 of 8,264. Every other mismatch of that run is a subnormal case: `a*b + c` equals the
+//!   unfused result in 60,927 of 65,536 cases and the fused one in 0 of the 20,858 where they
+//!   differ (no contraction); `fma()` matched `f32::mul_add` in 64,683. The probe therefore
+//!   judges `fma()` (and the float_ops test everything else) on the normal domain only: no
+//!   subnormal operand, exact product or result. Where `fma()` is fused there, the kernels use
+//!   it ("fma" in the backend's name), else the emulation, which is exact in its range under
+//!   FTZ too (44,598 of 44,598 on the H200).
+//!
+//! # Subnormals
+//!
+//! The kernels' results do not depend on whether an adapter flushes subnormals, for all of
+//! ggml's fp16 scales, subnormal ones included: an fp16 value is a multiple of 2^-24 (and
+//! normal as an f32), so with fp16 activation scales (q8_0, q8_1) each chain term
+//! `d * lane` with `d = dx * dy` is a multiple of Q = 2^-48 (nvfp4's UE4M3 scales: 2^-34), and
+//! rounding a multiple of a power of two Q to f32 gives a multiple of Q (exact below 2^24 Q,
+//! a coarser power-of-two grid above), so every accumulator, hsum and final scaling (x0.125)
+//! is zero or at least 2^-51 in magnitude: never subnormal. With q8_K activations the scale
+//! `dy` is an f32 of exponent E; the same argument gives multiples of 2^(E-47), normal for
+//! E >= -76 (`dy >= 2^-76`, an activation block whose largest |x| is at least ~1.7e-21).
+//! Below that (and for activation quantization of blocks whose largest |x| is below ~2^-117,
+//! whose subnormal elements and scale flush), an FTZ adapter can differ from the reference;
+//! an adapter that keeps subnormals (lavapipe) cannot. `tests/random_parity.rs`
+//! (`tiny_scales`) checks the first claim on every adapter and the second where subnormals
+//! are kept, and reports the FTZ differences below the bound.
 //!
 //! Activations with a byte of -128 (never produced by ggml's quantizers; rejected by
 //! `qkern`'s `import_activations`) are outside the contract here: the kernels compute exact
 //! products, not the AVX2 sign trick's artefact.
+//!
+//! # Variants
+//!
+//! [`Tuning`] (set by [`Options`], environment variables or [`WgpuBackend::set_tuning`])
+//! picks among kernel variants that give the same bits: native or emulated fma, which of
+//! wgpu's shader runtime checks stay ([`Checks`]; default: bounds checks without loop
+//! bounding), blocks per loop iteration, rows per workgroup. `examples/bench.rs --variants`
+//! times them side by side in one process.
 //!
 //! # Hot path
 //!
@@ -109,17 +146,56 @@ pub struct Options {
     /// Use the adapter's `fma()` where it was measured fused (`None`: yes unless
     /// `QKERN_WGPU_FMA=emulate`); `Some(false)` always uses the emulation.
     pub native_fma: Option<bool>,
-    /// Compile the kernels without wgpu's injected bounds checks and loop bounding (`None`:
-    /// only if `QKERN_WGPU_UNCHECKED=1`). Every kernel index is in bounds by construction
-    /// (padded buffers, clamped rows, table indices masked) and every loop is bounded by a
-    /// uniform count; the checks cost time on the hot loop.
-    pub unchecked: Option<bool>,
-    /// Run the matmul kernels' block loop two blocks per iteration (`None`: only if
-    /// `QKERN_WGPU_UNROLL=2`); the chain's order is the same.
-    pub unroll2: Option<bool>,
+    /// Which of wgpu's shader runtime checks the kernels keep (`None`: `QKERN_WGPU_CHECKS` =
+    /// `full`, `noloop` or `none`; default `noloop`). See [`Checks`].
+    pub checks: Option<Checks>,
+    /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4 (`None`:
+    /// `QKERN_WGPU_UNROLL`, else 1); the chain's order is the same.
+    pub unroll: Option<u32>,
+    /// Weight rows per matmul workgroup (8 invocations each; `None`: `QKERN_WGPU_WG_ROWS`, else
+    /// 32 for the formats with lookup tables, which each workgroup copies to workgroup
+    /// memory, and 8 for the others). Rounded to 1, 2, 4, 8, 16 or 32.
+    pub wg_rows: Option<u32>,
     /// Split weights into parts of at most this many bytes (`None`: the adapter's
     /// storage-binding limit, at most 2 GiB).
     pub max_part_bytes: Option<u64>,
+}
+
+/// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Checks {
+    /// wgpu's defaults: bounds checks and loop bounding (a counter added to every loop, which
+    /// keeps drivers from unrolling the kernels' constant-count loops).
+    Full,
+    /// Bounds checks, no loop bounding. Every kernel loop runs a count that is a compile-time
+    /// constant or a uniform parameter, so none is infinite (what dropping it requires).
+    NoLoopBounding,
+    /// Neither: every kernel index is in bounds by construction (padded buffers, clamped rows,
+    /// table indices masked to their table, token counts within the activation buffer).
+    None,
+}
+
+impl Checks {
+    fn from_env() -> Checks {
+        match std::env::var("QKERN_WGPU_CHECKS").as_deref() {
+            Ok("full") => Checks::Full,
+            Ok("none") => Checks::None,
+            _ if std::env::var("QKERN_WGPU_UNCHECKED").is_ok_and(|v| v == "1") => Checks::None,
+            _ => Checks::NoLoopBounding,
+        }
+    }
+}
+
+/// The kernel variant knobs (all give the same bits; they differ in speed only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tuning {
+    /// Use the adapter's `fma()` (only where it was measured fused; else the emulation).
+    pub native_fma: bool,
+    pub checks: Checks,
+    /// Blocks per block-loop iteration (1, 2 or 4).
+    pub unroll: u32,
+    /// Rows per matmul workgroup; 0: the per-format default.
+    pub wg_rows: u32,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -153,9 +229,9 @@ pub fn adapters() -> Vec<(usize, String, String, String)> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kernel {
-    Matmul(Format, u32),
-    Dequant(Format),
-    Quant(Format),
+    Matmul(Format, u32, Tuning),
+    Dequant(Format, Checks),
+    Quant(Format, bool, Checks),
     Probe,
 }
 
@@ -181,21 +257,21 @@ struct Scratch {
 
 /// A wgpu device with qkern's kernels.
 pub struct WgpuBackend {
-    info: wgpu::AdapterInfo,
+    // Boxed: the `qkern` facade holds a backend in an enum beside small ones.
+    info: Box<wgpu::AdapterInfo>,
     device: wgpu::Device,
     queue: wgpu::Queue,
-    limits: wgpu::Limits,
+    limits: Box<wgpu::Limits>,
     subgroups: bool,
-    native_fma: bool,
     fma_measured_fused: bool,
-    unchecked: bool,
-    unroll2: bool,
+    ftz: bool,
+    tuning: Mutex<Tuning>,
     max_part: u64,
     max_binding: u64,
     tables: wgpu::Buffer,
-    layouts: Layouts,
+    layouts: Box<Layouts>,
     pipelines: Mutex<HashMap<Kernel, wgpu::ComputePipeline>>,
-    scratch: Mutex<Scratch>,
+    scratch: Mutex<Box<Scratch>>,
     errors: Arc<Mutex<Vec<String>>>,
     /// One operation at a time: wgpu's uncaptured errors and buffer mappings are per device,
     /// so concurrent calls would see each other's; the queue is serial anyway.
@@ -381,18 +457,26 @@ impl WgpuBackend {
         });
         queue.write_buffer(&tables, 0, bytemuck::cast_slice(&tables_words));
 
-        let layouts = make_layouts(&device);
-        let scratch = make_scratch(&device, &layouts, 4096);
+        let layouts = Box::new(make_layouts(&device));
+        let scratch = Box::new(make_scratch(&device, &layouts, 4096));
         let mut be = WgpuBackend {
-            info,
+            info: Box::new(info),
             device,
             queue,
-            limits,
+            limits: Box::new(limits),
             subgroups: !features.is_empty(),
-            native_fma: false,
             fma_measured_fused: false,
-            unroll2: opts.unroll2.unwrap_or_else(|| std::env::var("QKERN_WGPU_UNROLL").is_ok_and(|v| v == "2")),
-            unchecked: opts.unchecked.unwrap_or_else(|| std::env::var("QKERN_WGPU_UNCHECKED").is_ok_and(|v| v == "1")),
+            ftz: false,
+            tuning: Mutex::new(Tuning {
+                native_fma: false,
+                checks: opts.checks.unwrap_or_else(Checks::from_env),
+                unroll: opts.unroll.unwrap_or_else(|| {
+                    std::env::var("QKERN_WGPU_UNROLL").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+                }),
+                wg_rows: opts.wg_rows.unwrap_or_else(|| {
+                    std::env::var("QKERN_WGPU_WG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+                }),
+            }),
             max_part,
             max_binding,
             tables,
@@ -406,12 +490,15 @@ impl WgpuBackend {
         if be.subgroups && !be.subgroups_usable()? {
             be.subgroups = false;
         }
-        // Whether `fma()` is fused here: measured, on cases where fused and unfused differ.
+        // Whether `fma()` is fused here: measured on the normal-domain cases (no subnormal
+        // operand, product or result; the kernels' domain, see "Subnormals" in the crate docs),
+        // which include thousands where fused and unfused differ.
         let want_native =
             opts.native_fma.unwrap_or_else(|| std::env::var("QKERN_WGPU_FMA").map_or(true, |v| v != "emulate"));
-        let probe = be.float_probe(4096, 0xf3a)?;
-        be.fma_measured_fused = probe.fma_fused == probe.cases;
-        be.native_fma = want_native && be.fma_measured_fused;
+        let probe = be.float_probe(1 << 15, 0xf3a)?;
+        be.fma_measured_fused = probe.fma_fused_in_normal_domain();
+        be.ftz = probe.flushes_subnormals();
+        be.set_tuning(Tuning { native_fma: want_native, ..be.tuning() });
         if let Ok(mut c) = be.pipelines.lock() {
             c.remove(&Kernel::Probe);
         }
@@ -421,15 +508,58 @@ impl WgpuBackend {
 
     /// The adapter's name and backend.
     pub fn name(&self) -> String {
+        let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
-            if self.native_fma { "fma" } else { "emulated fma" },
+            if t.native_fma { "fma" } else { "emulated fma" },
             if self.subgroups { ", subgroups" } else { "" },
-            if self.unchecked { ", unchecked" } else { "" },
-            if self.unroll2 { ", unroll 2" } else { "" }
+            if self.ftz { ", FTZ" } else { "" },
+            match t.checks {
+                Checks::Full => ", full checks",
+                Checks::NoLoopBounding => "",
+                Checks::None => ", unchecked",
+            },
+            if t.unroll > 1 { format!(", unroll {}", t.unroll) } else { String::new() },
+            if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() }
         )
+    }
+
+    /// The current kernel variant.
+    pub fn tuning(&self) -> Tuning {
+        self.tuning.lock().map(|t| *t).unwrap_or(Tuning {
+            native_fma: false,
+            checks: Checks::Full,
+            unroll: 1,
+            wg_rows: 0,
+        })
+    }
+
+    /// Switch kernel variants (for benchmarks; every variant gives the same bits). The
+    /// adapter's `fma()` is used only where it was measured fused. Returns the variant in
+    /// effect.
+    pub fn set_tuning(&self, t: Tuning) -> Tuning {
+        let t = Tuning {
+            native_fma: t.native_fma && self.fma_measured_fused,
+            unroll: match t.unroll {
+                0 | 1 => 1,
+                2 | 3 => 2,
+                _ => 4,
+            },
+            wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 32).next_power_of_two().min(32) },
+            ..t
+        };
+        if let Ok(mut g) = self.tuning.lock() {
+            *g = t;
+        }
+        t
+    }
+
+    /// Whether the probe saw subnormal results or inputs flushed to zero (see "Subnormals"
+    /// in the crate docs for what that changes).
+    pub fn flushes_subnormals(&self) -> bool {
+        self.ftz
     }
 
     /// The adapter's information.
@@ -444,7 +574,7 @@ impl WgpuBackend {
 
     /// Whether the kernels use the adapter's `fma()` (measured fused) or the emulation.
     pub fn uses_native_fma(&self) -> bool {
-        self.native_fma
+        self.tuning().native_fma
     }
 
     /// Whether the adapter's `fma()` was measured to be a fused multiply-add.
@@ -481,25 +611,36 @@ impl WgpuBackend {
         if let Some(p) = cache.get(&k) {
             return Ok(p.clone());
         }
-        let (src, layout) = match k {
-            Kernel::Matmul(f, nt) => {
-                (shaders::matmul_source(f, nt, self.subgroups, self.native_fma, self.unroll2), &self.layouts.matmul)
-            }
-            Kernel::Dequant(f) => (shaders::dequant_source(f), &self.layouts.dequant),
-            Kernel::Quant(f) => (shaders::quant_source(f, self.native_fma), &self.layouts.quant_pl),
-            Kernel::Probe => (Some(shaders::probe_source(self.native_fma)), &self.layouts.quant_pl),
+        let (src, layout, checks) = match k {
+            Kernel::Matmul(f, nt, t) => (
+                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, t.unroll, wg_rows(f, t)),
+                &self.layouts.matmul,
+                t.checks,
+            ),
+            Kernel::Dequant(f, c) => (shaders::dequant_source(f), &self.layouts.dequant, c),
+            Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf), &self.layouts.quant_pl, c),
+            Kernel::Probe => (Some(shaders::probe_source(false)), &self.layouts.quant_pl, Checks::Full),
         };
         let src = src.ok_or_else(|| WgpuError::Unsupported(format!("no {k:?} kernel")))?;
         let desc =
             wgpu::ShaderModuleDescriptor { label: Some("qkern kernel"), source: wgpu::ShaderSource::Wgsl(src.into()) };
-        let module = if self.unchecked && k != Kernel::Probe {
-            // SAFETY: every buffer index of these kernels is in bounds by construction (buffers
+        let module = match checks {
+            Checks::Full => self.device.create_shader_module(desc),
+            // SAFETY: every loop of these kernels runs a count that is a compile-time constant
+            // or a uniform parameter (no infinite loop), which is what dropping the loop
+            // bounding requires; bounds checks stay.
+            Checks::NoLoopBounding => unsafe {
+                self.device.create_shader_module_trusted(
+                    desc,
+                    wgpu::ShaderRuntimeChecks { force_loop_bounding: false, ..wgpu::ShaderRuntimeChecks::checked() },
+                )
+            },
+            // SAFETY: as above, and every buffer index is in bounds by construction (buffers
             // padded by PAD bytes past the funnel-shift reads, rows clamped, table indices
-            // masked to their table) and every loop runs a uniform, finite count, which is
-            // what `ShaderRuntimeChecks::unchecked` requires.
-            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
-        } else {
-            self.device.create_shader_module(desc)
+            // masked to their table), which is what `ShaderRuntimeChecks::unchecked` requires.
+            Checks::None => unsafe {
+                self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+            },
         };
         let p = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("qkern kernel"),
@@ -694,7 +835,8 @@ impl WgpuBackend {
             );
         }
         let nblocks = (x.len() / a.format.block_elems()) as u32;
-        let pipe = self.pipeline(Kernel::Quant(a.format))?;
+        let t = self.tuning();
+        let pipe = self.pipeline(Kernel::Quant(a.format, t.native_fma, t.checks))?;
         let (gx, gy) = grid(nblocks.div_ceil(64));
         let p = [nblocks, gx, 0, 0];
         self.queue.write_buffer(&a.qparams, 0, bytemuck::cast_slice(&p));
@@ -777,7 +919,7 @@ impl WgpuBackend {
     }
 
     /// Lock the scratch, growing its output/readback buffers to at least `bytes`.
-    fn scratch(&self, bytes: u64) -> Result<std::sync::MutexGuard<'_, Scratch>> {
+    fn scratch(&self, bytes: u64) -> Result<std::sync::MutexGuard<'_, Box<Scratch>>> {
         let mut s = self.scratch.lock().map_err(|_| WgpuError::Gpu("scratch poisoned".into()))?;
         if bytes > s.cap {
             if bytes + PAD > self.max_binding {
@@ -787,7 +929,7 @@ impl WgpuBackend {
                 )));
             }
             let cap = bytes.max(s.cap * 2).min(self.max_binding - PAD);
-            *s = make_scratch(&self.device, &self.layouts, cap);
+            **s = make_scratch(&self.device, &self.layouts, cap);
             self.check_errors()?;
         }
         Ok(s)
@@ -842,10 +984,12 @@ impl WgpuBackend {
                 jobs.push((pi, t0, (tokens - t0).min(MAX_NT)));
             }
         }
+        let tune = self.tuning();
+        let wr = wg_rows(w.format, tune);
         let mut pipes: [Option<wgpu::ComputePipeline>; MAX_NT + 1] = Default::default();
         for &(_, _, nt) in &jobs {
             if pipes[nt].is_none() {
-                pipes[nt] = Some(self.pipeline(Kernel::Matmul(w.format, nt as u32))?);
+                pipes[nt] = Some(self.pipeline(Kernel::Matmul(w.format, nt as u32, tune))?);
             }
         }
         let nbatches = jobs.len().div_ceil(SLOTS as usize);
@@ -853,7 +997,7 @@ impl WgpuBackend {
             sc.staging.clear();
             for &(pi, t0, _) in batch {
                 let p = &w.parts[pi];
-                let (gx, _) = grid((p.rows as u32).div_ceil(8));
+                let (gx, _) = grid((p.rows as u32).div_ceil(wr));
                 let words: [u32; 9] = [
                     p.rows as u32,
                     nb,
@@ -877,7 +1021,7 @@ impl WgpuBackend {
                 for _ in 0..reps {
                     for (k, &(pi, _, nt)) in batch.iter().enumerate() {
                         let p = &w.parts[pi];
-                        let (gx, gy) = grid((p.rows as u32).div_ceil(8));
+                        let (gx, gy) = grid((p.rows as u32).div_ceil(wr));
                         if let Some(pipe) = &pipes[nt] {
                             pass.set_pipeline(pipe);
                         }
@@ -933,7 +1077,7 @@ impl WgpuBackend {
                 ShapeError::Length { what: "dequantize output", expected: w.rows * w.cols, got: out.len() }.into()
             );
         }
-        let pipe = self.pipeline(Kernel::Dequant(w.format))?;
+        let pipe = self.pipeline(Kernel::Dequant(w.format, self.tuning().checks))?;
         // Rows per dispatch: the output chunk stays within 64 MiB and the binding limit.
         let chunk_bytes = (64u64 << 20).min(self.max_binding - PAD);
         let rows_per = ((chunk_bytes / (w.cols as u64 * 4)) as usize).max(1);
@@ -1058,6 +1202,14 @@ impl WgpuBackend {
     }
 }
 
+/// Rows per matmul workgroup of format `f` under `t`.
+fn wg_rows(f: Format, t: Tuning) -> u32 {
+    if t.wg_rows != 0 {
+        return t.wg_rows;
+    }
+    if shaders::table_words(f) > 0 { 32 } else { 8 }
+}
+
 fn copy_f32(b: &[u8], out: &mut [f32]) {
     for (o, c) in out.iter_mut().zip(b.chunks_exact(4)) {
         *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -1161,6 +1313,13 @@ mod tests {
                 assert_eq!(w, f.to_f32().to_bits(), "{h:#06x}");
             }
         }
+    }
+
+    #[test]
+    fn backend_is_small() {
+        // The `qkern` facade keeps a backend in an enum beside the CPU one (24 bytes; clippy's
+        // large_enum_variant allows 200 bytes of difference).
+        assert!(std::mem::size_of::<WgpuBackend>() <= 216, "{}", std::mem::size_of::<WgpuBackend>());
     }
 
     #[test]

@@ -88,6 +88,30 @@ pub struct FloatReport {
     pub subnormal_products_exact: usize,
     /// Products with a subnormal result.
     pub subnormal_products: usize,
+    /// Cases in the normal domain: a, b, c, the exact product a*b and the fused and unfused
+    /// results all zero or normal (no subnormal anywhere, so flush-to-zero cannot matter).
+    pub normal_cases: usize,
+    /// `fma()` bit-equal to `f32::mul_add`, among the normal-domain cases: what decides
+    /// whether the kernels may use the adapter's `fma()`.
+    pub fma_fused_normal: usize,
+    /// `a*b + c` bit-equal to the unfused result, among the normal-domain cases.
+    pub plain_unfused_normal: usize,
+    /// The laundered `a*b + c` bit-equal to the unfused result, among the normal-domain cases.
+    pub laundered_unfused_normal: usize,
+    /// Normal-domain cases where fused and unfused differ.
+    pub fused_differs_normal: usize,
+    /// `a*b + c` bit-equal to the fused result, among those (contraction, if > 0).
+    pub plain_fused_where_differs_normal: usize,
+    /// `div_rn(a, b)` correctly rounded, among the cases with normal operands and quotient.
+    pub div_rn_exact_normal: usize,
+    /// Cases with normal operands and a normal quotient.
+    pub div_normal_operands: usize,
+    /// Subnormal products (nonzero in the CPU's result) that came back as a signed zero:
+    /// the adapter flushes subnormal results to zero (FTZ) if this is > 0.
+    pub subnormal_products_flushed: usize,
+    /// Additions with a subnormal operand whose result equals the CPU's with that operand
+    /// replaced by zero (and differs from the CPU's): subnormal inputs flushed (DAZ).
+    pub subnormal_adds_flushed: usize,
     /// `a + b` bit-equal where an operand is subnormal.
     pub subnormal_adds_exact: usize,
     /// Additions with a subnormal operand.
@@ -118,7 +142,26 @@ impl std::fmt::Display for FloatReport {
             "subnormal products exact:           {}/{}",
             self.subnormal_products_exact, self.subnormal_products
         )?;
-        write!(f, "adds with a subnormal operand exact: {}/{}", self.subnormal_adds_exact, self.subnormal_adds)
+        writeln!(f, "adds with a subnormal operand exact: {}/{}", self.subnormal_adds_exact, self.subnormal_adds)?;
+        writeln!(f, "-- normal domain (no subnormal operand, product or result): {} cases", self.normal_cases)?;
+        writeln!(f, "fma() fused:                        {}/{}", self.fma_fused_normal, self.normal_cases)?;
+        writeln!(f, "a*b+c == unfused:                   {}/{}", self.plain_unfused_normal, self.normal_cases)?;
+        writeln!(
+            f,
+            "a*b+c == fused, where they differ:  {}/{} (contracted if > 0)",
+            self.plain_fused_where_differs_normal, self.fused_differs_normal
+        )?;
+        writeln!(f, "laundered a*b+c == unfused:         {}/{}", self.laundered_unfused_normal, self.normal_cases)?;
+        writeln!(f, "div_rn correctly rounded:           {}/{}", self.div_rn_exact_normal, self.div_normal_operands)?;
+        writeln!(
+            f,
+            "-- subnormals: products flushed to zero {}/{}, adds with the subnormal operand read as zero {}/{} ({})",
+            self.subnormal_products_flushed,
+            self.subnormal_products,
+            self.subnormal_adds_flushed,
+            self.subnormal_adds,
+            if self.flushes_subnormals() { "FTZ" } else { "subnormals kept" }
+        )
     }
 }
 
@@ -180,6 +223,24 @@ fn is_sub(x: f32) -> bool {
     x != 0.0 && x.abs() < f32::MIN_POSITIVE
 }
 
+/// Zero or normal (not subnormal, not infinite, not NaN).
+fn zn(x: f32) -> bool {
+    x == 0.0 || x.is_normal()
+}
+
+impl FloatReport {
+    /// Whether the adapter flushes subnormal results (or inputs) to zero.
+    pub fn flushes_subnormals(&self) -> bool {
+        self.subnormal_products_flushed > 0 || self.subnormal_adds_flushed > 0
+    }
+
+    /// Whether the adapter's `fma()` was fused in every normal-domain case (the kernels'
+    /// domain: see the crate docs, "Subnormals").
+    pub fn fma_fused_in_normal_domain(&self) -> bool {
+        self.normal_cases > 0 && self.fma_fused_normal == self.normal_cases
+    }
+}
+
 impl WgpuBackend {
     /// Run the float-behaviour probe on `n` cases (seeded) and compare every output with the
     /// CPU's bits.
@@ -225,10 +286,30 @@ impl WgpuBackend {
             if is_sub(p) || (p == 0.0 && a != 0.0 && b != 0.0) {
                 r.subnormal_products += 1;
                 r.subnormal_products_exact += same(o[10], p) as usize;
+                r.subnormal_products_flushed += (is_sub(p) && f32::from_bits(o[10]) == 0.0) as usize;
             }
             if is_sub(a) || is_sub(b) {
                 r.subnormal_adds += 1;
                 r.subnormal_adds_exact += same(o[11], a + b) as usize;
+                let daz = if is_sub(a) { 0.0 + if is_sub(b) { 0.0 } else { b } } else { a };
+                r.subnormal_adds_flushed += (!same(o[11], a + b) && same(o[11], daz)) as usize;
+            }
+            // The normal domain: exact product a*b (as f64, exact for f32 operands) normal too.
+            let pe = a as f64 * b as f64;
+            let pe_normal = pe == 0.0 || (pe.abs() >= f32::MIN_POSITIVE as f64 && pe.abs() <= f32::MAX as f64);
+            if zn(a) && zn(b) && zn(cc) && pe_normal && zn(p) && zn(fused) && zn(unfused) {
+                r.normal_cases += 1;
+                r.fma_fused_normal += same(o[0], fused) as usize;
+                r.plain_unfused_normal += same(o[1], unfused) as usize;
+                r.laundered_unfused_normal += same(o[2], unfused) as usize;
+                if fused.to_bits() != unfused.to_bits() {
+                    r.fused_differs_normal += 1;
+                    r.plain_fused_where_differs_normal += same(o[1], fused) as usize;
+                }
+            }
+            if a.is_normal() && b.is_normal() && q.is_normal() {
+                r.div_normal_operands += 1;
+                r.div_rn_exact_normal += same(o[4], q) as usize;
             }
         }
         Ok(r)

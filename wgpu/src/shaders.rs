@@ -81,25 +81,76 @@ fn matmul_body(f: Format) -> Option<&'static str> {
     })
 }
 
-/// The matmul kernel of `f` for `nt` tokens per dispatch.
-pub(crate) fn matmul_source(f: Format, nt: u32, subgroups: bool, native_fma: bool, unroll2: bool) -> Option<String> {
+/// The lookup table a format's matmul kernel copies into workgroup memory: (word offset in
+/// `T`, words); (0, 0) for none.
+fn table_of(f: Format) -> (usize, usize) {
+    match f {
+        Format::IQ2_XXS => (OFF_IQ2XXS, 512),
+        Format::IQ2_XS => (OFF_IQ2XS, 1024),
+        Format::IQ2_S => (OFF_IQ2S, 2048),
+        Format::IQ3_XXS => (OFF_IQ3XXS, 256),
+        Format::IQ3_S => (OFF_IQ3S, 512),
+        Format::IQ4_NL | Format::IQ4_XS => (OFF_KVNL, 4),
+        Format::NVFP4 => (OFF_FP4, 4),
+        _ => (0, 0),
+    }
+}
+
+/// Words of the lookup table `f`'s matmul kernel keeps in workgroup memory (0: none).
+pub(crate) fn table_words(f: Format) -> usize {
+    table_of(f).1
+}
+
+/// The workgroup-memory copy of a format's table: `load_tab` (every invocation, then a
+/// barrier; called before any other work), `tab(i)` (word i of the format's table) and
+/// `lut4t(n)` (lut4 through it).
+fn table_src(f: Format, wg: u32) -> String {
+    let (off, n) = table_of(f);
+    if n == 0 {
+        return "fn load_tab(lid: u32) {}\n".into();
+    }
+    format!(
+        "var<workgroup> TS: array<u32, {n}>;\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    workgroupBarrier();\n}}\n\
+         fn tab(i: u32) -> u32 {{\n    return TS[i];\n}}\n\
+         fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n"
+    )
+}
+
+/// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
+/// (8 invocations each).
+pub(crate) fn matmul_source(
+    f: Format,
+    nt: u32,
+    subgroups: bool,
+    native_fma: bool,
+    unroll: u32,
+    rows: u32,
+) -> Option<String> {
     let body = matmul_body(f)?;
+    let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
     // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
     // device's SUBGROUP feature instead.
-    s.push_str(&format!("const NT: u32 = {nt}u;\n"));
+    s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
     s.push_str(&table_consts());
     s.push_str(MATMUL_HEAD);
+    s.push_str(&table_src(f, wg));
     s.push_str(COMMON);
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
-    let lp = if unroll2 {
-        "var b = 0u;\n    for (; b + 1u < P.nb; b += 2u) {\n        step(base, b, l, &st);\n        step(base, b + 1u, l, &st);\n    }\n    if (b < P.nb) {\n        step(base, b, l, &st);\n    }"
-    } else {
-        "for (var b = 0u; b < P.nb; b++) {\n        step(base, b, l, &st);\n    }"
+    let lp = match unroll {
+        0 | 1 => "for (var b = 0u; b < P.nb; b++) {\n        step(base, b, l, &st);\n    }".to_string(),
+        u => {
+            let steps: String = (0..u).map(|k| format!("        step(base, b + {k}u, l, &st);\n")).collect();
+            format!(
+                "var b = 0u;\n    for (; b + {}u < P.nb; b += {u}u) {{\n{steps}    }}\n    for (; b < P.nb; b++) {{\n        step(base, b, l, &st);\n    }}",
+                u - 1
+            )
+        }
     };
-    s.push_str(&MATMUL_MAIN.replace("UNROLL_LOOP", lp));
+    s.push_str(&MATMUL_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     Some(s)
 }
 
@@ -187,8 +238,9 @@ mod tests {
             for nt in [1, 3, 8] {
                 for sg in [false, true] {
                     for nf in [false, true] {
-                        let src = matmul_source(f, nt, sg, nf, nf).unwrap();
-                        sources.push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll={nf}"), src));
+                        let rows = if nf { 32 } else { 8 };
+                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows).unwrap();
+                        sources.push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"), src));
                     }
                 }
             }

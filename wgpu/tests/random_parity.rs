@@ -137,3 +137,115 @@ formats! {
     iq4_xs => Format::IQ4_XS,
     nvfp4 => Format::NVFP4,
 }
+
+/// Byte offsets of the fp16 scales in a weight block (nvfp4: its four UE4M3 bytes).
+fn weight_scales(f: Format) -> &'static [usize] {
+    match f {
+        Format::Q5_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
+        Format::Q6_K => &[208],
+        Format::NVFP4 => &[],
+        _ => &[0],
+    }
+}
+
+/// Dots with scales at the bottom of their range, against the reference. `tiny_q8k`: q8_K
+/// activation scales `d` from 2^-149 (subnormal) to 2^-77, below the FTZ-safe bound; else
+/// the smallest fp16 scales (subnormal fp16: weights, q8_0/q8_1 activations) and q8_K scales
+/// of 2^-76..2^-60. Returns (differing dots, dots).
+fn tiny_case(be: &WgpuBackend, f: Format, seed: u64, tiny_q8k: bool) -> Result<(usize, usize), String> {
+    let act = f.vec_dot_type().unwrap();
+    let (rows, nt) = (9, 3);
+    let cols = 2 * f.block_elems().max(act.block_elems());
+    let mut rng = Rng::new(seed);
+    let mut w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), false);
+    for b in w.chunks_exact_mut(f.block_bytes()) {
+        for &o in weight_scales(f) {
+            let h = (rng.next_u64() % 0x400) as u16 | ((rng.next_u64() & 1) as u16) << 15;
+            b[o..o + 2].copy_from_slice(&h.to_le_bytes());
+        }
+        if f == Format::NVFP4 {
+            for x in &mut b[..4] {
+                *x = 1 + (rng.next_u64() % 7) as u8; // UE4M3 subnormals
+            }
+        }
+    }
+    let mut a = raw_acts(&mut rng, act, cols, nt);
+    for b in a.chunks_exact_mut(act.block_bytes()) {
+        match act {
+            Format::Q8_K => {
+                let (lo, hi) = if tiny_q8k { (-149i32, -77) } else { (-76, -60) };
+                let e = lo + (rng.next_u64() % (hi - lo + 1) as u64) as i32;
+                let m = 1.0 + (rng.next_u64() % (1 << 23)) as f32 / (1 << 23) as f32;
+                let d =
+                    if e < -126 { f32::from_bits((rng.next_u64() % 0x80_0000) as u32 | 1) } else { m * 2f32.powi(e) };
+                b[..4].copy_from_slice(&d.to_le_bytes());
+            }
+            _ => {
+                for o in if act == Format::Q8_1 { 0..2 } else { 0..1 } {
+                    let h = (rng.next_u64() % 0x400) as u16 | ((rng.next_u64() & 1) as u16) << 15;
+                    b[2 * o..2 * o + 2].copy_from_slice(&h.to_le_bytes());
+                }
+            }
+        }
+    }
+    let tag = format!("{f} seed={seed:#x} tiny_q8k={tiny_q8k} [{}]", be.name());
+    let e = |e: qkern_wgpu::WgpuError| format!("{tag}: {e}");
+    let gw = be.upload_weights(f, rows, cols, &w).map_err(e)?;
+    let mut ga = be.alloc_acts(act, cols, nt).map_err(e)?;
+    be.import(&a, &mut ga).map_err(e)?;
+    let rb = w.len() / rows;
+    let mut want = vec![0f32; nt * rows];
+    for r in 0..rows {
+        let mut col = vec![0f32; nt];
+        reference::dot_tokens(f, cols, &w[r * rb..(r + 1) * rb], &a, &mut col).map_err(|x| x.to_string())?;
+        for t in 0..nt {
+            want[t * rows + r] = col[t];
+        }
+    }
+    let mut got = vec![0f32; nt * rows];
+    be.matmul(&gw, &ga, nt, &mut got).map_err(e)?;
+    let differ = want.iter().zip(&got).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+    Ok((differ, want.len()))
+}
+
+/// Subnormal-range scales. Within the kernels' FTZ-safe domain (any fp16 scale, subnormal
+/// ones included; q8_K activation scales of at least 2^-76) every adapter must be bit-exact,
+/// flush-to-zero or not: every chain value is a multiple of a power of two >= 2^-126 (crate
+/// docs, "Subnormals"). Below it (q8_K scales < 2^-76) an adapter that keeps subnormals must
+/// be exact too; one that flushes them (NVIDIA's Vulkan driver) is only reported.
+#[test]
+fn tiny_scales() {
+    let Some(be) = common::backend() else { return };
+    let mut failures = Vec::new();
+    let mut below = (0, 0);
+    for f in Format::WEIGHTS {
+        for k in 0..4u64 {
+            let seed = 0x7111 ^ (f.id() as u64) << 8 ^ k;
+            match tiny_case(be, f, seed, false) {
+                Ok((0, _)) => {}
+                Ok((d, n)) => failures.push(format!("{f} seed={seed:#x}: {d}/{n} dots differ (FTZ-safe domain)")),
+                Err(m) => failures.push(m),
+            }
+            if f.vec_dot_type() == Some(Format::Q8_K) {
+                match tiny_case(be, f, seed ^ 0x55, true) {
+                    Ok((d, n)) => {
+                        below.0 += d;
+                        below.1 += n;
+                        if d > 0 && !be.flushes_subnormals() {
+                            failures.push(format!("{f} seed={seed:#x}: {d}/{n} dots differ (tiny q8_K scales)"));
+                        }
+                    }
+                    Err(m) => failures.push(m),
+                }
+            }
+        }
+    }
+    eprintln!(
+        "tiny q8_K activation scales (< 2^-76) on {}: {}/{} dots differ from the reference{}",
+        be.name(),
+        below.0,
+        below.1,
+        if be.flushes_subnormals() { " (FTZ adapter: outside the kernels' domain there)" } else { "" }
+    );
+    assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+}

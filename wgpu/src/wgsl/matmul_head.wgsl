@@ -1,7 +1,7 @@
 // ---- matmul_head.wgsl: bindings and the row/lane skeleton of every matmul kernel ---------
 //
-// One workgroup of 64 invocations computes 8 weight rows; invocation `lid` works on row
-// `lid / 8` and AVX2 lane `l = lid % 8`. Lane l keeps, for each of the NT tokens, its own f32
+// One workgroup of 8 * ROWS invocations computes ROWS weight rows; invocation `lid` works on
+// row `lid / 8` and AVX2 lane `l = lid % 8`. Lane l keeps, for each of the NT tokens, its own f32
 // accumulator and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)` (a true
 // fused multiply-add, fma.wgsl) over the row's blocks in order; integer lane sums are exact (packed 4x8 dot products), so only the float
 // chain's order matters, and it is the reference's. The 8 lanes are then reduced in
@@ -55,4 +55,24 @@ fn isum8(x: i32, lid: u32) -> i32 {
     let a = x + xori(x, 4u, lid);
     let b = a + xori(a, 2u, lid);
     return b + xori(b, 1u, lid);
+}
+
+// The invocation's local index (set first thing in `main`).
+var<private> LID: u32;
+
+// Transpose-reduce over a row's 8 invocations: invocation j holds v_j[0..8] (its partial
+// integer sums for lanes 0..7); invocation l gets sum_j v_j[l & 7] (wrapping, order-free).
+// Three xor exchanges of halving width (4 + 2 + 1 values).
+fn tr8(v: array<i32, 8>) -> i32 {
+    let lid = LID;
+    let c4 = (lid & 4u) != 0u;
+    let a0 = select(v[0], v[4], c4) + xori(select(v[4], v[0], c4), 4u, lid);
+    let a1 = select(v[1], v[5], c4) + xori(select(v[5], v[1], c4), 4u, lid);
+    let a2 = select(v[2], v[6], c4) + xori(select(v[6], v[2], c4), 4u, lid);
+    let a3 = select(v[3], v[7], c4) + xori(select(v[7], v[3], c4), 4u, lid);
+    let c2 = (lid & 2u) != 0u;
+    let b0 = select(a0, a2, c2) + xori(select(a2, a0, c2), 2u, lid);
+    let b1 = select(a1, a3, c2) + xori(select(a3, a1, c2), 2u, lid);
+    let c1 = (lid & 1u) != 0u;
+    return select(b0, b1, c1) + xori(select(b1, b0, c1), 1u, lid);
 }

@@ -1,8 +1,11 @@
 // ---- matmul_main.wgsl ---------------------------------------------------------------------
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_SIZE)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    // The format's lookup table into workgroup memory (a no-op for formats without one).
+    load_tab(lid);
+    LID = lid;
     let l = lid & 7u;
-    let row = (wg.y * P.groups_x + wg.x) * 8u + (lid >> 3u);
+    let row = (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 3u);
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let base = min(row, P.rows - 1u) * P.row_bytes;
     var st: St;

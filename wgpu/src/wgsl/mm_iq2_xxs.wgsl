@@ -5,28 +5,34 @@
 // signs from ksigns[(aux1 >> 7(L/2)) & 127]; sub-block scale 2*ls+1; result 0.125 * hsum.
 // The sign is applied to the grid byte rather than to the activation (ggml: sign_epi8(q8, s)):
 // the same product for every activation byte but -128, which the API rejects.
+// Invocation l of a row decodes sub-block ib = l (its 8 lanes' weights, from contiguous
+// bytes), computes the 8 lanes' partial integer sums of that sub-block, and the row's 8
+// invocations transpose-reduce them (`tr8`, exact integer adds): invocation l then holds
+// AVX2 lane l's sum over the 8 sub-blocks and runs lane l's float chain, as before.
 const ACT_BW: u32 = 73u;
 struct St { acc: array<f32, NT> }
 fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let B = base + b * 66u;
     let dx = f16f(w16(B));
-    let g = l >> 1u;
-    let h = l & 1u;
+    let ib = l;
+    let a0 = w32(B + 2u + 8u * ib);
+    let a1 = w32(B + 6u + 8u * ib);
+    let s = 2i * i32(a1 >> 28u) + 1i;
     var wv: array<u32, 8>;
     var ls: array<i32, 8>;
-    for (var ib = 0u; ib < 8u; ib++) {
-        let a0 = w32(B + 2u + 8u * ib);
-        let a1 = w32(B + 6u + 8u * ib);
-        let grid = T[OFF_IQ2XXS + 2u * ((a0 >> (8u * g)) & 0xffu) + h];
+    for (var L = 0u; L < 8u; L++) {
+        let g = L >> 1u;
+        let grid = tab(2u * ((a0 >> (8u * g)) & 0xffu) + (L & 1u));
         let sb = ksigns((a1 >> (7u * g)) & 127u);
-        wv[ib] = neg_bytes(grid, (sb >> (4u * h)) & 0xfu);
-        ls[ib] = 2i * i32(a1 >> 28u) + 1i;
+        wv[L] = neg_bytes(grid, (sb >> (4u * (L & 1u))) & 0xfu);
+        ls[L] = s;
     }
     for (var t = 0u; t < NT; t++) {
-        var sumi = 0i;
-        for (var ib = 0u; ib < 8u; ib++) {
-            sumi += ls[ib] * dot4I8Packed(wv[ib], aw(t, b, 1u + 8u * ib + l));
+        var p: array<i32, 8>;
+        for (var L = 0u; L < 8u; L++) {
+            p[L] = ls[L] * dot4I8Packed(wv[L], aw(t, b, 1u + 8u * ib + L));
         }
+        let sumi = tr8(p);
         let d = dx * af(t, b, 0u);
         (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
     }

@@ -10,7 +10,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let dx = f16f(w16(B));
     let qsw = w32(B + 2u + 4u * (l & 3u));
     let nib = select((qsw >> 4u) & 0x0f0f0f0fu, qsw & 0x0f0f0f0fu, l < 4u);
-    let wv = lut4(OFF_KVNL, nib);
+    let wv = lut4t(nib);
     let tail = (P.nb & 1u) == 1u && b + 1u == P.nb;
     for (var t = 0u; t < NT; t++) {
         let d = af(t, b, 0u) * dx;

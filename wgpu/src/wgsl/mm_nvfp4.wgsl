@@ -12,7 +12,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         let s = 2u * k + (l >> 2u);
         let qsw = W[i0 + 1u + 2u * s + (l & 1u)];
         let nib = select((qsw >> 4u) & 0x0f0f0f0fu, qsw & 0x0f0f0f0fu, (l & 2u) == 0u);
-        let wv = lut4(OFF_FP4, nib);
+        let wv = lut4t(nib);
         let ue = ue4m3((dw >> (8u * s)) & 0xffu);
         let ab = 2u * b + k;
         for (var t = 0u; t < NT; t++) {

@@ -1,8 +1,8 @@
 // ---- reduce_shared.wgsl: lane exchange within a row's 8 invocations (workgroup memory) -----
 // The fallback where subgroup operations are absent: a value moves through workgroup
 // memory unchanged (a store and a load, no arithmetic).
-var<workgroup> RF: array<f32, 64>;
-var<workgroup> RI: array<i32, 64>;
+var<workgroup> RF: array<f32, WG>;
+var<workgroup> RI: array<i32, WG>;
 fn xorf(x: f32, m: u32, lid: u32) -> f32 {
     workgroupBarrier();
     RF[lid] = x;
