@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
-# scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried. Writes logs under $OUT.
+# scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
 #   bash scripts/gpu-run.sh [parity] [cudabench] [wgpubench] [qbench] [engine]   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=true
 [ -e /work/main ] || { mkdir -p /work; ln -s "$PWD" /work/main; }
-C=.carry; R=${OUT:-/tmp/out}; mkdir -p "$R"
+# Logs go to /tmp/gpu-results, packed at the end into $OUT/results.tgz (the tool returns at
+# most 8 files).
+C=.carry; R=/tmp/gpu-results; rm -rf "$R"; mkdir -p "$R"
 steps=${*:-parity cudabench wgpubench qbench engine}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
-  nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name|Flags' | cut -c1-400; } > "$R/env.txt" 2>&1
+  nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
 for s in $steps; do case $s in
 parity)
-  { QKERN_RESULTS_DIR=$R timeout 120 $C/t_cuda_gpu --nocapture --test-threads 1
+  { QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 60 $C/t_wgpu_float_ops --nocapture
-    timeout 150 $C/t_wgpu_random_parity --nocapture
-    timeout 90 $C/t_wgpu_vectors --nocapture
-    timeout 60 $C/qkern parity --backend cuda; timeout 90 $C/qkern parity --backend wgpu
+    timeout 60 $C/t_wgpu_random_parity --nocapture
+    timeout 40 $C/t_wgpu_vectors --nocapture
+    timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
-  grep -E "test result|FAILED|panicked|adapter|bit-equal|differ" "$R/parity.log" | head -40 ;;
-cudabench) timeout 150 $C/cuda_bench --gib 1 --iters 20 > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
-wgpubench) timeout 150 $C/wgpu_bench --gib 1 --reps 20 --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1; tail -40 "$R/wgpu_bench.log" ;;
-qbench) timeout 240 $C/qkern bench --backends cuda,wgpu --tokens 1,2,4,8,16 --threads 1 --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
-  tail -60 "$R/qbench.log" ;;
-engine) timeout 120 $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
+  grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
+cudabench) timeout 100 $C/cuda_bench --gib 1 --iters 20 > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
+wgpubench) timeout 100 $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
+  grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
+qbench) timeout 150 $C/qkern bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
+    --ops matmul --seconds 0.1 --quiet --note "H200 run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
+  tail -40 "$R/qbench.log" ;;
+engine) timeout 60 $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
 esac; done
+tar czf "${OUT:-/tmp}/results.tgz" -C "$R" .

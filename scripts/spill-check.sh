@@ -71,6 +71,39 @@ for k in "${kernels[@]}"; do
                 for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)); if (c == 0) break; v = v * 16 + c - 1 }
                 return v
             }
+            # whether instruction k mentions vector register number r
+            function mentions(k, r) { return text[k] ~ ("%[xy]mm" r "([^0-9]|$)") }
+            # whether instruction k is an fma whose added operand is register r
+            function fma_adds(k, r,   ops, o, m, ai) {
+                if (text[k] !~ /^vfn?m(add|sub)/) return 0
+                ops = text[k]; sub(/^[a-z0-9]+[ \t]+/, "", ops); m = split(ops, o, /,/)
+                ai = (text[k] ~ /^vfn?m(add|sub)213/) ? 1 : (text[k] ~ /^vfn?m(add|sub)132/) ? 2 : m
+                return o[ai] == ("%ymm" r) || o[ai] == ("%xmm" r)
+            }
+            # the next instruction after j in the loop [lo, hi] (wrapping) that mentions r: an fma adding r?
+            function next_is_fma_add(j, r, lo, hi,   k, pass) {
+                for (pass = 0; pass < 2; pass++)
+                    for (k = (pass ? 0 : j + 1); k < n; k++) {
+                        if (addr[k] < lo || addr[k] > hi) continue
+                        if (pass && k >= j) return 0
+                        if (mentions(k, r)) return fma_adds(k, r)
+                    }
+                return 0
+            }
+            # the last instruction before j in the loop (wrapping) that mentions r: an fma writing r?
+            function prev_is_fma_write(j, r, lo, hi,   k, pass, ops, o, m) {
+                for (pass = 0; pass < 2; pass++)
+                    for (k = (pass ? n - 1 : j - 1); k >= 0; k--) {
+                        if (addr[k] < lo || addr[k] > hi) continue
+                        if (pass && k <= j) return 0
+                        if (mentions(k, r)) {
+                            if (text[k] !~ /^vfn?m(add|sub)/) return 0
+                            ops = text[k]; sub(/^[a-z0-9]+[ \t]+/, "", ops); m = split(ops, o, /,/)
+                            return o[m] == ("%ymm" r) || o[m] == ("%xmm" r)
+                        }
+                    }
+                return 0
+            }
             $0 ~ /^[0-9a-f]+ </ { infn = (index($0, sym) > 0); next }
             infn && /^ *[0-9a-f]+:/ {
                 line[n] = $0
@@ -129,7 +162,25 @@ for k in "${kernels[@]}"; do
                             isacc = (text[j] ~ /^vfn?m(add|sub)/)
                             ops = text[j]; sub(/^[a-z0-9]+[ \t]+/, "", ops)
                             m = split(ops, o, /,/)
-                            for (q = 1; q <= m; q++) if (o[q] ~ /^%[xy]mm[0-9]+$/) { r = o[q]; sub(/%[xy]mm/, "", r); if (r in acc) isacc = 1 }
+                            # The register operand: for a store (memory last) the source, for
+                            # a load the destination. A register that is an accumulator
+                            # somewhere in the loop may also serve as a temporary elsewhere
+                            # (vfmadd213 rotates the accumulator through registers), so follow
+                            # the value: a store spills an accumulator when the register was
+                            # last written by an fma; a load reloads one when the next use of the
+                            # register is as the added operand of an fma.
+                            if (!isacc) {
+                                r = ""
+                                if (text[j] ~ /\)$/) { for (q = 1; q <= m; q++) if (o[q] ~ /^%[xy]mm[0-9]+$/) { r = o[q]; break } }
+                                else if (o[m] ~ /^%[xy]mm[0-9]+$/) r = o[m]
+                                if (r != "") {
+                                    sub(/%[xy]mm/, "", r)
+                                    if (r in acc) {
+                                        if (text[j] ~ /\)$/) isacc = prev_is_fma_write(j, r, t, addr[i])
+                                        else isacc = next_is_fma_add(j, r, t, addr[i])
+                                    }
+                                }
+                            }
                             if (isacc) { sa++; tag = "  A " }
                             if (!verbose) body = body "    " tag line[j] "\n"
                         }

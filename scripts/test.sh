@@ -9,6 +9,9 @@ cargo test --workspace --exclude qkern-cuda --features qkern-parity/ggml "$@"
 # The committed vectors on the wgpu backend through the qkern facade (lavapipe in CI; the
 # workspace run above builds qkern without `wgpu`, so this test skipped there).
 cargo test -p qkern-wgpu --features qkern/wgpu --test vectors
+# The engine's layer on every backend (wgpu included): identical output hashes. In CI
+# (CI=true) a missing wgpu adapter fails the run instead of skipping.
+QKERN_TEST_REQUIRE="${CI:+wgpu}" cargo test -p qkern-engine --features qkern/wgpu --test layer
 # The CUDA backend's host tests: every kernel compiled to PTX by NVRTC (pip's, when present),
 # and every kernel run by the host emulator against the reference; GPU tests skip without one.
 NVRTC_LIB="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/nvidia/cu13/lib"

@@ -73,6 +73,19 @@ pub fn available_backends() -> Vec<(BackendSpec, Result<(), String>)> {
     }
     #[cfg(not(feature = "cuda"))]
     v.push((BackendSpec::Cuda(0), Err("not built with cuda".into())));
+    #[cfg(feature = "wgpu")]
+    {
+        let found = qkern_wgpu::adapters();
+        v.push((
+            BackendSpec::Wgpu(None),
+            if found.is_empty() {
+                Err("no wgpu adapter (on Linux: a Vulkan driver, e.g. mesa-vulkan-drivers)".into())
+            } else {
+                Ok(())
+            },
+        ));
+    }
+    #[cfg(not(feature = "wgpu"))]
     v.push((BackendSpec::Wgpu(None), Err("not built with wgpu".into())));
     v
 }

@@ -12,6 +12,7 @@
 //! `posix_fadvise(DONTNEED)` drops the file's pages from the page cache after the load when
 //! asked. [`LoadReport`] gives bytes, seconds and GB/s per phase and the peak RSS (`VmHWM`).
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
@@ -412,8 +413,19 @@ fn chunk_len(opts: &LoadOptions) -> usize {
     opts.chunk_bytes.max(1).div_ceil(PAGE as usize) * PAGE as usize
 }
 
+/// One read: a file offset and the arena bytes it fills.
+type Job<'a> = (u64, &'a mut [u8]);
+
 /// Read every segment into the arena on `opts.threads` threads; returns the bytes read and,
 /// if `O_DIRECT` reads were refused, why.
+///
+/// The chunks are cut into one stripe of consecutive chunks per thread (about equal bytes).
+/// Each thread reads its stripe front to back through its own open file description
+/// (`/proc/self/fd/N` reopened, advised `POSIX_FADV_SEQUENTIAL`), so that the kernel's
+/// readahead sees one sequential stream per thread: with one shared description and chunks
+/// handed out in turn, the readahead state sees interleaved, apparently random reads, and
+/// cold buffered loads measured 50-80 % of one plain sequential reader on this machine. A
+/// thread done with its stripe takes chunks from the back of the others'.
 fn read_segments(
     file: &File,
     direct: Option<&File>,
@@ -424,7 +436,7 @@ fn read_segments(
 ) -> io::Result<(u64, Option<String>)> {
     let chunk = chunk_len(opts);
     // Cut the arena into one slice per chunk, in order (segments are laid out back to back).
-    let mut jobs: Vec<(u64, &mut [u8])> = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
     let mut rest: &mut [u8] = arena.padded_mut();
     for (r, _) in segments {
         let mut off = r.start;
@@ -437,20 +449,40 @@ fn read_segments(
         }
     }
     let threads = opts.threads.max(1).min(jobs.len().max(1));
-    let queue = Mutex::new(jobs.into_iter());
+    let total_bytes = jobs.iter().map(|j| j.1.len() as u64).sum::<u64>().max(1);
+    let mut stripes: Vec<VecDeque<Job>> = (0..threads).map(|_| VecDeque::new()).collect();
+    let mut before = 0u64;
+    for job in jobs {
+        let s = ((before * threads as u64 / total_bytes) as usize).min(threads - 1);
+        before += job.1.len() as u64;
+        stripes[s].push_back(job);
+    }
+    let stripes: Vec<Mutex<VecDeque<Job>>> = stripes.into_iter().map(Mutex::new).collect();
     let direct_ok = AtomicBool::new(direct.is_some());
     let refused: Mutex<Option<String>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<io::Error>> = Mutex::new(None);
     let total = std::sync::atomic::AtomicU64::new(0);
-    let work = || {
+    let next = |i: usize| -> Option<Job> {
+        if let Some(j) = stripes[i].lock().ok().and_then(|mut q| q.pop_front()) {
+            return Some(j);
+        }
+        (1..threads).find_map(|k| stripes[(i + k) % threads].lock().ok().and_then(|mut q| q.pop_back()))
+    };
+    let work = |i: usize| {
+        // An own open file description (own readahead state); the shared one where that fails.
+        let own = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok();
+        let f = own.as_ref().unwrap_or(file);
+        // SAFETY: advice on an open descriptor (errors ignored: it is only advice).
+        unsafe {
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL);
+        }
         loop {
             if failed.load(Ordering::Relaxed) {
                 return;
             }
-            let job = queue.lock().map(|mut q| q.next()).unwrap_or(None);
-            let Some((off, buf)) = job else { return };
-            match read_chunk(file, direct, &direct_ok, &refused, file_len, off, buf) {
+            let Some((off, buf)) = next(i) else { return };
+            match read_chunk(f, direct, &direct_ok, &refused, file_len, off, buf) {
                 Ok(n) => {
                     total.fetch_add(n, Ordering::Relaxed);
                 }
@@ -465,10 +497,11 @@ fn read_segments(
         }
     };
     std::thread::scope(|s| {
-        for _ in 1..threads {
-            s.spawn(work);
+        let work = &work;
+        for i in 1..threads {
+            s.spawn(move || work(i));
         }
-        work();
+        work(0);
     });
     if let Some(e) = first_error.into_inner().ok().flatten() {
         return Err(e);
@@ -549,18 +582,24 @@ pub fn sequential_read(path: &Path, range: Range<u64>, buf_bytes: usize, fresh: 
 }
 
 /// Our loader against plain sequential reads of the same bytes, cold (after
-/// [`drop_page_cache`]) and warm (cached), all in this run.
+/// [`drop_page_cache`]) and warm (cached), all in this run, over several interleaved rounds
+/// (the cold rate of a virtual disk varies by 2-3x from one read to the next here, so one
+/// shot of each proves nothing). Each round: cold sequential and cold ours (in alternating
+/// order), then warm sequential, warm ours, warm sequential into a reused buffer, then
+/// ours with `O_DIRECT` (cold) where asked. The report gives the median and the best of
+/// each and their ratios.
 #[derive(Clone, Debug)]
 pub struct LoadComparison {
     pub span_bytes: u64,
-    pub seq_cold: Phase,
-    pub seq_warm: Phase,
+    pub rounds: usize,
+    pub seq_cold: Vec<Phase>,
+    pub seq_warm: Vec<Phase>,
     /// Sequential reads into one reused 16 MiB buffer (warm): the copy alone.
-    pub seq_reused_warm: Phase,
-    pub ours_cold: LoadReport,
-    pub ours_warm: LoadReport,
+    pub seq_reused_warm: Vec<Phase>,
+    pub ours_cold: Vec<LoadReport>,
+    pub ours_warm: Vec<LoadReport>,
     /// With `O_DIRECT` (cold), where asked.
-    pub ours_direct: Option<LoadReport>,
+    pub ours_direct: Vec<LoadReport>,
     /// Whether dropping the page cache worked (else "cold" is not cold).
     pub cache_dropped: bool,
 }
@@ -568,39 +607,87 @@ pub struct LoadComparison {
 /// Bytes per plain read in the baseline.
 pub const SEQ_READ_BYTES: usize = 16 << 20;
 
+/// Median and maximum GB/s of phases.
+fn med_max(v: &[Phase]) -> (f64, f64) {
+    let mut g: Vec<f64> = v.iter().map(Phase::gbps).collect();
+    g.sort_by(f64::total_cmp);
+    if g.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = g.len();
+    let med = if n % 2 == 1 { g[n / 2] } else { (g[n / 2 - 1] + g[n / 2]) / 2.0 };
+    (med, g[n - 1])
+}
+
 impl LoadComparison {
     pub fn run(
         path: &Path,
         select: &dyn Fn(&TensorInfo) -> bool,
         opts: &LoadOptions,
+        rounds: usize,
     ) -> Result<LoadComparison, LoadError> {
         let g = Gguf::open(path)?;
         let r = span(&g, select);
         let buffered = LoadOptions { direct: false, drop_cache: false, ..opts.clone() };
-        let cache_dropped = drop_page_cache(path).is_ok();
+        let mut cache_dropped = true;
+        let mut drop_cache = || cache_dropped &= drop_page_cache(path).is_ok();
         let seq = |fresh| sequential_read(path, r.clone(), SEQ_READ_BYTES, fresh).map_err(io_err("reading", path));
-        let seq_cold = seq(true)?;
-        let seq_warm = seq(true)?;
-        let seq_reused_warm = seq(false)?;
-        let _ = drop_page_cache(path);
-        let ours_cold = load_parsed(path, g.clone(), select, &buffered)?.report;
-        let ours_warm = load_parsed(path, g.clone(), select, &buffered)?.report;
-        let ours_direct = if opts.direct {
-            let _ = drop_page_cache(path);
-            Some(load_parsed(path, g, select, &LoadOptions { direct: true, ..buffered.clone() })?.report)
-        } else {
-            None
+        // VmHWM reset before each of our loads, so that its peak is that load's.
+        let ours = |o: &LoadOptions| {
+            reset_peak_rss();
+            load_parsed(path, g.clone(), select, o).map(|m| m.report)
         };
-        Ok(LoadComparison {
+        let mut c = LoadComparison {
             span_bytes: r.end - r.start,
-            seq_cold,
-            seq_warm,
-            seq_reused_warm,
-            ours_cold,
-            ours_warm,
-            ours_direct,
-            cache_dropped,
-        })
+            rounds: rounds.max(1),
+            seq_cold: Vec::new(),
+            seq_warm: Vec::new(),
+            seq_reused_warm: Vec::new(),
+            ours_cold: Vec::new(),
+            ours_warm: Vec::new(),
+            ours_direct: Vec::new(),
+            cache_dropped: true,
+        };
+        for round in 0..rounds.max(1) {
+            if round % 2 == 0 {
+                drop_cache();
+                c.seq_cold.push(seq(true)?);
+                drop_cache();
+                c.ours_cold.push(ours(&buffered)?);
+            } else {
+                drop_cache();
+                c.ours_cold.push(ours(&buffered)?);
+                drop_cache();
+                c.seq_cold.push(seq(true)?);
+            }
+            // Cached now (the last cold read filled the cache).
+            c.seq_warm.push(seq(true)?);
+            c.ours_warm.push(ours(&buffered)?);
+            c.seq_reused_warm.push(seq(false)?);
+            if opts.direct {
+                drop_cache();
+                c.ours_direct.push(ours(&LoadOptions { direct: true, ..buffered.clone() })?);
+            }
+        }
+        c.cache_dropped = cache_dropped;
+        Ok(c)
+    }
+
+    /// Median and best GB/s of the sequential reads, cold.
+    pub fn seq_cold_gbps(&self) -> (f64, f64) {
+        med_max(&self.seq_cold)
+    }
+    pub fn seq_warm_gbps(&self) -> (f64, f64) {
+        med_max(&self.seq_warm)
+    }
+    pub fn ours_cold_gbps(&self) -> (f64, f64) {
+        med_max(&self.ours_cold.iter().map(read_phase).collect::<Vec<_>>())
+    }
+    pub fn ours_warm_gbps(&self) -> (f64, f64) {
+        med_max(&self.ours_warm.iter().map(read_phase).collect::<Vec<_>>())
+    }
+    pub fn ours_direct_gbps(&self) -> (f64, f64) {
+        med_max(&self.ours_direct.iter().map(read_phase).collect::<Vec<_>>())
     }
 }
 
@@ -610,51 +697,58 @@ fn read_phase(r: &LoadReport) -> Phase {
 
 impl std::fmt::Display for LoadComparison {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (oc, ow) = (read_phase(&self.ours_cold), read_phase(&self.ours_warm));
-        let pct = |a: &Phase, b: &Phase| if b.gbps() > 0.0 { a.gbps() / b.gbps() * 100.0 } else { 0.0 };
+        let pct = |a: f64, b: f64| if b > 0.0 { a / b * 100.0 } else { 0.0 };
+        let threads = self.ours_warm.first().map_or(0, |r| r.threads);
+        let chunk = self.ours_warm.first().map_or(0, |r| r.chunk_bytes as u64);
         writeln!(
             f,
-            "load vs sequential read: {} span, ours {} threads x {} preads, baseline 1 thread x {} reads{}",
+            "load vs sequential read: {} span, {} interleaved rounds; ours {} threads x {} preads, baseline 1 thread x {} reads{}",
             mib(self.span_bytes),
-            self.ours_warm.threads,
-            mib(self.ours_warm.chunk_bytes as u64),
+            self.rounds,
+            threads,
+            mib(chunk),
             mib(SEQ_READ_BYTES as u64),
             if self.cache_dropped { "" } else { " (page cache NOT dropped: cold is not cold)" }
         )?;
-        writeln!(f, "  {:<34} {:>12} {:>12}", "", "cold GB/s", "warm GB/s")?;
+        writeln!(f, "  {:<34} {:>15} {:>15}", "median / best of the rounds", "cold GB/s", "warm GB/s")?;
+        let row = |f: &mut std::fmt::Formatter<'_>, name: &str, c: Option<(f64, f64)>, w: Option<(f64, f64)>| {
+            let cell = |v: Option<(f64, f64)>| v.map_or("-".to_string(), |(m, b)| format!("{m:.2} / {b:.2}"));
+            writeln!(f, "  {name:<34} {:>15} {:>15}", cell(c), cell(w))
+        };
+        let (sc, sw) = (self.seq_cold_gbps(), self.seq_warm_gbps());
+        let (oc, ow) = (self.ours_cold_gbps(), self.ours_warm_gbps());
+        row(f, "sequential read (fresh buffer)", Some(sc), Some(sw))?;
+        row(f, "sequential read (reused 16 MiB)", None, Some(med_max(&self.seq_reused_warm)))?;
+        let mode = self.ours_warm.first().map_or("buffered".to_string(), |r| r.mode.clone());
+        row(f, &format!("ours ({mode})"), Some(oc), Some(ow))?;
+        if !self.ours_direct.is_empty() {
+            let mode = self.ours_direct[0].mode.clone();
+            row(f, &format!("ours ({mode})"), Some(self.ours_direct_gbps()), None)?;
+        }
         writeln!(
             f,
-            "  {:<34} {:>12.2} {:>12.2}",
-            "sequential read (fresh buffer)",
-            self.seq_cold.gbps(),
-            self.seq_warm.gbps()
+            "  ours / sequential: cold {:.0} % (median) {:.0} % (best), warm {:.0} % (median) {:.0} % (best)",
+            pct(oc.0, sc.0),
+            pct(oc.1, sc.1),
+            pct(ow.0, sw.0),
+            pct(ow.1, sw.1)
         )?;
-        writeln!(f, "  {:<34} {:>12} {:>12.2}", "sequential read (reused 16 MiB)", "-", self.seq_reused_warm.gbps())?;
-        writeln!(
-            f,
-            "  {:<34} {:>12.2} {:>12.2}   ({:.0} % / {:.0} % of sequential)",
-            format!("ours ({})", self.ours_warm.mode),
-            oc.gbps(),
-            ow.gbps(),
-            pct(&oc, &self.seq_cold),
-            pct(&ow, &self.seq_warm)
-        )?;
-        if let Some(d) = &self.ours_direct {
-            let p = read_phase(d);
+        if !self.ours_direct.is_empty() {
+            let d = self.ours_direct_gbps();
             writeln!(
                 f,
-                "  {:<34} {:>12.2} {:>12}   ({:.0} % of sequential cold)",
-                format!("ours ({})", d.mode),
-                p.gbps(),
-                "-",
-                pct(&p, &self.seq_cold)
+                "  ours O_DIRECT / sequential cold: {:.0} % (median) {:.0} % (best)",
+                pct(d.0, sc.0),
+                pct(d.1, sc.1)
             )?;
         }
+        let peak =
+            self.ours_cold.iter().chain(&self.ours_warm).chain(&self.ours_direct).filter_map(|r| r.peak_rss).max();
         write!(
             f,
-            "  peak RSS (VmHWM) after ours warm: {} (arena {})",
-            self.ours_warm.peak_rss.map_or("?".into(), mib),
-            mib(self.ours_warm.arena_bytes)
+            "  peak RSS (VmHWM, reset before each load) of our loads: {} (arena {}; includes what the process held before)",
+            peak.map_or("?".into(), mib),
+            mib(self.ours_warm.first().map_or(0, |r| r.arena_bytes))
         )
     }
 }

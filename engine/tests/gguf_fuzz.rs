@@ -341,3 +341,116 @@ proptest! {
         check(&b);
     }
 }
+
+/// A file written by ggml's own writer (`gguf_write_to_file`): metadata of every kind and a
+/// tensor of every ggml type, 1 to 4 dimensions.
+fn ggml_base() -> Vec<u8> {
+    use qkern_parity::gguf_writer::{GgmlGgufWriter, KvValue, gguf_type};
+    let mut w = GgmlGgufWriter::new();
+    w.set("general.architecture", KvValue::Str("qkern-fuzz".into())).unwrap();
+    w.set("s.u64", KvValue::U64(1 << 40)).unwrap();
+    w.set("s.i16", KvValue::I16(-7)).unwrap();
+    w.set("s.bool", KvValue::Bool(true)).unwrap();
+    w.set("a.f32", KvValue::Arr(gguf_type::F32, 1.5f32.to_le_bytes().repeat(5))).unwrap();
+    w.set("a.str", KvValue::StrArr(vec!["a".into(), String::new(), "\u{2581}bc".into()])).unwrap();
+    for (i, t) in GgmlType::all().enumerate() {
+        let be = t.block_elems();
+        let dims: Vec<u64> = match i % 4 {
+            0 => vec![be * 2],
+            1 => vec![be, 2],
+            2 => vec![be, 1, 2],
+            _ => vec![be, 2, 1, 2],
+        };
+        let n = dims.iter().product::<u64>() / be * t.block_bytes();
+        w.add_tensor(&format!("t{i}.{}", t.name()), t.id(), &dims, vec![i as u8; n as usize]).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ggml.gguf");
+    w.write(&p).unwrap();
+    std::fs::read(p).unwrap()
+}
+
+/// SplitMix64 for the bounded fuzz loop.
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The fuzz target, run for a bounded time (`QKERN_FUZZ_SECS`, default 3 s; seed
+/// `QKERN_FUZZ_SEED`): mutations (bit flips, truncations, insertions, deletions, words
+/// overwritten with boundary values, one field's bytes copied over another's) of a file
+/// written by ggml's writer (every ggml type) and of our writer's base file, each parse a
+/// typed error or a valid parse, with bounded allocation. Prints the iterations run.
+#[test]
+fn fuzz_for_a_bounded_time() {
+    let secs: f64 = std::env::var("QKERN_FUZZ_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3.0);
+    let seed: u64 = std::env::var("QKERN_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5EED);
+    let bases: Vec<(Vec<u8>, usize)> = [ggml_base(), base()]
+        .into_iter()
+        .map(|b| {
+            let g = Gguf::parse(&b).expect("base files are valid");
+            check_valid(&g, b.len() as u64);
+            let meta = g.data_offset as usize;
+            (b, meta)
+        })
+        .collect();
+    assert_eq!(Gguf::parse(&bases[0].0).unwrap().tensors.len(), GgmlType::all().count());
+    let words = [0u64, 1, 31, 32, 63, 64, 4096, 1 << 30, (1 << 30) + 1, 1 << 60, i64::MAX as u64, u64::MAX];
+    let mut rng = Mix(seed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    let (mut iters, mut valid) = (0u64, 0u64);
+    while std::time::Instant::now() < deadline {
+        let (b0, meta) = &bases[(iters % 2) as usize];
+        let mut b = b0.clone();
+        for _ in 0..1 + rng.below(4) {
+            if b.len() < 8 {
+                break;
+            }
+            // 80 % of the mutations hit the metadata (where the parser's decisions are).
+            let span = if rng.below(5) < 4 { (*meta).min(b.len()) } else { b.len() };
+            let at = rng.below(span as u64) as usize;
+            match rng.below(7) {
+                0 => b[at] ^= 1 << rng.below(8),
+                1 => b.truncate(at),
+                2 => {
+                    let n = 1 + rng.below(16) as usize;
+                    let ins: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                    b.splice(at..at, ins);
+                }
+                3 => {
+                    let n = (1 + rng.below(16) as usize).min(b.len() - at);
+                    b.drain(at..at + n);
+                }
+                4 | 5 => {
+                    let at = at.min(b.len() - 8);
+                    let v = if rng.below(2) == 0 { words[rng.below(words.len() as u64) as usize] } else { rng.next() };
+                    let v = if rng.below(4) == 0 { v as u32 as u64 } else { v };
+                    let n = if v >> 32 == 0 && rng.below(2) == 0 { 4 } else { 8 };
+                    b[at..at + n].copy_from_slice(&v.to_le_bytes()[..n]);
+                }
+                _ => {
+                    let from = rng.below(span as u64) as usize;
+                    let n = (1 + rng.below(24) as usize).min(b.len() - at).min(b.len() - from);
+                    let src = b[from..from + n].to_vec();
+                    b[at..at + n].copy_from_slice(&src);
+                }
+            }
+        }
+        if check(&b).is_none() {
+            valid += 1;
+        }
+        iters += 1;
+    }
+    eprintln!("fuzz: {iters} mutated files in {secs} s ({valid} still valid), seed {seed:#x}");
+    assert!(iters > 100, "only {iters} iterations");
+}

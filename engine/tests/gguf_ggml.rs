@@ -266,3 +266,41 @@ fn our_writer_other_alignments_round_trip() {
 fn w_nested() -> Option<Value> {
     Some(Value::Array(Array::Array(vec![Array::U8(vec![1, 2]), Array::Str(vec!["x".into()])])))
 }
+
+/// Every ggml 0.26.0 type (qkern runs some; the reader and loader take all), written by
+/// ggml: types, shapes, offsets and sizes as ggml computes them, bytes through the loader.
+#[test]
+fn reads_every_ggml_type_written_by_ggml() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(11);
+    let mut w = GgmlGgufWriter::new();
+    let mut want = Vec::new();
+    for (i, t) in GgmlType::all().enumerate() {
+        let (blck, size, name) = type_layout(t.id()).unwrap();
+        assert_eq!(name, t.name());
+        let dims = [blck * (1 + i as u64 % 3), 1 + i as u64 % 2, 2];
+        let n = dims.iter().product::<u64>() / blck * size;
+        let mut data = vec![0u8; n as usize];
+        rng.fill_bytes(&mut data);
+        w.add_tensor(&format!("blk.{i}.{name}"), t.id(), &dims, data.clone()).unwrap();
+        want.push((t, dims, data));
+    }
+    let path = dir.path().join("types.gguf");
+    w.write(&path).unwrap();
+    let g = Gguf::open(&path).unwrap();
+    assert_eq!(g.data_offset, w.meta_size() as u64);
+    assert_eq!(g.tensors.len(), want.len());
+    let m =
+        load::load(&path, &|_| true, &LoadOptions { threads: 3, chunk_bytes: 4096, ..LoadOptions::default() }).unwrap();
+    let mut next = 0;
+    for (t, (ty, dims, data)) in g.tensors.iter().zip(&want) {
+        assert_eq!(t.ggml_type, *ty);
+        assert_eq!(t.ne(0), dims[0]);
+        assert_eq!(t.n_elements(), dims.iter().product::<u64>());
+        assert_eq!(t.bytes, data.len() as u64, "{}", t.name);
+        // ggml's layout: each tensor at the previous one's end padded to 32.
+        assert_eq!(t.offset, next, "{}", t.name);
+        next += t.bytes.div_ceil(32) * 32;
+        assert_eq!(m.tensor(&t.name).unwrap().1, &data[..], "{}", t.name);
+    }
+}

@@ -22,26 +22,39 @@ const NEXP: usize = 4;
 const TOPK: usize = 2;
 
 /// Every device this build and machine can open: CPU paths with 1 and 2 threads, GPUs.
+/// wgpu is opened directly as well as through `available_backends` (which, in this
+/// version of `qkern`, lists wgpu as not built even when it is), so that a build with
+/// `--features qkern/wgpu` runs every check on wgpu too (lavapipe here). Set
+/// `QKERN_TEST_REQUIRE=wgpu` (or `cuda`, comma-separated) to fail when one is missing.
 fn devices() -> Vec<Device> {
-    let mut v = Vec::new();
-    for (spec, ok) in qkern::available_backends() {
-        if ok.is_err() {
-            continue;
-        }
+    let mut v: Vec<Device> = Vec::new();
+    let mut specs: Vec<BackendSpec> =
+        qkern::available_backends().into_iter().filter(|(_, ok)| ok.is_ok()).map(|(s, _)| s).collect();
+    if !specs.iter().any(|s| matches!(s, BackendSpec::Wgpu(_))) {
+        specs.push(BackendSpec::Wgpu(None));
+    }
+    for spec in specs {
         match spec {
             BackendSpec::Cpu(_) => {
                 for t in [1, 2] {
                     v.push(Device::open(spec, DeviceOptions { threads: Some(t) }).expect("open CPU device"));
                 }
             }
-            _ => {
-                if let Ok(d) = Device::open(spec, DeviceOptions::default()) {
-                    v.push(d);
-                }
-            }
+            _ => match Device::open(spec, DeviceOptions::default()) {
+                Ok(d) => v.push(d),
+                Err(e) => eprintln!("{spec}: not tested ({e})"),
+            },
         }
     }
-    assert!(!v.is_empty());
+    let names: Vec<String> = v.iter().map(|d| d.name()).collect();
+    eprintln!("devices: {names:?}");
+    for want in std::env::var("QKERN_TEST_REQUIRE").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        assert!(
+            v.iter().any(|d| d.spec().to_string().starts_with(want.trim())),
+            "QKERN_TEST_REQUIRE={want} but only {names:?} opened"
+        );
+    }
+    assert!(v.iter().any(|d| d.spec() == BackendSpec::Cpu(Some(qkern::CpuPath::Scalar))), "no cpu-scalar");
     v
 }
 
