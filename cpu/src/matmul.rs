@@ -1,11 +1,17 @@
 //! Row-parallel matmul, dequantize and activation quantize on one CPU path.
 
+use std::cell::RefCell;
 use std::ops::Range;
 
 use qkern_formats::reference::{ActBlock, WeightBlock, blocks_of};
 use qkern_formats::{Format, ShapeError, reference, with_act_block, with_weight_block};
 
 use crate::{CpuError, CpuPath, require};
+
+thread_local! {
+    /// Per-thread scratch of prepared activation scales (see `matmul_typed`).
+    static PREPS: RefCell<Vec<Vec<Lane32>>> = const { RefCell::new(Vec::new()) };
+}
 
 /// A CPU backend: one kernel path and a thread pool (none when `threads == 1`).
 pub struct CpuBackend {
@@ -104,28 +110,58 @@ impl CpuBackend {
         Ok(())
     }
 
-    fn matmul_typed<B: Kernels>(&self, rows: usize, cols: usize, w: &[u8], a: &[u8], nt: usize, out: OutPtr) {
+    fn matmul_typed<B: Kernels>(&self, rows: usize, cols: usize, w: &[u8], a: &[u8], nt: usize, out: OutPtr)
+    where
+        B::Act: ActKernels,
+    {
         let w = blocks_of::<B>(w);
         let a = blocks_of::<B::Act>(a);
         let bpr = cols / B::ELEMS;
         let apr = cols / <B::Act as ActBlock>::ELEMS;
         let path = self.path;
-        let run = |r: Range<usize>| rows_kernel::<B>(path, &w, bpr, &a, apr, nt, rows, r, out);
-        match &self.pool {
-            None => run(0..rows),
-            Some(pool) => {
-                // Tasks of at least 16 rows, about 4 per thread for balance.
-                let chunk = rows.div_ceil(self.threads * 4).max(16);
-                let tasks = rows.div_ceil(chunk);
-                pool.scope(|s| {
-                    for i in 0..tasks {
-                        let r = i * chunk..((i + 1) * chunk).min(rows);
-                        let run = &run;
-                        s.spawn(move |_| run(r));
-                    }
-                });
+        // Each token chunk's prepared activation scales (`PrepFn`), once for all rows, in a
+        // per-thread scratch that keeps its capacity: after the first call of a shape, matmul
+        // allocates nothing (an MoE engine calls it thousands of times a second).
+        PREPS.with(|cell| {
+            let mut owned = Vec::new();
+            let mut guard = cell.try_borrow_mut();
+            // Re-entered on this thread (not expected): fall back to a fresh buffer.
+            let preps: &mut Vec<Vec<Lane32>> = match guard.as_deref_mut() {
+                Ok(p) => p,
+                Err(_) => &mut owned,
+            };
+            let chunks = token_chunks(nt).count();
+            if preps.len() < chunks {
+                preps.resize_with(chunks, Vec::new);
             }
-        }
+            for (c, v) in token_chunks(nt).zip(preps.iter_mut()) {
+                v.clear();
+                if let (CpuPath::Avx2 | CpuPath::Avx512, Some(_), Some(prep)) =
+                    (path, B::AVX2_DOT, <B::Act as ActKernels>::AVX2_PREP)
+                {
+                    // SAFETY: `CpuBackend::build` only holds a path whose features this CPU has;
+                    // the slice is the chunk's `c.len()` rows of `apr` blocks.
+                    unsafe { prep(&a[c.start * apr..c.end * apr], apr, c.len(), v) };
+                }
+            }
+            let preps: &[Vec<Lane32>] = &preps[..chunks];
+            let run = |r: Range<usize>| rows_kernel::<B>(path, &w, bpr, &a, apr, nt, preps, rows, r, out);
+            match &self.pool {
+                None => run(0..rows),
+                Some(pool) => {
+                    // Tasks of at least 16 rows, about 4 per thread for balance.
+                    let chunk = rows.div_ceil(self.threads * 4).max(16);
+                    let tasks = rows.div_ceil(chunk);
+                    pool.scope(|s| {
+                        for i in 0..tasks {
+                            let r = i * chunk..((i + 1) * chunk).min(rows);
+                            let run = &run;
+                            s.spawn(move |_| run(r));
+                        }
+                    });
+                }
+            }
+        })
     }
 
     /// Dequantize `out.len()` elements (whole rows) of `format` to f32.
@@ -236,7 +272,30 @@ pub(crate) trait Kernels: WeightBlock {
 pub(crate) trait ActKernels: ActBlock {
     /// The AVX2 x86 `quantize_row_*`, or `None`: scalar fallback.
     const AVX2_QUANTIZE: Option<QuantizeFn<Self>>;
+    /// The per-chunk scale preparation the AVX2 dot kernels read (`PrepFn`), or `None`.
+    const AVX2_PREP: Option<PrepFn<Self>>;
 }
+
+/// Prepare a chunk of `nt <= MAX_NT` activation rows (`apr` blocks each) for the dot
+/// kernels, once per matmul: the f16 scales of q8_0 / q8_1 as f32, block-major
+/// (`x86::prep_q8_0`, `x86::prep_q8_1`), or q8_K blocks re-laid with aligned quants and
+/// precomputed `bsums` pair sums (`x86::prep_q8_k`). Exact conversions and copies: the
+/// bits do not change.
+///
+/// # Safety
+/// The CPU must support the function's path.
+pub(crate) type PrepFn<A> = unsafe fn(a: &[A], apr: usize, nt: usize, out: &mut Vec<Lane32>);
+
+/// The unit of the prepared activations: 32 bytes, 32-byte aligned (so that a kernel's
+/// view of them, e.g. `x86::Q8KPrep`, has its quant vectors aligned).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(32))]
+pub(crate) struct Lane32(pub(crate) [f32; 8]);
+// SAFETY: `repr(C)`, 32 bytes of f32 and no padding (size 32 = align 32); every bit
+// pattern is a valid `[f32; 8]`.
+unsafe impl bytemuck::Zeroable for Lane32 {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for Lane32 {}
 
 /// `dequantize_row_*` of one or more rows: `out.len() == blocks.len() * ELEMS`.
 ///
@@ -250,12 +309,26 @@ pub(crate) type DequantizeFn<B> = unsafe fn(blocks: &[B], out: &mut [f32]);
 /// The CPU must support the function's path.
 pub(crate) type QuantizeFn<B> = unsafe fn(x: &[f32], out: &mut [B]);
 
-/// One weight row against a chunk of 1..=`MAX_NT` tokens: `out[t] = vec_dot(w, token t)`,
-/// token t's activation row being `a[t * apr..][..apr]`.
+/// Weight rows against a chunk of 1..=`MAX_NT` tokens: `w` holds `w.len() / bpr` rows of
+/// `bpr` blocks, and `out[j * nt + t] = vec_dot(row j, token t)`, token t's activation row
+/// being `a[t * apr..][..apr]`; `out.len() == w.len() / bpr * nt`; `scales` is the chunk's
+/// `PrepFn` output (empty where the activation type has none).
 ///
 /// # Safety
 /// The CPU must support the kernel's path (`CpuPath::supported`).
-pub(crate) type ChunkFn<B> = unsafe fn(w: &[B], a: &[<B as WeightBlock>::Act], apr: usize, out: &mut [f32]);
+pub(crate) type ChunkFn<B> = unsafe fn(
+    w: &[B],
+    bpr: usize,
+    a: &[<B as WeightBlock>::Act],
+    apr: usize,
+    nt: usize,
+    scales: &[Lane32],
+    out: &mut [f32],
+);
+
+/// Rows per kernel call: the kernels loop over them without a dispatch per row, and with
+/// more than `MAX_NT` tokens every token chunk re-reads only this tile of rows (from L2).
+pub(crate) const ROW_TILE: usize = 16;
 
 /// The largest chunk of tokens one kernel call takes.
 pub(crate) const MAX_NT: usize = 8;
@@ -278,13 +351,17 @@ macro_rules! kernels {
 }
 
 macro_rules! act_kernels {
-    ($($B:ident => quantize $q:expr;)*) => {
+    ($($B:ident => quantize $q:expr, prep $p:expr;)*) => {
         $(
             impl ActKernels for qkern_formats::blocks::$B {
                 #[cfg(target_arch = "x86_64")]
                 const AVX2_QUANTIZE: Option<QuantizeFn<Self>> = $q;
                 #[cfg(not(target_arch = "x86_64"))]
                 const AVX2_QUANTIZE: Option<QuantizeFn<Self>> = None;
+                #[cfg(target_arch = "x86_64")]
+                const AVX2_PREP: Option<PrepFn<Self>> = $p;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX2_PREP: Option<PrepFn<Self>> = None;
             }
         )*
     };
@@ -304,15 +381,16 @@ kernels! {
     BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize None;
     BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
     BlockIq4Nl => dot Some(crate::x86::iq4_nl::chunk_avx2), dequantize Some(crate::x86::iq4_nl::dequantize_avx2);
-    BlockIq4Xs => dot Some(crate::x86::iq::iq4_xs_avx2), dequantize None;
+    BlockIq4Xs => dot Some(crate::x86::iq::iq4_xs_avx2), dequantize Some(crate::x86::iq::iq4_xs_dequantize_avx2);
     BlockNvfp4 => dot Some(crate::x86::nvfp4::chunk_avx2), dequantize Some(crate::x86::nvfp4::dequantize_avx2);
 }
 
 act_kernels! {
-    BlockQ8_0 => quantize Some(crate::x86::q8_0::quantize_avx2);
-    BlockQ8_1 => quantize Some(crate::x86::q5_1::quantize_q8_1_avx2);
-    // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one: the reference it is.
-    BlockQ8K => quantize None;
+    BlockQ8_0 => quantize Some(crate::x86::q8_0::quantize_avx2), prep Some(crate::x86::prep_q8_0);
+    BlockQ8_1 => quantize Some(crate::x86::q5_1::quantize_q8_1_avx2), prep Some(crate::x86::prep_q8_1);
+    // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one: the reference it is. Its
+    // blocks are re-laid for the kernels (aligned quants, `bsums` pair sums).
+    BlockQ8K => quantize None, prep Some(crate::x86::prep_q8_k);
 }
 
 /// Split `nt` tokens into `ceil(nt / MAX_NT)` chunks of near-equal size (e.g. 9 -> 5 + 4),
@@ -337,6 +415,7 @@ fn rows_kernel<B: Kernels>(
     a: &[B::Act],
     apr: usize,
     nt: usize,
+    preps: &[Vec<Lane32>],
     rows: usize,
     r: Range<usize>,
     out: OutPtr,
@@ -348,21 +427,28 @@ fn rows_kernel<B: Kernels>(
     };
     match simd {
         Some(kernel) => {
-            let mut buf = [0f32; MAX_NT];
-            for row in r {
-                let wr = &w[row * bpr..(row + 1) * bpr];
-                for c in token_chunks(nt) {
-                    let o = &mut buf[..c.len()];
+            let mut buf = [0f32; ROW_TILE * MAX_NT];
+            let mut r0 = r.start;
+            while r0 < r.end {
+                let r1 = (r0 + ROW_TILE).min(r.end);
+                let wr = &w[r0 * bpr..r1 * bpr];
+                for (c, sc) in token_chunks(nt).zip(preps) {
+                    let k = c.len();
+                    let o = &mut buf[..(r1 - r0) * k];
                     // SAFETY: `path` is held by a `CpuBackend`, whose constructor checked that this
-                    // CPU has the path's features (`cpu_has_features`); `c.len()` is in 1..=MAX_NT and the
-                    // activation slice holds the chunk's `c.len() * apr` blocks.
-                    unsafe { kernel(wr, &a[c.start * apr..c.end * apr], apr, o) };
-                    for (t, &v) in c.zip(o.iter()) {
-                        // SAFETY: t < nt and row < rows: inside the `nt * rows` output; this
-                        // task alone owns the rows in `r` (OutPtr's contract).
-                        unsafe { out.0.add(t * rows + row).write(v) };
+                    // CPU has the path's features (`cpu_has_features`); `k` is in 1..=MAX_NT, the
+                    // activation slice holds the chunk's `k * apr` blocks and `o` one value per
+                    // (row, token) of the tile.
+                    unsafe { kernel(wr, bpr, &a[c.start * apr..c.end * apr], apr, k, sc, o) };
+                    for (row, orow) in (r0..r1).zip(o.chunks_exact(k)) {
+                        for (t, &v) in c.clone().zip(orow) {
+                            // SAFETY: t < nt and row < rows: inside the `nt * rows` output; this
+                            // task alone owns the rows in `r` (OutPtr's contract).
+                            unsafe { out.0.add(t * rows + row).write(v) };
+                        }
                     }
                 }
+                r0 = r1;
             }
         }
         // The scalar reference: the Scalar path, and the explicit fallback for a format

@@ -63,15 +63,19 @@ fn forward_allocates_nothing() {
             let mut l = FfnLayer::from_model(&dev, &m, layer, &LayerOptions::default(), 64).unwrap();
             let mut times = StageTimes::default();
             let mut total = 0;
-            for _ in 0..8 {
+            // Round 0 warms up: the CPU backend's per-thread scratch (prepared activation
+            // scales) grows once to the largest shape; from then on nothing may allocate.
+            for round in 0..8 {
                 for nt in [64usize, 1, 17, 64] {
                     let x = ffn::seeded_inputs(nt as u64, nt * 256);
                     let mut out = vec![0f32; x.len()];
                     let before = allocs();
                     l.forward(&dev, &x, &mut out, &mut times).unwrap();
                     let n = allocs() - before;
-                    total += n;
-                    if threads == 1 {
+                    if round > 0 {
+                        total += n;
+                    }
+                    if threads == 1 && round > 0 {
                         assert_eq!(n, 0, "{}: layer {layer}, {nt} tokens: forward allocated", dev.name());
                     }
                 }

@@ -150,7 +150,10 @@ pub struct Options {
     /// `full`, `noloop` or `none`; default `noloop`). See [`Checks`].
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4 (`None`:
-    /// `QKERN_WGPU_UNROLL`, else 1); the chain's order is the same.
+    /// `QKERN_WGPU_UNROLL`, else 1); the chain's order is the same. For the formats whose
+    /// kernels copy a chunk of each row's blocks to workgroup memory (q8_0, q5_1, iq4_nl,
+    /// nvfp4, q4_K, q5_K, q6_K; `shaders::chunk_of`) it multiplies the blocks per chunk
+    /// instead (as far as the copy fits in 12 KiB).
     pub unroll: Option<u32>,
     /// Weight rows per matmul workgroup (8 invocations each; `None`: `QKERN_WGPU_WG_ROWS`, else
     /// 32 for the formats with lookup tables, which each workgroup copies to workgroup

@@ -17,8 +17,8 @@ use qkern_formats::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, Block
 use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
 
 use super::{
-    SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
-    load_u8x16, load_u8x32, q8k_32, superblocks, token_rows,
+    Lane32, Q8KPrep, SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8,
+    load_i8x16, load_i8x32, load_u8x16, load_u8x32, q8k_32, q8k_prep, superblocks_g, token_rows,
 };
 
 /// quants.c `keven_signs_q2xs`, read as `uint64_t signs64[128]`: byte j of entry k is -1
@@ -72,16 +72,18 @@ fn dot_trick(g: &Group, q8: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)), g.scale)
 }
 
-/// The kernel `$dot::<NT>` of one IQ format on [`superblocks`]: `$group(x, g)` unpacks group
+/// The kernel `$dot::<NT>` of one IQ format on [`superblocks_g`]: `$group(x, g)` unpacks group
 /// `g` of super-block `x`, `$gdot` meets it with a token's q8 bytes, and the result is
 /// `$fscale * hsum_float_8(accumf)` (`$fscale` `0.125f`, `0.25f`, or none).
 macro_rules! iq_kernel {
     ($dot:ident, $X:ty, $group:ident, $gdot:ident, $fscale:expr) => {
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
-        fn $dot<const NT: usize>(w: &[$X], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-            let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-            let st = superblocks(
+        fn $dot<const NT: usize>(w: &[$X], _a: &[BlockQ8K], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
+            // Tokens per group of the segment loop ([`superblocks_g`]).
+            const G: usize = 2;
+            let ys: [&[Q8KPrep]; NT] = token_rows(q8k_prep(sc), apr, w.len());
+            let st = superblocks_g::<NT, G, _, _, _, _>(
                 w,
                 &ys,
                 _mm256_setzero_ps(),
@@ -109,6 +111,22 @@ macro_rules! iq_kernel {
                     // `d = FP16_TO_FP32(x[i].d) * y[i].d` (in every lane)
                     let d = _mm256_mul_ps(*d0, _mm256_set1_ps(y.d));
                     _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), accumf)
+                },
+                // The same for `G` tokens: each unpacked group loaded once for all of them.
+                |(gs, d0), _x, ys: [&Q8KPrep; G], accumf: [__m256; G]| {
+                    let mut sumi = [_mm256_setzero_si256(); G];
+                    for g in 0..8 {
+                        let grp = gs[g];
+                        for t in 0..G {
+                            sumi[t] = _mm256_add_epi32(sumi[t], $gdot(&grp, load_i8x32(q8k_32(&ys[t].qs, g))));
+                        }
+                    }
+                    let mut out = accumf;
+                    for t in 0..G {
+                        let d = _mm256_mul_ps(*d0, _mm256_set1_ps(ys[t].d));
+                        out[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), accumf[t]);
+                    }
+                    out
                 },
                 // One token: each group unpacked right where it is used, as ggml does.
                 |x, y, accumf| {
@@ -197,7 +215,7 @@ fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
 }
 
 iq_kernel!(iq2_xxs_dot, BlockIq2Xxs, iq2_xxs_group, dot_sign_epi8, Some(0.125));
-avx2_chunk_fn!(mod iq2_xxs_nt, fn iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
+avx2_chunk_fn!(scaled mod iq2_xxs_nt, fn iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq2_xs: entry k of group g is `qs[4g+k]`: grid `iq2xs_grid[q & 511]`, sign byte `q >> 9`
@@ -229,7 +247,7 @@ fn iq2_xs_group(x: &BlockIq2Xs, g: usize) -> Group {
 }
 
 iq_kernel!(iq2_xs_dot, BlockIq2Xs, iq2_xs_group, dot_sign_epi8, Some(0.125));
-avx2_chunk_fn!(mod iq2_xs_nt, fn iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
+avx2_chunk_fn!(scaled mod iq2_xs_nt, fn iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq2_s: entry k of group g: grid `iq2s_grid[qs[4g+k] | ((qh[g] << (8 - 2k)) & 0x300)]`;
@@ -261,7 +279,7 @@ fn iq2_s_group(x: &BlockIq2S, g: usize) -> Group {
 }
 
 iq_kernel!(iq2_s_dot, BlockIq2S, iq2_s_group, dot_xor_sub, Some(0.125));
-avx2_chunk_fn!(mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
+avx2_chunk_fn!(scaled mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq3_xxs: group g: grid `iq3xxs_grid[qs[8g + k]]` (8 x u32), `aux32 = gas[g]` (the u32 at
@@ -281,7 +299,7 @@ fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
 }
 
 iq_kernel!(iq3_xxs_dot, BlockIq3Xxs, iq3_xxs_group, dot_sign_epi8, Some(0.25));
-avx2_chunk_fn!(mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
+avx2_chunk_fn!(scaled mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq3_s: group g: index k = `qs[8g + k] | ((qh[g] << (8 - k)) & 256)` (ggml's `idx_shift`,
@@ -301,7 +319,7 @@ fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
 }
 
 iq_kernel!(iq3_s_dot, BlockIq3S, iq3_s_group, dot_xor_sub, None);
-avx2_chunk_fn!(mod iq3_s_nt, fn iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
+avx2_chunk_fn!(scaled mod iq3_s_nt, fn iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
 // iq4_xs: group g: `MM256_SET_M128I(shuffle(values, qs >> 4), shuffle(values, qs & 15))` of
@@ -324,4 +342,32 @@ fn iq4_xs_group(x: &BlockIq4Xs, g: usize) -> Group {
 }
 
 iq_kernel!(iq4_xs_dot, BlockIq4Xs, iq4_xs_group, dot_trick, None);
-avx2_chunk_fn!(mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);
+avx2_chunk_fn!(scaled mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);
+
+/// `dequantize_row_iq4_xs` (ggml-quants.c): per group of 32, `dl = d * (ls - 32)`, then
+/// `y[j] = dl * kvalues_iq4nl[qs[j] & 0xf]`, `y[j + 16] = dl * kvalues_iq4nl[qs[j] >> 4]`
+/// (one product per element, so the lane-wise `mul` gives the same bits). The group's
+/// values are [`iq4_xs_group`]'s byte vector (low nibbles' values, then high nibbles').
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn iq4_xs_dequantize_avx2(x: &[BlockIq4Xs], y: &mut [f32]) {
+    let tab = super::f16_table();
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = tab.get(b.d);
+        let out: &mut [[[f32; 8]; 4]; 8] = bytemuck::cast_mut(out);
+        for (g, o) in out.iter_mut().enumerate() {
+            let grp = iq4_xs_group(b, g);
+            let ls = ((b.scales_l[g / 2] >> (4 * (g & 1))) & 0xf) as i32 | (((b.scales_h >> (2 * g)) & 3) << 4) as i32;
+            let dl = _mm256_set1_ps(d * (ls - 32) as f32);
+            let lo = _mm256_castsi256_si128(grp.q);
+            let hi = _mm256_extracti128_si256::<1>(grp.q);
+            let parts = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
+            for (o8, p) in o.iter_mut().zip(parts) {
+                let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+                super::store_f32x8(o8, _mm256_mul_ps(dl, v));
+            }
+        }
+    }
+}

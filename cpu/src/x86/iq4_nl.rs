@@ -7,8 +7,8 @@ use qkern_formats::blocks::{BlockIq4Nl, BlockQ8_0};
 use qkern_formats::tables::KVALUES_IQ4NL;
 
 use super::{
-    avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16,
-    mul_sum_i8_pairs_float, store_f32x8, superblocks, token_rows,
+    F16Table, Lane32, avx2_chunk_fn, f16_table, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16,
+    load_i8x32, load_u8x16, mul_sum_i8_pairs_float, mul_sum_us8_pairs, store_f32x8, token_rows,
 };
 
 /// The 32 values of a block: `MM256_SET_M128I(shuffle(values, qs >> 4 & 15), shuffle(values, qs & 15))`.
@@ -27,95 +27,146 @@ fn values(x: &BlockIq4Nl, values128: __m128i) -> __m256i {
 /// `accum = fma(set1(dy * dx), cvtepi32(madd(mul_add_epi8(q4b, q8b), mone)), accum)`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn step(q4b: __m256i, dx: __m256, y: &BlockQ8_0, accum: __m256) -> __m256 {
+fn step(tab: &F16Table, q4b: __m256i, dx: __m256, y: &BlockQ8_0, accum: __m256) -> __m256 {
     // `mul_add_epi8` + `madd(.., mone)` is `mul_sum_i8_pairs_float` (madd is commutative).
     let p = mul_sum_i8_pairs_float(q4b, load_i8x32(&y.qs));
     // `set1(FP16_TO_FP32(y.d) * FP16_TO_FP32(x.d))`, the product in every lane.
-    _mm256_fmadd_ps(_mm256_mul_ps(f16_to_f32x8(y.d), dx), p, accum)
+    _mm256_fmadd_ps(_mm256_mul_ps(tab.x8(y.d), dx), p, accum)
+}
+
+/// The scalar tail block of an odd block count for one token: plain integer products
+/// (exact, so any grouping), then `sumf += d * (sumi1 + sumi2)`, contracted into one fma by
+/// gcc (see the reference). `q_lo`, `q_hi`: the block's values widened to int16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tail(q_lo: __m256i, q_hi: __m256i, dx: f32, dy: f32, y: &BlockQ8_0, sumf: f32) -> f32 {
+    let qy = load_i8x32(&y.qs);
+    let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(qy));
+    let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(qy));
+    let prod = _mm256_add_epi32(_mm256_madd_epi16(q_lo, y_lo), _mm256_madd_epi16(q_hi, y_hi));
+    let sumi = super::hsum_i32_8(prod);
+    let d = dy * dx;
+    d.mul_add(sumi as f32, sumf)
+}
+
+/// The widened values of the tail block and its `dx`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tail_block(x: &BlockIq4Nl, values128: __m128i, tab: &F16Table) -> (__m256i, __m256i, f32) {
+    let q = values(x, values128);
+    let q_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+    let q_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q));
+    (q_lo, q_hi, tab.get(x.d))
+}
+
+/// Tokens `t0..t0 + K` (`K <= 4`) of [`dot`], results into `out[t0..t0 + K]`: the block
+/// pairs, every pair unpacked once and used by the `K` tokens at once (`2 K` accumulators
+/// in registers): per token `accum = fma(set1(dy * dx), p, accum)`, the product formed as a
+/// vector of equal lanes (`dx` broadcast once per block, `dy` a broadcast load from the
+/// prepared scales `sc`); then `hsum_float_8(accum1 + accum2)` and the tail block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn span<const NT: usize, const K: usize>(
+    w: &[BlockIq4Nl],
+    ys: &[&[BlockQ8_0]; NT],
+    sc: &[Lane32],
+    t0: usize,
+    out: &mut [f32; NT],
+) {
+    let n = w.len();
+    let values128 = load_i8x16(&KVALUES_IQ4NL);
+    let yk: [&[BlockQ8_0]; K] = core::array::from_fn(|t| ys[t0 + t]);
+    let mut a1 = [_mm256_setzero_ps(); K];
+    let mut a2 = [_mm256_setzero_ps(); K];
+    // Block `i` into the accumulators `acc` of the K tokens.
+    macro_rules! block {
+        ($i:expr, $acc:ident) => {{
+            let i = $i;
+            let x = &w[i];
+            let q = values(x, values128);
+            let aq = _mm256_sign_epi8(q, q);
+            let dx = f16_to_f32x8(x.d);
+            let dy = &sc[i].0;
+            for_tokens!(K, t => {
+                // `mul_add_epi8(q4b, q8b)` + `madd(.., mone)`: `mul_sum_i8_pairs_float`.
+                let sy = _mm256_sign_epi8(load_i8x32(&yk[t][i].qs), q);
+                let pf = _mm256_cvtepi32_ps(mul_sum_us8_pairs(aq, sy));
+                let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t0 + t]));
+                $acc[t] = _mm256_fmadd_ps(d, pf, $acc[t]);
+            });
+        }};
+    }
+    for p in 0..n / 2 {
+        block!(2 * p, a1);
+        block!(2 * p + 1, a2);
+    }
+    for_tokens!(K, t => {
+        // `sumf = hsum_float_8(_mm256_add_ps(accum1, accum2));`
+        out[t0 + t] = hsum_float_8(_mm256_add_ps(a1[t], a2[t]));
+    });
+    if n % 2 == 1 {
+        let (q_lo, q_hi, dx) = tail_block(&w[n - 1], values128, f16_table());
+        for_tokens!(K, t => {
+            out[t0 + t] = tail(q_lo, q_hi, dx, sc[n - 1].0[t0 + t], &yk[t][n - 1], out[t0 + t]);
+        });
+    }
 }
 
 /// `ggml_vec_dot_iq4_nl_q8_0` for `NT` tokens. ggml walks the blocks in pairs, the even
-/// block into `accum1`, the odd one into `accum2`. Up to 2 tokens, every pair is unpacked
-/// and used by the tokens at once (4 accumulators in registers); from 3 tokens on the pairs
-/// go through [`superblocks`] (a pair as its "super-block": unpacked once per segment, then
-/// token after token with only that token's two accumulators live).
+/// block into `accum1`, the odd one into `accum2`. One token: ggml's loop (scales by
+/// table). More: [`span`] over at most 4 tokens at a time (8 accumulators); 5 to 8 tokens
+/// run two spans (4 + the rest), each unpacking the (L1-resident) row again. `sc`: the prepared scales.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, out: &mut [f32; NT]) {
+fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
     let n = w.len();
     let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, n);
-    let values128 = load_i8x16(&KVALUES_IQ4NL);
-    let pairs = n / 2;
-    let mut accum1 = [_mm256_setzero_ps(); NT];
-    let mut accum2 = [_mm256_setzero_ps(); NT];
-    if NT <= 2 {
-        for p in 0..pairs {
+    let sc = &sc[..n];
+    if NT == 1 {
+        let values128 = load_i8x16(&KVALUES_IQ4NL);
+        let tab = f16_table();
+        let (mut accum1, mut accum2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for p in 0..n / 2 {
             let (i1, i2) = (2 * p, 2 * p + 1);
             let (x1, x2) = (&w[i1], &w[i2]);
             let (q1, q2) = (values(x1, values128), values(x2, values128));
-            let (d1, d2) = (f16_to_f32x8(x1.d), f16_to_f32x8(x2.d));
-            for_tokens!(NT, t => {
-                accum1[t] = step(q1, d1, &ys[t][i1], accum1[t]);
-                accum2[t] = step(q2, d2, &ys[t][i2], accum2[t]);
-            });
+            let (d1, d2) = (tab.x8(x1.d), tab.x8(x2.d));
+            accum1 = step(tab, q1, d1, &ys[0][i1], accum1);
+            accum2 = step(tab, q2, d2, &ys[0][i2], accum2);
         }
-    } else {
-        let wp: &[[BlockIq4Nl; 2]] = w[..2 * pairs].as_chunks::<2>().0;
-        let mut yp = [wp_empty(); NT];
-        for_tokens!(NT, t => {
-            yp[t] = ys[t][..2 * pairs].as_chunks::<2>().0;
-        });
-        let zf = _mm256_setzero_ps();
-        let unpack = |x: &[BlockIq4Nl; 2]| {
-            (values(&x[0], values128), values(&x[1], values128), f16_to_f32x8(x[0].d), f16_to_f32x8(x[1].d))
-        };
-        let st = superblocks(
-            wp,
-            &yp,
-            (zf, zf),
-            unpack,
-            |&(q1, q2, d1, d2), _x, y: &[BlockQ8_0; 2], (a1, a2)| (step(q1, d1, &y[0], a1), step(q2, d2, &y[1], a2)),
-            |x, y, (a1, a2)| {
-                let (q1, q2, d1, d2) = unpack(x);
-                (step(q1, d1, &y[0], a1), step(q2, d2, &y[1], a2))
-            },
-        );
-        for_tokens!(NT, t => {
-            (accum1[t], accum2[t]) = st[t];
-        });
+        out[0] = hsum_float_8(_mm256_add_ps(accum1, accum2));
+        if n % 2 == 1 {
+            let (q_lo, q_hi, dx) = tail_block(&w[n - 1], values128, tab);
+            out[0] = tail(q_lo, q_hi, dx, tab.get(ys[0][n - 1].d), &ys[0][n - 1], out[0]);
+        }
+        return;
     }
-    for_tokens!(NT, t => {
-        // `sumf = hsum_float_8(_mm256_add_ps(accum1, accum2));`
-        out[t] = hsum_float_8(_mm256_add_ps(accum1[t], accum2[t]));
-    });
-    if n % 2 == 1 {
-        // The scalar tail block: plain integer products (exact, so any grouping), then
-        // `sumf += d * (sumi1 + sumi2)`, contracted into one fma by gcc (see the reference).
-        let x = &w[n - 1];
-        let q = values(x, values128);
-        let (q_lo, q_hi) =
-            (_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q)));
-        let dx = f16_to_f32(x.d);
-        for_tokens!(NT, t => {
-            let y = &ys[t][n - 1];
-            let qy = load_i8x32(&y.qs);
-            let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(qy));
-            let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(qy));
-            let prod = _mm256_add_epi32(_mm256_madd_epi16(q_lo, y_lo), _mm256_madd_epi16(q_hi, y_hi));
-            let sumi = super::hsum_i32_8(prod);
-            let d = f16_to_f32(y.d) * dx;
-            out[t] = d.mul_add(sumi as f32, out[t]);
-        });
+    match NT {
+        2 => span::<NT, 2>(w, &ys, sc, 0, out),
+        3 => span::<NT, 3>(w, &ys, sc, 0, out),
+        4 => span::<NT, 4>(w, &ys, sc, 0, out),
+        5 => {
+            span::<NT, 3>(w, &ys, sc, 0, out);
+            span::<NT, 2>(w, &ys, sc, 3, out);
+        }
+        // (Each `span` instance has one call site, so that LLVM inlines it.)
+        6 => {
+            span::<NT, 4>(w, &ys, sc, 0, out);
+            span::<NT, 2>(w, &ys, sc, 4, out);
+        }
+        7 => {
+            span::<NT, 3>(w, &ys, sc, 0, out);
+            span::<NT, 4>(w, &ys, sc, 3, out);
+        }
+        _ => {
+            for t0 in [0, 4] {
+                span::<NT, 4>(w, &ys, sc, t0, out);
+            }
+        }
     }
 }
 
-/// An empty slice of q8_0 block pairs (the initial value of the per-token pair rows).
-#[inline(always)]
-fn wp_empty<'a>() -> &'a [[BlockQ8_0; 2]] {
-    &[]
-}
-
-avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);
+avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);
 
 /// `dequantize_row_iq4_nl`: `y = d * kvalues_iq4nl[q]`.
 ///

@@ -17,17 +17,28 @@
 //! Two loop shapes keep the accumulators in registers (`scripts/spill-check.sh` shows it
 //! from the built library for every format and NT):
 //!
-//! - blocks of 32 (q8_0, q5_1; iq4_nl up to 2 tokens, nvfp4 up to 5): per block, unpack,
-//!   then the tokens in turn (`for_tokens!`, unrolled in the source so that the
-//!   `[__m256; NT]` accumulator arrays are only indexed by constants);
-//! - super-blocks (K-quants, IQ formats; iq4_nl and nvfp4 beyond the counts above):
-//!   [`superblocks`]: the row in segments of [`SEG`] blocks, each segment unpacked once into
-//!   an L1 buffer, then token after token over it, so that only one token's accumulators
-//!   are live in the inner loop. (A super-block's state per token, e.g. q4_K's `acc`,
-//!   `acc_m` and integer `sumi`, times 8 tokens does not fit AVX2's 16 registers.)
+//! - blocks of 32 (q8_0, q5_1, iq4_nl, nvfp4 up to 5 tokens): per block, unpack, then the
+//!   tokens in turn (`for_tokens!`, unrolled in the source so that the `[__m256; NT]`
+//!   accumulator arrays are only indexed by constants); iq4_nl, with two accumulators per
+//!   token, runs at most 4 tokens per pass over the row (two passes for 5..8 tokens);
+//! - super-blocks (K-quants, IQ formats; nvfp4 beyond 5 tokens): [`superblocks_g`]: the
+//!   row in segments of [`SEG`] blocks, each segment unpacked once into an L1 buffer, then
+//!   the tokens in groups of `G` (2 or 4) over it, so that every buffer load serves `G`
+//!   tokens while only those tokens' accumulators are live in the inner loop. (A
+//!   super-block's state per token, e.g. q4_K's `acc`, `acc_m` and integer `sumi`, times 8
+//!   tokens does not fit AVX2's 16 registers.)
 //!
-//! `crate::matmul::ChunkFn` is the type-erased entry point used by `matmul.rs`: one weight
-//! row against 1..=8 tokens; the caller splits larger token counts into chunks.
+//! Work that depends only on the activations is done once per matmul, not once per weight
+//! row (`matmul::PrepFn`, the chunk's "prepared" activations, see [`prep_q8_0`],
+//! [`prep_q8_1`], [`prep_q8_k`]): q8_0/q8_1 scales as f32 in block-major lanes (a token's
+//! `dy` is one broadcast load), q8_K blocks re-laid with 32-byte aligned quants and the
+//! `bsums` pair sums of q4_K/q5_K. Weight scales (f16) convert through a table
+//! ([`f16_table`], as ggml's build does) or `vcvtph2ps`. All of it is exact: conversions,
+//! copies and wrapping integer sums.
+//!
+//! `crate::matmul::ChunkFn` is the type-erased entry point used by `matmul.rs`: a tile of
+//! weight rows against 1..=8 tokens (a loop over rows inside each `nt<N>` symbol, no
+//! dispatch per row); the caller splits larger token counts into chunks.
 //!
 //! ## Safety
 //!
@@ -36,12 +47,15 @@
 //! said yes (`crate::require` / `CpuBackend::new_unfinished`), and only the AVX2/AVX-512
 //! paths reach this module. Loads from block fields go through the small helpers below,
 //! which take fixed-size array references, so every unaligned load reads exactly the bytes
-//! of a live array. The one other `unsafe` block (in [`superblocks`]) reads back the part
-//! of a `MaybeUninit` buffer written just before.
+//! of a live array. The other `unsafe` blocks (in [`superblocks`], [`superblocks_g`]) read
+//! back the part of a `MaybeUninit` buffer written just before; [`Q8KPrep`] (and
+//! `matmul::Lane32`) implement `Pod` by hand, their layouts checked to have no padding.
 
 use core::arch::x86_64::*;
 
 use half::f16;
+
+pub(crate) use crate::matmul::Lane32;
 
 pub(crate) mod iq;
 pub(crate) mod iq4_nl;
@@ -54,18 +68,29 @@ pub(crate) mod q8_0;
 
 /// Define the `ChunkFn` entry point `$name` for the const-generic AVX2 kernel `$dot` and,
 /// in module `$m`, one non-inlined function per token count (`$m::nt1` .. `$m::nt8`, each
-/// `$dot::<NT>` inlined), so that every specialisation is a symbol of its own in the built
-/// library (`scripts/spill-check.sh` disassembles them by name).
+/// a loop over the weight rows it is given with `$dot::<NT>` inlined), so that every
+/// specialisation is a symbol of its own in the built library (`scripts/spill-check.sh`
+/// disassembles them by name) and the per-row cost is the row loop's, not a dispatch.
 macro_rules! avx2_chunk_fn {
     (mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
+        $crate::x86::avx2_chunk_fn!(@ mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
+    };
+    // A kernel that reads the chunk's prepared activation scales (`matmul::PrepFn`).
+    (scaled mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
+        $crate::x86::avx2_chunk_fn!(@ mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
+    };
+    (@ mod $m:ident, fn $name:ident, $W:ty, $A:ty, |$w:ident, $a:ident, $apr:ident, $sc:ident, $o:ident| $dot:ident($($arg:ident),*)) => {
         pub(crate) mod $m {
             use super::*;
             macro_rules! nt_fn {
                 ($f:ident, $n:literal) => {
                     #[inline(never)]
                     #[target_feature(enable = "avx2,fma,f16c")]
-                    pub(super) fn $f(w: &[$W], a: &[$A], apr: usize, out: &mut [f32; $n]) {
-                        $dot::<$n>(w, a, apr, out)
+                    pub(super) fn $f($w: &[$W], bpr: usize, $a: &[$A], $apr: usize, $sc: &[$crate::matmul::Lane32], out: &mut [[f32; $n]]) {
+                        for (wr, $o) in $w.chunks_exact(bpr).zip(out.iter_mut()) {
+                            let $w = wr;
+                            $dot::<$n>($($arg),*)
+                        }
                     }
                 };
             }
@@ -79,20 +104,21 @@ macro_rules! avx2_chunk_fn {
             nt_fn!(nt8, 8);
         }
 
-        /// One weight row against a chunk of 1..=8 tokens (`ChunkFn`).
+        /// Weight rows (`bpr` blocks each) against a chunk of 1..=8 tokens (`ChunkFn`).
         ///
         /// # Safety
         /// The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.cpu_has_features()`).
         #[target_feature(enable = "avx2,fma,f16c")]
-        pub(crate) unsafe fn $name(w: &[$W], a: &[$A], apr: usize, out: &mut [f32]) {
-            macro_rules! arm {
-                ($f:ident, $n:literal) => {{
-                    let mut o = [0f32; $n];
-                    $m::$f(w, a, apr, &mut o);
-                    out.copy_from_slice(&o);
-                }};
+        pub(crate) unsafe fn $name(w: &[$W], bpr: usize, a: &[$A], apr: usize, nt: usize, sc: &[$crate::matmul::Lane32], out: &mut [f32]) {
+            if bpr == 0 {
+                return;
             }
-            match out.len() {
+            macro_rules! arm {
+                ($f:ident, $n:literal) => {
+                    $m::$f(w, bpr, a, apr, sc, out.as_chunks_mut::<$n>().0)
+                };
+            }
+            match nt {
                 1 => arm!(nt1, 1),
                 2 => arm!(nt2, 2),
                 3 => arm!(nt3, 3),
@@ -102,7 +128,7 @@ macro_rules! avx2_chunk_fn {
                 7 => arm!(nt7, 7),
                 8 => arm!(nt8, 8),
                 // matmul.rs never passes more than MAX_NT tokens (nor zero).
-                _ => debug_assert!(false, "chunk of {} tokens", out.len()),
+                _ => debug_assert!(false, "chunk of {nt} tokens"),
             }
         }
     };
@@ -198,6 +224,62 @@ pub(crate) fn superblocks<const NT: usize, W, A, U: Copy, S: Copy>(
     state
 }
 
+/// [`superblocks`] with the tokens of a segment taken `G` at a time: `stepg` runs one
+/// super-block for `G` tokens together (each token's float operations exactly those of
+/// `step`), so that every unpacked vector it loads from the segment buffer serves `G`
+/// tokens (the buffer loads, not the arithmetic, bound the one-token inner loop). Tokens
+/// left over (`NT % G`) run `step` alone. Per token the super-blocks still go in order
+/// through the same `step` operations: the bits are [`superblocks`]'.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn superblocks_g<const NT: usize, const G: usize, W, A, U: Copy, S: Copy>(
+    w: &[W],
+    ys: &[&[A]; NT],
+    s0: S,
+    unpack: impl Fn(&W) -> U,
+    step: impl Fn(&U, &W, &A, S) -> S,
+    stepg: impl Fn(&U, &W, [&A; G], [S; G]) -> [S; G],
+    direct: impl Fn(&W, &A, S) -> S,
+) -> [S; NT] {
+    if NT < G {
+        return superblocks(w, ys, s0, unpack, step, direct);
+    }
+    let mut state = [s0; NT];
+    let mut buf = [const { core::mem::MaybeUninit::<U>::uninit() }; SEG];
+    for (si, seg) in w.chunks(SEG).enumerate() {
+        for (b, x) in buf.iter_mut().zip(seg) {
+            b.write(unpack(x));
+        }
+        // SAFETY: the loop above initialised `buf[..seg.len()]` (`seg.len() <= SEG`), and
+        // `MaybeUninit<U>` has the layout of `U`.
+        let unpacked: &[U] = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<U>(), seg.len()) };
+        let (base, len) = (si * SEG, seg.len());
+        // Constant trip counts: the leftover loop is gone when `G` divides `NT`.
+        for gi in 0..NT / G {
+            let t = gi * G;
+            let yg: [&[A]; G] = core::array::from_fn(|g| &ys[t + g][base..base + len]);
+            let mut sg: [S; G] = core::array::from_fn(|g| state[t + g]);
+            for (j, (u, x)) in unpacked.iter().zip(seg).enumerate() {
+                sg = stepg(u, x, core::array::from_fn(|g| &yg[g][j]), sg);
+            }
+            state[t..t + G].copy_from_slice(&sg);
+            // As in `superblocks`: park the states between the groups' loops.
+            core::hint::black_box(&mut state);
+        }
+        for t in NT / G * G..NT {
+            let y = &ys[t][base..base + len];
+            let mut st = state[t];
+            for ((u, x), y) in unpacked.iter().zip(seg).zip(y) {
+                st = step(u, x, y, st);
+            }
+            state[t] = st;
+            core::hint::black_box(&mut state);
+        }
+    }
+    state
+}
+
 /// The activation rows of `NT` tokens (`apr` blocks apart in `a`), each `n` blocks long.
 /// Slicing here, once per row, lets the block loops index without per-token checks.
 #[inline(always)]
@@ -240,6 +322,14 @@ pub(crate) fn load_u8x16(x: &[u8; 16]) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn load_i8x16(x: &[i8; 16]) -> __m128i {
+    // SAFETY: `x` is a live 16-byte array; `loadu` has no alignment requirement.
+    unsafe { _mm_loadu_si128(x.as_ptr().cast()) }
+}
+
+/// `_mm_loadu_si128` of 8 int16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_i16x8(x: &[i16; 8]) -> __m128i {
     // SAFETY: `x` is a live 16-byte array; `loadu` has no alignment requirement.
     unsafe { _mm_loadu_si128(x.as_ptr().cast()) }
 }
@@ -328,6 +418,130 @@ pub(crate) fn f16_to_f32(h: f16) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn f16_to_f32x8(h: f16) -> __m256 {
     _mm256_cvtph_ps(_mm_set1_epi16(h.to_bits() as i16))
+}
+
+/// `GGML_CPU_FP16_TO_FP32` of every half (65536 f32, 256 KiB), as ggml's own x86 build
+/// converts scales in its kernels (`ggml_table_f32_f16` lookups: a scalar load, no vector
+/// op). Built once, at first use, with the F16C conversion itself, so every entry (NaN
+/// payloads included) has the bits of [`f16_to_f32`].
+pub(crate) struct F16Table(pub(crate) [f32; 65536]);
+
+/// The table of [`F16Table`], built on first use. Call once per kernel call and pass the
+/// reference down (the `OnceLock` check stays out of the block loops).
+#[inline]
+pub(crate) fn f16_table() -> &'static F16Table {
+    static T: std::sync::OnceLock<Box<F16Table>> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn fill(t: &mut F16Table) {
+            for (i, v) in t.0.iter_mut().enumerate() {
+                *v = f16_to_f32(f16::from_bits(i as u16));
+            }
+        }
+        let mut t = Box::new(F16Table([0f32; 65536]));
+        // SAFETY: only the AVX2 kernels call `f16_table`, and they run only on a CPU with
+        // AVX2, FMA and F16C (module doc).
+        unsafe { fill(&mut t) };
+        t
+    })
+}
+
+impl F16Table {
+    /// `GGML_CPU_FP16_TO_FP32(h)` (exact), a table load.
+    #[inline(always)]
+    pub(crate) fn get(&self, h: f16) -> f32 {
+        self.0[h.to_bits() as usize]
+    }
+
+    /// `GGML_CPU_FP16_TO_FP32(h)` broadcast to 8 lanes: one `vbroadcastss` from the table.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn x8(&self, h: f16) -> __m256 {
+        _mm256_set1_ps(self.get(h))
+    }
+}
+
+/// `matmul::PrepFn` for q8_0 activations: `out[i].0[t] = FP16_TO_FP32(token t's block
+/// i .d)` (lanes `t >= nt` zero), so that the kernels broadcast a token's scale with one
+/// load instead of converting it once per weight row.
+///
+/// # Safety
+/// None beyond the type's (the table is built with F16C only on a CPU that has it: the
+/// AVX2 paths are the only callers).
+pub(crate) unsafe fn prep_q8_0(a: &[qkern_formats::blocks::BlockQ8_0], apr: usize, nt: usize, out: &mut Vec<Lane32>) {
+    let tab = f16_table();
+    out.clear();
+    out.resize(apr, Lane32::default());
+    for (t, row) in a.chunks_exact(apr).take(nt.min(8)).enumerate() {
+        for (o, b) in out.iter_mut().zip(row) {
+            o.0[t] = tab.get(b.d);
+        }
+    }
+}
+
+/// `matmul::PrepFn` for q8_1 activations: `out[2 i].0[t]` = token t's `d`, `out[2 i +
+/// 1].0[t]` its `s` (as f32; lanes `t >= nt` zero).
+///
+/// # Safety
+/// As [`prep_q8_0`].
+pub(crate) unsafe fn prep_q8_1(a: &[qkern_formats::blocks::BlockQ8_1], apr: usize, nt: usize, out: &mut Vec<Lane32>) {
+    let tab = f16_table();
+    out.clear();
+    out.resize(2 * apr, Lane32::default());
+    for (t, row) in a.chunks_exact(apr).take(nt.min(8)).enumerate() {
+        for (o, b) in out.chunks_exact_mut(2).zip(row) {
+            o[0].0[t] = tab.get(b.d);
+            o[1].0[t] = tab.get(b.s);
+        }
+    }
+}
+
+/// A q8_K block as the AVX2 kernels read it (`prep_q8_k`): the quants 32-byte aligned
+/// (in `BlockQ8K` they sit at offset 4 of a 292-byte block, so that about half of the
+/// 32-byte loads straddle two cache lines), the `bsums`, their pair sums `q8s[j] =
+/// bsums[2j] + bsums[2j+1]` (wrapping: `_mm_hadd_epi16(bsums[0..8], bsums[8..16])`, which
+/// q4_K and q5_K take per token and super-block), `d` and `nd = -d`.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+pub(crate) struct Q8KPrep {
+    pub(crate) qs: [i8; 256],
+    pub(crate) bsums: [i16; 16],
+    pub(crate) q8s: [i16; 8],
+    pub(crate) d: f32,
+    pub(crate) nd: f32,
+    _pad: [u8; 8],
+}
+const _: () = assert!(core::mem::size_of::<Q8KPrep>() == 10 * 32);
+// SAFETY: `repr(C)`, every field Pod, no padding (256 + 32 + 16 + 4 + 4 + 8 = 320 bytes, a
+// multiple of the alignment 32, checked above).
+unsafe impl bytemuck::Zeroable for Q8KPrep {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for Q8KPrep {}
+
+/// `matmul::PrepFn` for q8_K activations: the chunk's blocks as [`Q8KPrep`], token-major
+/// (token t's block i at `t * apr + i`), exact copies and wrapping integer sums.
+///
+/// # Safety
+/// None.
+pub(crate) unsafe fn prep_q8_k(a: &[qkern_formats::blocks::BlockQ8K], apr: usize, nt: usize, out: &mut Vec<Lane32>) {
+    out.clear();
+    out.resize(10 * apr * nt, Lane32::default());
+    let p: &mut [Q8KPrep] = bytemuck::cast_slice_mut(out.as_mut_slice());
+    for (o, b) in p.iter_mut().zip(&a[..apr * nt]) {
+        o.qs = b.qs;
+        o.bsums = b.bsums;
+        for j in 0..8 {
+            o.q8s[j] = b.bsums[2 * j].wrapping_add(b.bsums[2 * j + 1]);
+        }
+        o.d = b.d;
+        o.nd = -b.d;
+    }
+}
+
+/// The prepared q8_K blocks of a chunk (`prep_q8_k`'s output).
+#[inline(always)]
+pub(crate) fn q8k_prep(sc: &[Lane32]) -> &[Q8KPrep] {
+    bytemuck::cast_slice(sc)
 }
 
 /// `GGML_CPU_FP32_TO_FP16` as this ggml build runs it: ggml's software converter (round to

@@ -8,8 +8,8 @@ use qkern_formats::fp::ue4m3_to_f32;
 use qkern_formats::tables::KVALUES_FP4;
 
 use super::{
-    avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8,
-    superblocks, token_rows,
+    avx2_chunk_fn, f16_table, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8, superblocks_g,
+    token_rows,
 };
 
 /// `GGML_CPU_UE4M3_TO_FP32` of every byte (exact values, from the reference's converter).
@@ -57,7 +57,10 @@ fn scales(x: &BlockNvfp4) -> [__m256; 2] {
 fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut [f32; NT]) {
     let n = w.len();
     let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, 2 * n);
+    // Tokens per group of the segment loop ([`superblocks_g`], beyond 5 tokens).
+    const G: usize = 4;
     let values128 = load_i8x16(&KVALUES_FP4);
+    let tab = f16_table();
     // Step k of a block for one token: `accum = fma(scales_k * dy, cvt(madd(mul_add_epi8(q4, q8), mone)), accum)`.
     let step = |q4: &[__m256i; 2], u: &[__m256; 2], y: &[BlockQ8_0; 2], mut accum: __m256| {
         for k in 0..2 {
@@ -65,7 +68,7 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
             // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)`.
             let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
             let p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-            let s = _mm256_mul_ps(u[k], f16_to_f32x8(y[k].d));
+            let s = _mm256_mul_ps(u[k], tab.x8(y[k].d));
             accum = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), accum);
         }
         accum
@@ -84,14 +87,21 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
             });
         }
     } else {
-        // Beyond, [`superblocks`]: segments unpacked once, then token after token.
+        // Beyond, [`superblocks_g`]: segments unpacked once, then token after token.
         let zf = _mm256_setzero_ps();
-        accum = superblocks(
+        accum = superblocks_g::<NT, G, _, _, _, _>(
             w,
             &yp,
             zf,
             |x| (values(x, values128), scales(x)),
             |(q4, u), _x, y, acc| step(q4, u, y, acc),
+            |(q4, u), _x, ys: [&[BlockQ8_0; 2]; G], st: [__m256; G]| {
+                let mut out = st;
+                for g in 0..G {
+                    out[g] = step(q4, u, ys[g], st[g]);
+                }
+                out
+            },
             |x, y, acc| step(&values(x, values128), &scales(x), y, acc),
         );
     }

@@ -6,8 +6,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ4K, BlockQ8K};
 
 use super::{
-    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32, load_i16x16,
-    load_u8x32, q8k_32, store_f32x8, superblocks, token_rows,
+    Lane32, Q8KPrep, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32,
+    load_i16x8, load_u8x32, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
 };
 
 /// The kmask unpacking of the 12 scale bytes: `utmp[0..4]` (bytes 0..8 the 8 scales,
@@ -38,13 +38,12 @@ pub(crate) fn scales_mins(scales: &[u8; 12]) -> (__m256i, __m128i) {
     (_mm256_set_m128i(sc128, sc128), _mm256_extracti128_si256::<1>(mins_and_scales))
 }
 
-/// `prod = _mm_madd_epi16(mins, _mm_hadd_epi16(bsums[0..8], bsums[8..16]))`.
+/// `prod = _mm_madd_epi16(mins, _mm_hadd_epi16(bsums[0..8], bsums[8..16]))`, the `hadd`
+/// precomputed once per token and super-block (`Q8KPrep::q8s`, the same wrapping sums).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn mins_prod(mins: __m128i, y: &BlockQ8K) -> __m128i {
-    let q8sums = load_i16x16(&y.bsums);
-    let q8s = _mm_hadd_epi16(_mm256_extracti128_si256::<0>(q8sums), _mm256_extracti128_si256::<1>(q8sums));
-    _mm_madd_epi16(mins, q8s)
+pub(crate) fn mins_prod(mins: __m128i, y: &Q8KPrep) -> __m128i {
+    _mm_madd_epi16(mins, load_i16x8(&y.q8s))
 }
 
 /// A q4_K super-block unpacked: the 8 nibble vectors (step k = 2j + h: nibbles `h` of
@@ -77,17 +76,19 @@ fn unpack(x: &BlockQ4K) -> Unpacked {
     Unpacked { q, sc, mins, dx: f16_to_f32x8(x.d), dminx: _mm256_castps256_ps128(f16_to_f32x8(x.dmin)) }
 }
 
-/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens ([`superblocks`]). Per token and super-block:
+/// `ggml_vec_dot_q4_K_q8_K` for `NT` tokens ([`superblocks_g`]). Per token and super-block:
 /// `acc_m = fma(dmin, cvt(prod), acc_m)` with `dmin = -y.d * dmin_x`, the 8 steps
 /// `sumi += madd(scale, maddubs(q4, q8))` (exact integers: the grouping is free), then
 /// `acc = fma(y.d * d_x, cvt(sumi), acc)`; at the end `hsum_float_8(acc) + ((m0+m2)+(m1+m3))`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-    let step = |u: &Unpacked, y: &BlockQ8K, (acc, acc_m)| {
+fn dot<const NT: usize>(w: &[BlockQ4K], _a: &[BlockQ8K], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
+    // Tokens per group of the segment loop ([`superblocks_g`]).
+    const G: usize = 2;
+    let ys: [&[Q8KPrep]; NT] = token_rows(q8k_prep(sc), apr, w.len());
+    let step = |u: &Unpacked, y: &Q8KPrep, (acc, acc_m)| {
         // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)` (in every lane)
-        let dmin = _mm_mul_ps(_mm_set1_ps(-y.d), u.dminx);
+        let dmin = _mm_mul_ps(_mm_set1_ps(y.nd), u.dminx);
         let acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(mins_prod(u.mins, y)), acc_m);
         let mut sumi = _mm256_setzero_si256();
         for k in 0..8 {
@@ -98,12 +99,33 @@ fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f
         let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
     };
-    let st = superblocks(
+    // `step` for `G` tokens at once: each unpacked vector loaded once for the group.
+    let stepg = |u: &Unpacked, ys: [&Q8KPrep; G], st: [(__m256, __m128); G]| {
+        let mut sumi = [_mm256_setzero_si256(); G];
+        for k in 0..8 {
+            let (q, sc) = (u.q[k], u.sc[k]);
+            for g in 0..G {
+                let p16 = _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, k)));
+                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sc, p16));
+            }
+        }
+        let mut out = st;
+        for g in 0..G {
+            let (y, (acc, acc_m)) = (ys[g], st[g]);
+            let dmin = _mm_mul_ps(_mm_set1_ps(y.nd), u.dminx);
+            let acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(mins_prod(u.mins, y)), acc_m);
+            let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
+            out[g] = (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[g]), acc), acc_m);
+        }
+        out
+    };
+    let st = superblocks_g::<NT, G, _, _, _, _>(
         w,
         &ys,
         (_mm256_setzero_ps(), _mm_setzero_ps()),
         |x| unpack(x),
         |u, _x, y, s| step(u, y, s),
+        |u, _x, ys, s| stepg(u, ys, s),
         |x, y, s| step(&unpack(x), y, s),
     );
     for_tokens!(NT, t => {
@@ -114,7 +136,7 @@ fn dot<const NT: usize>(w: &[BlockQ4K], a: &[BlockQ8K], apr: usize, out: &mut [f
     });
 }
 
-avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ4K, BlockQ8K);
+avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ4K, BlockQ8K);
 
 /// `dequantize_row_q4_K`: `y = (d*sc) * q - (dmin*m)` (unfused, as ggml-base).
 ///

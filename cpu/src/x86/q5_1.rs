@@ -7,8 +7,9 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ5_1, BlockQ8_1};
 
 use super::{
-    avx2_chunk_fn, bytes_from_bits_32, bytes_from_nibbles_32, f16_to_f32, f16_to_f32x8, f32_to_f16, for_tokens,
-    hsum_float_8, hsum_i32_8, load_i8x32, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
+    Lane32, avx2_chunk_fn, bytes_from_bits_32, bytes_from_nibbles_32, f16_table, f16_to_f32, f16_to_f32x8, f32_to_f16,
+    for_tokens, hsum_float_8, hsum_i32_8, load_f32x8, load_i8x32, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8,
+    store_i8x32, token_rows,
 };
 
 /// The 32 unsigned 5-bit quants of a block: `bytes_from_nibbles_32(qs) | (bytes_from_bits_32(qh) & 0x10)`.
@@ -22,42 +23,40 @@ fn quants(x: &BlockQ5_1) -> __m256i {
 
 /// `ggml_vec_dot_q5_1_q8_1` for `NT` tokens: per block the quants are built once; per
 /// token `acc[t] = fma(mul_sum_us8_pairs_float(qx, qy), dx * dy, acc[t])` and
-/// `summs[t] += m * s`. The `NT` scalar `summs` live in the lanes of one vector (lane t =
-/// token t; lane-wise `mul` then `add`, the reference's unfused `summs += m * s`).
+/// `summs[t] += m * s`. `sc` holds the tokens' `d` and `s` as f32 (`prep_q8_1`). The `NT`
+/// scalar `summs` live in the lanes of one vector (lane t = token t; one fma per lane, as
+/// gcc contracts ggml's `summs += m * s`; `m * s`, a product of two halves, is exact in
+/// f32, so a mul then add would agree). One token: `dx * dy` as ggml's build forms
+/// it (table load, `vmulss`, broadcast); more: `dx` broadcast once per block, then one
+/// `vmulps` with a broadcast load per token (the same product in every lane).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, out: &mut [f32; NT]) {
+fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
     let n = w.len();
     let ys: [&[BlockQ8_1]; NT] = token_rows(a, apr, n);
+    let sc = &sc.as_chunks::<2>().0[..n];
+    let tab = f16_table();
     let mut acc = [_mm256_setzero_ps(); NT];
     let mut summs = _mm256_setzero_ps();
     for (i, x) in w.iter().enumerate() {
-        let dx = f16_to_f32x8(x.d);
-        let m = f16_to_f32x8(x.m);
-        // The tokens' `s` in lanes 0..NT (zero beyond).
-        let mut s = [0u16; 8];
-        for_tokens!(NT, t => {
-            s[t] = ys[t][i].s.to_bits();
-        });
-        let s = _mm256_cvtph_ps(_mm_setr_epi16(
-            s[0] as i16,
-            s[1] as i16,
-            s[2] as i16,
-            s[3] as i16,
-            s[4] as i16,
-            s[5] as i16,
-            s[6] as i16,
-            s[7] as i16,
-        ));
-        summs = _mm256_add_ps(summs, _mm256_mul_ps(m, s));
+        let (dy, s) = (&sc[i][0].0, &sc[i][1].0);
+        // `summs += m * s`, contracted by gcc into `vfmadd231ss`: one fma per lane here.
+        summs = _mm256_fmadd_ps(_mm256_set1_ps(tab.get(x.m)), load_f32x8(s), summs);
         let qx = quants(x);
-        for_tokens!(NT, t => {
-            let y = &ys[t][i];
-            let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&y.qs)));
-            // `_mm256_mul_ps(dx, dy)`
-            let d = _mm256_mul_ps(dx, f16_to_f32x8(y.d));
-            acc[t] = _mm256_fmadd_ps(q, d, acc[t]);
-        });
+        if NT == 1 {
+            let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&ys[0][i].qs)));
+            let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
+            acc[0] = _mm256_fmadd_ps(q, d, acc[0]);
+        } else {
+            let dx = f16_to_f32x8(x.d);
+            for_tokens!(NT, t => {
+                let y = &ys[t][i];
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&y.qs)));
+                // `_mm256_mul_ps(dx, dy)`
+                let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t]));
+                acc[t] = _mm256_fmadd_ps(q, d, acc[t]);
+            });
+        }
     }
     let mut sm = [0f32; 8];
     store_f32x8(&mut sm, summs);
@@ -67,7 +66,7 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, out: &mut 
     });
 }
 
-avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ5_1, BlockQ8_1);
+avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ5_1, BlockQ8_1);
 
 /// x86 `quantize_row_q8_1` (AVX2 branch) of one row; `x.len() == y.len() * 32`.
 ///

@@ -7,8 +7,8 @@ use qkern_formats::blocks::{BlockQ5K, BlockQ8K};
 
 use super::q4_k::{mins_prod, scales_mins, utmp};
 use super::{
-    SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32, load_u8x32,
-    q8k_32, store_f32x8, superblocks, token_rows,
+    Lane32, Q8KPrep, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32,
+    load_u8x32, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
 };
 
 /// The two 32-element quant vectors of step `j`: low/high nibbles of `qs[32j..]` plus
@@ -59,16 +59,18 @@ fn unpack(x: &BlockQ5K) -> Unpacked {
     Unpacked { q, sc, mins, dx: f16_to_f32x8(x.d), dminx: f16_to_f32(x.dmin) }
 }
 
-/// `ggml_vec_dot_q5_K_q8_K` for `NT` tokens ([`superblocks`]; as q4_K's kernel). The mins
+/// `ggml_vec_dot_q5_K_q8_K` for `NT` tokens ([`superblocks_g`]; as q4_K's kernel). The mins
 /// go to a scalar `summs += dmin * hsum(prod)`, which gcc contracts into one `vfmadd231ss`
 /// (see the reference); the result is `hsum_float_8(acc) + summs`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-    let step = |u: &Unpacked, y: &BlockQ8K, (acc, summs)| {
+fn dot<const NT: usize>(w: &[BlockQ5K], _a: &[BlockQ8K], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
+    // Tokens per group of the segment loop ([`superblocks_g`]).
+    const G: usize = 2;
+    let ys: [&[Q8KPrep]; NT] = token_rows(q8k_prep(sc), apr, w.len());
+    let step = |u: &Unpacked, y: &Q8KPrep, (acc, summs)| {
         // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)`
-        let dmin = -y.d * u.dminx;
+        let dmin = y.nd * u.dminx;
         let prod = mins_prod(u.mins, y);
         let mzero = _mm_setzero_si128();
         let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, mzero), mzero);
@@ -83,12 +85,36 @@ fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f
         let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), summs)
     };
-    let st = superblocks(
+    // `step` for `G` tokens at once: each unpacked vector loaded once for the group.
+    let stepg = |u: &Unpacked, ys: [&Q8KPrep; G], st: [(__m256, f32); G]| {
+        let mut sumi = [_mm256_setzero_si256(); G];
+        for k in 0..8 {
+            let (q, sc) = (u.q[k], u.sc[k]);
+            for g in 0..G {
+                let p16 = _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, k)));
+                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sc, p16));
+            }
+        }
+        let mut out = st;
+        for g in 0..G {
+            let (y, (acc, summs)) = (ys[g], st[g]);
+            let dmin = y.nd * u.dminx;
+            let prod = mins_prod(u.mins, y);
+            let mzero = _mm_setzero_si128();
+            let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, mzero), mzero);
+            let summs = dmin.mul_add(_mm_extract_epi32::<0>(hsum) as f32, summs);
+            let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
+            out[g] = (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[g]), acc), summs);
+        }
+        out
+    };
+    let st = superblocks_g::<NT, G, _, _, _, _>(
         w,
         &ys,
         (_mm256_setzero_ps(), 0f32),
         |x| unpack(x),
         |u, _x, y, s| step(u, y, s),
+        |u, _x, ys, s| stepg(u, ys, s),
         |x, y, s| step(&unpack(x), y, s),
     );
     for_tokens!(NT, t => {
@@ -98,7 +124,7 @@ fn dot<const NT: usize>(w: &[BlockQ5K], a: &[BlockQ8K], apr: usize, out: &mut [f
     });
 }
 
-avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ5K, BlockQ8K);
+avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ5K, BlockQ8K);
 
 /// `dequantize_row_q5_K`: `y = (d*sc) * (q + 16h) - (dmin*m)` (unfused, as ggml-base).
 ///

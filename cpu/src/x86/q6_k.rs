@@ -6,8 +6,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ6K, BlockQ8K};
 
 use super::{
-    SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
-    load_i16x16, load_u8x16, load_u8x32, q8k_32, store_f32x8, superblocks, token_rows,
+    Lane32, Q8KPrep, SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16,
+    load_i8x32, load_i16x16, load_u8x16, load_u8x32, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
 };
 
 /// The unsigned 6-bit quants `q4_k` (k = 0..4) of 128-element half `j`, ggml's
@@ -62,15 +62,17 @@ fn unpack(x: &BlockQ6K) -> Unpacked {
     Unpacked { q, sc, scales_16: _mm256_cvtepi8_epi16(scales), dx: f16_to_f32x8(x.d) }
 }
 
-/// `ggml_vec_dot_q6_K_q8_K` for `NT` tokens ([`superblocks`]). Per token and super-block:
+/// `ggml_vec_dot_q6_K_q8_K` for `NT` tokens ([`superblocks_g`]). Per token and super-block:
 /// `sumi = sum madd(scale, maddubs(q, q8)) - q8sclsub` with `q8sclsub = madd(bsums,
 /// scales_16) << 5` (exact integers: any grouping gives ggml's lanes), then
 /// `acc = fma(y.d * d_x, cvt(sumi), acc)`; at the end `hsum_float_8(acc)`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f32; NT]) {
-    let ys: [&[BlockQ8K]; NT] = token_rows(a, apr, w.len());
-    let step = |u: &Unpacked, y: &BlockQ8K, acc| {
+fn dot<const NT: usize>(w: &[BlockQ6K], _a: &[BlockQ8K], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
+    // Tokens per group of the segment loop ([`superblocks_g`]).
+    const G: usize = 4;
+    let ys: [&[Q8KPrep]; NT] = token_rows(q8k_prep(sc), apr, w.len());
+    let step = |u: &Unpacked, y: &Q8KPrep, acc| {
         let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&y.bsums), u.scales_16));
         let mut sumi = _mm256_setzero_si256();
         for s in 0..8 {
@@ -82,12 +84,32 @@ fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f
         let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
         _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc)
     };
-    let st = superblocks(
+    // `step` for `G` tokens at once: each unpacked vector loaded once for the group.
+    let stepg = |u: &Unpacked, ys: [&Q8KPrep; G], acc: [__m256; G]| {
+        let mut sumi = [_mm256_setzero_si256(); G];
+        for s in 0..8 {
+            let (q, sc) = (u.q[s], u.sc[s]);
+            for g in 0..G {
+                let p16 = _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, s))));
+                sumi[g] = _mm256_add_epi32(sumi[g], p16);
+            }
+        }
+        let mut out = acc;
+        for g in 0..G {
+            let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&ys[g].bsums), u.scales_16));
+            let sumi = _mm256_sub_epi32(sumi[g], q8sclsub);
+            let d = _mm256_mul_ps(_mm256_set1_ps(ys[g].d), u.dx);
+            out[g] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[g]);
+        }
+        out
+    };
+    let st = superblocks_g::<NT, G, _, _, _, _>(
         w,
         &ys,
         _mm256_setzero_ps(),
         |x| unpack(x),
         |u, _x, y, s| step(u, y, s),
+        |u, _x, ys, s| stepg(u, ys, s),
         |x, y, s| step(&unpack(x), y, s),
     );
     for_tokens!(NT, t => {
@@ -95,7 +117,7 @@ fn dot<const NT: usize>(w: &[BlockQ6K], a: &[BlockQ8K], apr: usize, out: &mut [f
     });
 }
 
-avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ6K, BlockQ8K);
+avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ6K, BlockQ8K);
 
 /// `dequantize_row_q6_K`: `y = d * sc * (q - 32)`, evaluated `(d * sc) * q` left to right
 /// as the C expression (both products in f32).

@@ -6,35 +6,50 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::BlockQ8_0;
 
 use super::{
-    avx2_chunk_fn, f16_to_f32, f16_to_f32x8, f32_to_f16, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
-    mul_sum_i8_pairs_float, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
+    Lane32, avx2_chunk_fn, f16_table, f16_to_f32, f16_to_f32x8, f32_to_f16, for_tokens, hsum_float_8, load_i8x16,
+    load_i8x32, mul_sum_i8_pairs_float, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
 };
 
 /// `ggml_vec_dot_q8_0_q8_0` for `NT` tokens at once. Per block: `qx` loaded once; per
-/// token `acc[t] = fma(set1(dx * dy), mul_sum_i8_pairs_float(qx, qy), acc[t])`.
+/// token `acc[t] = fma(set1(dx * dy), mul_sum_i8_pairs_float(qx, qy), acc[t])`. `sc` holds
+/// the tokens' `dy` as f32 (`prep_q8_0`). One token: the product as ggml's build forms it
+/// (table load, `vmulss`, broadcast); more: `dx` broadcast once per block and `dx * dy`
+/// per token as a vector product of equal lanes (the same product), one `vmulps` with a
+/// broadcast load.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, out: &mut [f32; NT]) {
+fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
     let n = w.len();
     let ys: [&[BlockQ8_0]; NT] = token_rows(a, apr, n);
+    let sc = &sc[..n];
+    let tab = f16_table();
     let mut acc = [_mm256_setzero_ps(); NT];
     for (i, x) in w.iter().enumerate() {
         let qx = load_i8x32(&x.qs);
-        let dx = f16_to_f32x8(x.d);
-        for_tokens!(NT, t => {
-            let y = &ys[t][i];
-            // `_mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d))`, the product in every lane.
-            let d = _mm256_mul_ps(dx, f16_to_f32x8(y.d));
-            let q = mul_sum_i8_pairs_float(qx, load_i8x32(&y.qs));
-            acc[t] = _mm256_fmadd_ps(d, q, acc[t]);
-        });
+        let dy = &sc[i].0;
+        if NT == 1 {
+            let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
+            let q = mul_sum_i8_pairs_float(qx, load_i8x32(&ys[0][i].qs));
+            acc[0] = _mm256_fmadd_ps(d, q, acc[0]);
+        } else {
+            let dx = f16_to_f32x8(x.d);
+            let ax = _mm256_sign_epi8(qx, qx);
+            for_tokens!(NT, t => {
+                let y = &ys[t][i];
+                // `_mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d))`, the product in every lane.
+                let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t]));
+                let sy = _mm256_sign_epi8(load_i8x32(&y.qs), qx);
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, sy));
+                acc[t] = _mm256_fmadd_ps(d, q, acc[t]);
+            });
+        }
     }
     for_tokens!(NT, t => {
         out[t] = hsum_float_8(acc[t]);
     });
 }
 
-avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
+avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
 
 /// x86 `quantize_row_q8_0` (AVX2 branch) of one row; `x.len() == y.len() * 32`.
 ///
