@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use qkern::Format;
 use qkern_engine::gguf::write::GgufWriter;
 use qkern_engine::gguf::{Array, ErrorKind, GString, GgmlType, Gguf, GgufError, Value};
+use qkern_parity::inputs::Rng;
 
 struct Counting;
 
@@ -370,22 +371,6 @@ fn ggml_base() -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
 
-/// SplitMix64 for the bounded fuzz loop.
-struct Mix(u64);
-
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// The fuzz target, run for a bounded time (`QKERN_FUZZ_SECS`, default 3 s; seed
 /// `QKERN_FUZZ_SEED`): mutations (bit flips, truncations, insertions, deletions, words
 /// overwritten with boundary values, one field's bytes copied over another's) of a file
@@ -406,7 +391,7 @@ fn fuzz_for_a_bounded_time() {
         .collect();
     assert_eq!(Gguf::parse(&bases[0].0).unwrap().tensors.len(), GgmlType::all().count());
     let words = [0u64, 1, 31, 32, 63, 64, 4096, 1 << 30, (1 << 30) + 1, 1 << 60, i64::MAX as u64, u64::MAX];
-    let mut rng = Mix(seed);
+    let mut rng = Rng::new(seed);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
     let (mut iters, mut valid) = (0u64, 0u64);
     while std::time::Instant::now() < deadline {
@@ -424,7 +409,7 @@ fn fuzz_for_a_bounded_time() {
                 1 => b.truncate(at),
                 2 => {
                     let n = 1 + rng.below(16) as usize;
-                    let ins: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                    let ins: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
                     b.splice(at..at, ins);
                 }
                 3 => {
@@ -433,7 +418,8 @@ fn fuzz_for_a_bounded_time() {
                 }
                 4 | 5 => {
                     let at = at.min(b.len() - 8);
-                    let v = if rng.below(2) == 0 { words[rng.below(words.len() as u64) as usize] } else { rng.next() };
+                    let v =
+                        if rng.below(2) == 0 { words[rng.below(words.len() as u64) as usize] } else { rng.next_u64() };
                     let v = if rng.below(4) == 0 { v as u32 as u64 } else { v };
                     let n = if v >> 32 == 0 && rng.below(2) == 0 { 4 } else { 8 };
                     b[at..at + n].copy_from_slice(&v.to_le_bytes()[..n]);
