@@ -104,6 +104,8 @@ pub struct FloatReport {
     pub plain_fused_where_differs_normal: usize,
     /// `div_rn(a, b)` correctly rounded, among the cases with normal operands and quotient.
     pub div_rn_exact_normal: usize,
+    /// The first few normal-domain cases where `div_rn` missed: `[a, b, got, want]` bits.
+    pub div_rn_misses: Vec<[u32; 4]>,
     /// Cases with normal operands and a normal quotient.
     pub div_normal_operands: usize,
     /// Subnormal products (nonzero in the CPU's result) that came back as a signed zero:
@@ -153,6 +155,10 @@ impl std::fmt::Display for FloatReport {
         )?;
         writeln!(f, "laundered a*b+c == unfused:         {}/{}", self.laundered_unfused_normal, self.normal_cases)?;
         writeln!(f, "div_rn correctly rounded:           {}/{}", self.div_rn_exact_normal, self.div_normal_operands)?;
+        for [a, b, got, want] in &self.div_rn_misses {
+            let g = |x: &u32| f32::from_bits(*x);
+            writeln!(f, "  div_rn({:e}, {:e}) = {:e}, want {:e}", g(a), g(b), g(got), g(want))?;
+        }
         writeln!(
             f,
             "-- subnormals: products flushed to zero {}/{}, adds with the subnormal operand read as zero {}/{} ({})",
@@ -310,6 +316,9 @@ impl WgpuBackend {
             if a.is_normal() && b.is_normal() && q.is_normal() {
                 r.div_normal_operands += 1;
                 r.div_rn_exact_normal += same(o[4], q) as usize;
+                if !same(o[4], q) && r.div_rn_misses.len() < 8 {
+                    r.div_rn_misses.push([c[0], c[1], o[4], q.to_bits()]);
+                }
             }
         }
         Ok(r)

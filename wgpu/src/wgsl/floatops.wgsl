@@ -4,15 +4,18 @@
 // divided in [1, 2) (so that the residual `fmx(-q, b, a)` is exact, the fma emulation
 // included), the quotient moved to whichever neighbour leaves the smallest residual (a
 // quotient of two floats is never a midpoint: no ties), then the exponent difference is put
-// back exactly. Zero, infinite, NaN or subnormal operands or quotients: the native quotient.
+// back exactly. Zero, infinite, NaN or subnormal operands, or a quotient outside the normal
+// range: the native quotient.
 fn div_rn(a: f32, b: f32) -> f32 {
     let q = a / b;
     let ua = bitcast<u32>(a);
     let ub = bitcast<u32>(b);
     let ea = (ua >> 23u) & 0xffu;
     let eb = (ub >> 23u) & 0xffu;
-    let qe = (bitcast<u32>(q) >> 23u) & 0xffu;
-    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u || qe == 0u || qe == 255u) {
+    // Only the operands decide: the native quotient's own exponent is no guide, since a
+    // driver may compute `a / b` as `a * (1 / b)` and, flushing a subnormal `1 / b` to zero
+    // (b > 2^126 on NVIDIA, FTZ), return 0 or Inf where the true quotient is normal.
+    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u) {
         return q;
     }
     let am = bitcast<f32>((ua & 0x807fffffu) | 0x3f800000u);
