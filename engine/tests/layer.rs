@@ -192,6 +192,9 @@ fn ggml_written_layers_match_ggml_kernels_on_every_device() {
             let want_dense = reference_dense(&m, f, &x);
             for dev in &devs {
                 let what = format!("{f} nt={nt} on {}", dev.name());
+                if std::env::var_os("QKERN_TEST_TRACE").is_some() {
+                    eprintln!("running {what}");
+                }
                 assert_bits(&run_layer(dev, &m, 0, &x), &want_moe, &format!("MoE {what}"));
                 assert_bits(&run_layer(dev, &m, 1, &x), &want_dense, &format!("dense {what}"));
             }

@@ -213,8 +213,17 @@ fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// The process-wide wgpu instance (made on first use from wgpu's environment variables, and
+/// never destroyed). Destroying the last instance makes the Vulkan loader unload the driver's
+/// libraries; NVIDIA's (580) leave thread-exit handlers behind in them, so a thread that used
+/// the driver and exits afterwards jumps into unmapped code. Seen on the H200 as a SIGSEGV at
+/// thread exit (si_addr = the faulting instruction, in a freed library range) when several
+/// threads opened and dropped wgpu devices beside CUDA ones (the engine's layer test).
 fn instance() -> wgpu::Instance {
-    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+    static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+    INSTANCE
+        .get_or_init(|| wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env()))
+        .clone()
 }
 
 /// The adapters this machine offers (honouring `WGPU_BACKEND`), in the order `wgpu:N` counts
