@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use qkern_cuda::CudaBackend;
+use qkern_cuda::{CudaBackend, HostOut, SyncMode, WaitMode};
 use qkern_formats::Format;
 
 fn fill(seed: u64, out: &mut [u8]) {
@@ -111,6 +111,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| format | rows | NT=1 GB/s | % copy | NT=2 | NT=4 | NT=8 GB/s | NT8/NT1 time | ggml N=1 / N=8 |\n|---|---|---|---|---|---|---|---|---|"
     )?;
     let mut stats = Vec::new();
+    let mut l2r = Vec::new();
+    let default_out = b.host_out();
     for f in Format::WEIGHTS {
         if only.as_ref().is_some_and(|o| !o.contains(&f)) {
             continue;
@@ -154,6 +156,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             b.set_split_threshold(None);
         }
+        // Launch-to-result, one call at a time (host clock): into device memory + stream
+        // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each
+        // way back.
+        {
+            let mut cells = Vec::new();
+            let default_wait = b.wait_mode();
+            for nt in [1usize, 8] {
+                for wm in [WaitMode::Sync, WaitMode::Flag] {
+                    b.set_wait_mode(wm);
+                    let mut dev_t = Vec::new();
+                    for _ in 0..iters.max(3) {
+                        let t = Instant::now();
+                        b.matmul_device(&wt, &acts, nt, &mut out)?;
+                        b.synchronize()?;
+                        dev_t.push(t.elapsed().as_secs_f64());
+                    }
+                    cells.push(format!("{:.0}", bytes / median(dev_t) / 1e9));
+                }
+                b.set_wait_mode(default_wait);
+                let mut host = vec![0f32; rows * nt];
+                for mode in [HostOut::Chunked, HostOut::Mapped, HostOut::Pinned, HostOut::Pageable] {
+                    b.set_host_out(mode);
+                    b.matmul(&wt, &acts, nt, &mut host)?;
+                    let mut v = Vec::new();
+                    for _ in 0..iters.max(3) {
+                        let t = Instant::now();
+                        b.matmul(&wt, &acts, nt, &mut host)?;
+                        v.push(t.elapsed().as_secs_f64());
+                    }
+                    cells.push(format!("{:.0}", bytes / median(v) / 1e9));
+                }
+            }
+            b.set_host_out(default_out);
+            l2r.push(format!("| {f} | {} |", cells.join(" | ")));
+        }
         let g = ggml_ref(f).map(|(a, c)| format!("{a:.0} / {c:.0}")).unwrap_or_else(|| "-".into());
         for (n, regs, local, occ) in b.kernel_stats(f)? {
             if n.contains("_n1_") || n.contains("_n4_") || n.contains("_n8_") {
@@ -177,6 +214,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    writeln!(md, "\n### launch-to-result, one call at a time (host clock, median of {} calls), GB/s\n", iters.max(3))?;
+    writeln!(
+        md,
+        "device out = matmul_device + wait (stream sync, or flag: cuStreamWriteValue32 into pinned memory + spin); \
+         host out = `matmul` into a host slice, by way back (chunked: mapped in row chunks, copy overlapped; \
+         mapped: kernel writes pinned host memory, then one copy; pinned: DMA to pinned staging + copy; \
+         pageable: DMA into the caller's slice)\n"
+    )?;
+    writeln!(
+        md,
+        "| format | NT1 dev sync | NT1 dev flag | NT1 host chunked | mapped | pinned | pageable | NT8 dev sync | NT8 dev flag | NT8 host chunked | mapped | pinned | pageable |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for l in &l2r {
+        println!("{l}");
+        writeln!(md, "{l}")?;
+    }
     writeln!(md, "\nkernels (registers, local memory, occupancy at 256 threads):\n")?;
     for l in &stats {
         writeln!(md, "- {l}")?;
@@ -193,6 +246,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let nt = 4;
     let mut notes = Vec::new();
+    let mut sync_rows = Vec::new();
     for (name, f, rows, cols) in [
         ("gate/up 640x2560", Format::Q4_K, 640usize, 2560usize),
         ("down 2560x640", Format::Q5_1, 2560, 640),
@@ -218,10 +272,81 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.set_split_threshold(None);
             notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4", v[0], v[1]));
         }
+        let jobs: Vec<_> = ws.iter().zip(&acts).map(|(w, a)| (w, a, nt)).collect();
+        // A/B: the context's sync mode x the way back to host memory (medians of 300 calls).
+        let default_wait = b.wait_mode();
+        let modes = [
+            (SyncMode::Auto, WaitMode::Sync),
+            (SyncMode::Spin, WaitMode::Sync),
+            (SyncMode::Auto, WaitMode::Query),
+            (SyncMode::Auto, WaitMode::Flag),
+        ];
+        for (sm, wm) in modes {
+            b.set_sync_mode(sm)?;
+            b.set_wait_mode(wm);
+            let mut cells = vec![format!("{name} {f}"), format!("{sm:?} / {wm:?}")];
+            let mut v = Vec::new();
+            for _ in 0..300 {
+                let t = Instant::now();
+                b.matmul_device(&ws[0], &acts[0], nt, &mut out)?;
+                b.synchronize()?;
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            cells.push(format!("{:.1}", median(v)));
+            for mode in [HostOut::Mapped, HostOut::Pinned, HostOut::Pageable] {
+                b.set_host_out(mode);
+                let mut v = Vec::new();
+                for _ in 0..300 {
+                    let t = Instant::now();
+                    b.matmul(&ws[0], &acts[0], nt, &mut host)?;
+                    v.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                cells.push(format!("{:.1}", median(v)));
+            }
+            b.set_host_out(default_out);
+            // the floor: one tiny quantize launch (one 256-element token) + sync
+            let mut tiny = b.alloc_acts(Format::Q8_K, 256, 1)?;
+            let x1 = b.alloc_f32(256)?;
+            let mut v = Vec::new();
+            for _ in 0..300 {
+                let t = Instant::now();
+                b.quantize_device(&x1, 1, &mut tiny)?;
+                b.synchronize()?;
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            cells.push(format!("{:.1}", median(v)));
+            // host cost of one launch: 100 tiny launches queued, then one wait
+            let mut v = Vec::new();
+            for _ in 0..20 {
+                let t = Instant::now();
+                for _ in 0..100 {
+                    b.quantize_device(&x1, 1, &mut tiny)?;
+                }
+                v.push(t.elapsed().as_secs_f64() * 1e6 / 100.0);
+                b.synchronize()?;
+            }
+            cells.push(format!("{:.2}", median(v)));
+            // and of one expert matmul launch
+            let mut v = Vec::new();
+            for _ in 0..20 {
+                let t = Instant::now();
+                for _ in 0..50 {
+                    b.matmul_device(&ws[0], &acts[0], nt, &mut out)?;
+                }
+                v.push(t.elapsed().as_secs_f64() * 1e6 / 50.0);
+                b.synchronize()?;
+            }
+            cells.push(format!("{:.2}", median(v)));
+            sync_rows.push(format!("| {} |", cells.join(" | ")));
+        }
+        b.set_wait_mode(default_wait);
+        b.set_sync_mode(SyncMode::Auto)?;
+        if let Some(m) = std::env::var("QKERN_CUDA_SYNC").ok().and_then(|v| SyncMode::parse(&v)) {
+            b.set_sync_mode(m)?;
+        }
         let mut dev_t = Vec::new();
         let mut host_t = Vec::new();
         let mut grp_t = Vec::new();
-        let jobs: Vec<_> = ws.iter().zip(&acts).map(|(w, a)| (w, a, nt)).collect();
         for _ in 0..300 {
             let t = Instant::now();
             b.matmul_device(&ws[0], &acts[0], nt, &mut out)?;
@@ -248,6 +373,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in &notes {
         println!("{n}");
         writeln!(md, "\n{n}")?;
+    }
+    writeln!(md, "\n### experts, NT = 4: sync flag / wait x way back (launch-to-result, us, medians of 300)\n")?;
+    writeln!(
+        md,
+        "tiny = one q8_K quantize launch of one 256-element token; enqueue = host time per launch of 100 (tiny) or 50 (expert) queued launches\n"
+    )?;
+    writeln!(
+        md,
+        "| expert | sync flag / wait | device out | host mapped | host pinned | host pageable | tiny launch + wait | tiny enqueue | expert enqueue |\n|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for l in &sync_rows {
+        println!("{l}");
+        writeln!(md, "{l}")?;
     }
     if let Some(d) = std::env::var_os("QKERN_RESULTS_DIR") {
         std::fs::create_dir_all(&d)?;

@@ -15,6 +15,18 @@ use crate::layout::{ActLayout, WeightLayout};
 use crate::{CudaError, Result, probe};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// The context's scheduling flag unless `QKERN_CUDA_SYNC` says otherwise.
+const DEFAULT_SYNC: SyncMode = SyncMode::Auto;
+/// The way back to host memory unless `QKERN_CUDA_HOST_OUT` says otherwise. On the H200
+/// (run4-b-chunked-flag, 1 GiB at K = 4096) chunked beat pageable (the old way) at every
+/// format: q8_0 3453 against 2749 GB/s at NT = 1, 1025 against 650 at NT = 8.
+const DEFAULT_HOST_OUT: HostOut = HostOut::Chunked;
+/// Rows per chunk of [`HostOut::Chunked`] at least (a chunk keeps the whole GPU busy).
+const CHUNK_ROWS: usize = 65536;
+/// The wait of launch-to-result calls unless `QKERN_CUDA_WAIT` says otherwise. On the H200
+/// (benches/results/2026-12-03-h200-cuda/run4-b-chunked-flag) the flag saved 0.4-1.3 us per
+/// expert call against `cuStreamSynchronize` (the sync flag, Auto or Spin, made no difference).
+const DEFAULT_WAIT: WaitMode = WaitMode::Flag;
 const NO_OVERRIDE: u64 = u64::MAX - 1;
 
 fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
@@ -53,9 +65,166 @@ pub struct CudaBackend {
 }
 
 struct Cold {
+    /// First: dropped while `_tables` still holds the context.
+    stage: Mutex<Option<HostStage>>,
     _tables: CudaSlice<u32>,
     modules: Mutex<HashMap<Module, Arc<Loaded>>>,
     scratch: Mutex<Option<CudaSlice<f32>>>,
+    /// [`HostOut`] as a `u8`.
+    host_out: std::sync::atomic::AtomicU8,
+    /// [`WaitMode`] as a `u8`.
+    wait: std::sync::atomic::AtomicU8,
+    flag: Mutex<Option<HostFlag>>,
+}
+
+/// How the host waits for the stream's work (launch-to-result): [`CudaBackend::synchronize`]
+/// and the waits of the host-output calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// `cuStreamSynchronize` (the context's [`SyncMode`] decides spin, yield or sleep).
+    Sync = 0,
+    /// Spin on `cuStreamQuery`.
+    Query = 1,
+    /// Queue `cuStreamWriteValue32` of a sequence number into a pinned host word (with its
+    /// system-scope fence), spin on that word; `cuStreamQuery` now and then, so that a failed
+    /// launch is an error rather than a hang.
+    Flag = 2,
+}
+
+impl WaitMode {
+    fn from_u8(v: u8) -> WaitMode {
+        match v {
+            1 => WaitMode::Query,
+            2 => WaitMode::Flag,
+            _ => WaitMode::Sync,
+        }
+    }
+    /// `sync`, `query` or `flag`.
+    pub fn parse(s: &str) -> Option<WaitMode> {
+        Some(match s {
+            "sync" => WaitMode::Sync,
+            "query" => WaitMode::Query,
+            "flag" => WaitMode::Flag,
+            _ => return None,
+        })
+    }
+}
+
+/// A pinned, device-mapped host word that the stream writes when its work is done.
+struct HostFlag {
+    _stage: HostStage,
+    host: *const u32,
+    dev: u64,
+    seq: u32,
+}
+
+// Plain host memory owned by this struct, used under `Cold::flag`'s mutex.
+unsafe impl Send for HostFlag {}
+
+/// How [`CudaBackend::matmul`] (result in host memory) brings the result back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostOut {
+    /// The kernel writes device memory; one `cuMemcpyDtoHAsync` into the caller's (pageable)
+    /// slice. The driver stages pageable copies itself, slowly (about 8 GB/s on the H200
+    /// host, plus some microseconds per copy).
+    Pageable = 0,
+    /// The kernel writes device memory; DMA into a pinned staging buffer, then a host copy.
+    Pinned = 1,
+    /// The kernel writes straight into a pinned, device-mapped host buffer (no copy
+    /// command), then a host copy into the caller's slice.
+    Mapped = 2,
+    /// As `Mapped`, and large single matmuls run as several row chunks, each followed by a
+    /// flag write: the host copies chunk i while the device computes chunk i + 1.
+    Chunked = 3,
+}
+
+impl HostOut {
+    fn from_u8(v: u8) -> HostOut {
+        match v {
+            0 => HostOut::Pageable,
+            1 => HostOut::Pinned,
+            2 => HostOut::Mapped,
+            _ => HostOut::Chunked,
+        }
+    }
+    /// `pageable`, `pinned`, `mapped` or `chunked`.
+    pub fn parse(s: &str) -> Option<HostOut> {
+        Some(match s {
+            "pageable" => HostOut::Pageable,
+            "pinned" => HostOut::Pinned,
+            "mapped" => HostOut::Mapped,
+            "chunked" => HostOut::Chunked,
+            _ => return None,
+        })
+    }
+}
+
+/// How the host waits for the device (the context's scheduling flag, `cuCtxSetFlags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// The driver's heuristic (spin while there are fewer active contexts than cores).
+    Auto,
+    /// Spin on the CPU while waiting: the lowest launch-to-result latency.
+    Spin,
+    /// Yield the thread while waiting.
+    Yield,
+    /// Sleep on an OS primitive while waiting.
+    Blocking,
+}
+
+impl SyncMode {
+    /// `auto`, `spin`, `yield` or `blocking`.
+    pub fn parse(s: &str) -> Option<SyncMode> {
+        Some(match s {
+            "auto" => SyncMode::Auto,
+            "spin" => SyncMode::Spin,
+            "yield" => SyncMode::Yield,
+            "blocking" => SyncMode::Blocking,
+            _ => return None,
+        })
+    }
+    fn flag(self) -> sys::CUctx_flags {
+        use sys::CUctx_flags as F;
+        match self {
+            SyncMode::Auto => F::CU_CTX_SCHED_AUTO,
+            SyncMode::Spin => F::CU_CTX_SCHED_SPIN,
+            SyncMode::Yield => F::CU_CTX_SCHED_YIELD,
+            SyncMode::Blocking => F::CU_CTX_SCHED_BLOCKING_SYNC,
+        }
+    }
+}
+
+/// A pinned, device-mapped host buffer of `len` f32 (grown, never shrunk).
+struct HostStage {
+    ctx: Arc<CudaContext>,
+    host: *mut c_void,
+    dev: u64,
+    len: usize,
+}
+
+// The buffer is plain host memory owned by this struct; access goes through `Cold::stage`'s mutex.
+unsafe impl Send for HostStage {}
+
+impl HostStage {
+    fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<HostStage> {
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        let host = unsafe { result::malloc_host(len * 4, flags) }?;
+        let mut dev = 0u64;
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0) }.result();
+        if let Err(e) = r {
+            unsafe { result::free_host(host) }.ok();
+            return Err(e.into());
+        }
+        Ok(HostStage { ctx: ctx.clone(), host, dev, len })
+    }
+}
+
+impl Drop for HostStage {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            unsafe { result::free_host(self.host) }.ok();
+        }
+    }
 }
 
 /// Weights resident on the device (in the layout of [`crate::layout::WeightLayout`]).
@@ -183,9 +352,124 @@ impl CudaBackend {
             arch: kernels::arch_name(major, minor),
             sms,
             tab,
-            cold: Box::new(Cold { _tables: tables, modules: Mutex::new(HashMap::new()), scratch: Mutex::new(None) }),
+            cold: Box::new(Cold {
+                stage: Mutex::new(None),
+                _tables: tables,
+                modules: Mutex::new(HashMap::new()),
+                scratch: Mutex::new(None),
+                host_out: std::sync::atomic::AtomicU8::new(DEFAULT_HOST_OUT as u8),
+                wait: std::sync::atomic::AtomicU8::new(DEFAULT_WAIT as u8),
+                flag: Mutex::new(None),
+            }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
         })
+        .and_then(|b| {
+            // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
+            // QKERN_CUDA_HOST_OUT=pageable|pinned|mapped|chunked, QKERN_CUDA_WAIT=sync|query|flag.
+            match std::env::var("QKERN_CUDA_SYNC").ok().and_then(|v| SyncMode::parse(&v)) {
+                Some(m) => b.set_sync_mode(m)?,
+                None if DEFAULT_SYNC != SyncMode::Auto => b.set_sync_mode(DEFAULT_SYNC)?,
+                None => {}
+            }
+            if let Some(m) = std::env::var("QKERN_CUDA_HOST_OUT").ok().and_then(|v| HostOut::parse(&v)) {
+                b.set_host_out(m);
+            }
+            if let Some(m) = std::env::var("QKERN_CUDA_WAIT").ok().and_then(|v| WaitMode::parse(&v)) {
+                b.set_wait_mode(m);
+            }
+            Ok(b)
+        })
+    }
+
+    /// How the host waits for the device (for the whole context: the primary context is
+    /// shared by every backend of this device in the process).
+    pub fn set_sync_mode(&self, mode: SyncMode) -> Result<()> {
+        self.ctx.set_flags(mode.flag())?;
+        Ok(())
+    }
+
+    /// How [`CudaBackend::matmul`] and [`CudaBackend::matmul_grouped_host`] return their
+    /// result to host memory (the bits are the same in every mode).
+    pub fn set_host_out(&self, mode: HostOut) {
+        self.cold.host_out.store(mode as u8, Ordering::Relaxed);
+    }
+
+    pub fn host_out(&self) -> HostOut {
+        HostOut::from_u8(self.cold.host_out.load(Ordering::Relaxed))
+    }
+
+    /// How [`CudaBackend::synchronize`] and the host-output calls wait for the device.
+    pub fn set_wait_mode(&self, mode: WaitMode) {
+        self.cold.wait.store(mode as u8, Ordering::Relaxed);
+    }
+
+    pub fn wait_mode(&self) -> WaitMode {
+        WaitMode::from_u8(self.cold.wait.load(Ordering::Relaxed))
+    }
+
+    /// Wait for the stream by [`CudaBackend::wait_mode`].
+    fn wait(&self) -> Result<()> {
+        match self.wait_mode() {
+            WaitMode::Sync => self.stream.synchronize()?,
+            WaitMode::Query => {
+                while !self.query()? {
+                    std::hint::spin_loop();
+                }
+            }
+            WaitMode::Flag => {
+                let mut fl = self.flag()?;
+                let f = fl.as_mut().expect("flag");
+                let v = self.signal(f)?;
+                self.wait_flag(f, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `cuStreamQuery`: whether everything queued is done (an error if something failed).
+    fn query(&self) -> Result<bool> {
+        match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(CudaError::from(cudarc::driver::DriverError(e))),
+        }
+    }
+
+    /// The flag word, allocated on first use (locked: the caller owns the sequence numbers).
+    fn flag(&self) -> Result<std::sync::MutexGuard<'_, Option<HostFlag>>> {
+        let mut fl = self.cold.flag.lock().unwrap_or_else(|e| e.into_inner());
+        if fl.is_none() {
+            let st = HostStage::new(&self.ctx, 1024)?;
+            let host = st.host as *const u32;
+            unsafe { std::ptr::write_volatile(st.host as *mut u32, 0) };
+            *fl = Some(HostFlag { host, dev: st.dev, seq: 0, _stage: st });
+        }
+        Ok(fl)
+    }
+
+    /// Queue the write of the next sequence number into the flag word, after (and fenced
+    /// against) everything queued before it; returns that number.
+    fn signal(&self, f: &mut HostFlag) -> Result<u32> {
+        f.seq = f.seq.wrapping_add(1);
+        let flags = sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32;
+        unsafe { sys::cuStreamWriteValue32_v2(self.stream.cu_stream(), f.dev, f.seq, flags) }.result()?;
+        Ok(f.seq)
+    }
+
+    /// Spin until the flag word has reached `v` (the stream's writes come in order); asks the
+    /// driver now and then, so that a failed launch is an error, not a hang.
+    fn wait_flag(&self, f: &HostFlag, v: u32) -> Result<()> {
+        let reached = || (unsafe { std::ptr::read_volatile(f.host) }.wrapping_sub(v) as i32) >= 0;
+        let mut n = 0u32;
+        while !reached() {
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(4096) && self.query()? && reached() {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        std::sync::atomic::fence(Ordering::Acquire);
+        Ok(())
     }
 
     /// The device's name and architecture (`NVIDIA H200 (sm_90, 132 SMs)`).
@@ -376,10 +660,10 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Wait for everything queued on this backend's stream.
+    /// Wait for everything queued on this backend's stream (by [`CudaBackend::wait_mode`]).
     pub fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize()?;
-        Ok(())
+        self.bind()?;
+        self.wait()
     }
 
     /// Milliseconds per call of `f` over `iters` calls, timed with CUDA events on the stream
@@ -582,21 +866,117 @@ impl CudaBackend {
     }
 
     /// `out[t * rows + r] = vec_dot(weight row r, token t)` for the first `tokens` tokens of
-    /// `acts`; waits for the result. Allocates nothing once the internal output scratch has
-    /// reached this size.
+    /// `acts`; waits for the result, brought back by [`CudaBackend::host_out`] (by default the
+    /// kernels write pinned host memory, large matrices in row chunks whose host copies
+    /// overlap the next chunk's kernel). Allocates nothing once the internal output buffers
+    /// have reached this size.
     pub fn matmul(&self, w: &CudaWeights, acts: &CudaActs, tokens: usize, out: &mut [f32]) -> Result<()> {
         let want = tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
         if out.len() != want {
             return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: want, got: out.len() }.into());
         }
         self.bind()?;
-        self.with_scratch(want, |p| {
+        // Validate before anything is launched.
+        self.job(w, acts, tokens, 0)?;
+        if self.host_out() == HostOut::Chunked && w.rows >= 2 * CHUNK_ROWS {
+            return self.matmul_chunked(w, acts, tokens, out);
+        }
+        self.to_host(out, |p| {
             let j = self.job(w, acts, tokens, p)?;
-            self.run_jobs(w.format, w.cols, [j])?;
-            unsafe { result::memcpy_dtoh_async(out, p, self.stream.cu_stream()) }?;
-            self.stream.synchronize()?;
-            Ok(())
+            self.run_jobs(w.format, w.cols, [j])
         })
+    }
+
+    /// [`HostOut::Chunked`] for a large matmul: row chunks (multiples of the 16-row tile)
+    /// as sub-matrices, each into its own `[tokens][chunk rows]` region of the mapped stage
+    /// and followed by a flag write; the host copies each chunk's rows into `out` as soon as
+    /// its flag arrives. Every row is computed by the same kernels as in one launch (the
+    /// chunks are large enough to keep the plan's choices), so the bits are the same.
+    fn matmul_chunked(&self, w: &CudaWeights, acts: &CudaActs, tokens: usize, out: &mut [f32]) -> Result<()> {
+        let rows = w.rows;
+        let layout = WeightLayout::of(w.format)?;
+        let nb = w.cols / w.format.block_elems();
+        let step = rows.div_ceil(8).max(CHUNK_ROWS).next_multiple_of(crate::layout::TILE);
+        let n = out.len();
+        let mut st = self.cold.stage.lock().unwrap_or_else(|e| e.into_inner());
+        if st.as_ref().is_none_or(|b| b.len < n) {
+            *st = None;
+            *st = Some(HostStage::new(&self.ctx, n.max(1024))?);
+        }
+        let stage = st.as_ref().expect("stage");
+        let mut fl = self.flag()?;
+        let f = fl.as_mut().expect("flag");
+        let base = self.job(w, acts, tokens, 0)?;
+        let mut marks = [0u32; 8];
+        let chunks = rows.div_ceil(step);
+        let queued = (|| -> Result<()> {
+            for (c, m) in marks.iter_mut().enumerate().take(chunks) {
+                let (r0, r1) = (c * step, ((c + 1) * step).min(rows));
+                let mut j = base;
+                j.w = w.w + (r0 * nb * layout.body) as u64;
+                j.wd = if w.wd == 0 { 0 } else { w.wd + (r0 * nb * 2) as u64 };
+                j.rows = (r1 - r0) as u32;
+                j.out = stage.dev + (4 * tokens * r0) as u64;
+                self.run_jobs(w.format, w.cols, [j])?;
+                *m = self.signal(f)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = queued {
+            // Nothing may still write into the stage once the lock is released.
+            let _ = self.stream.synchronize();
+            return Err(e);
+        }
+        // SAFETY: the stage holds at least n f32, owned by this backend, used under the lock.
+        let host = unsafe { std::slice::from_raw_parts(stage.host as *const f32, n) };
+        for (c, &m) in marks.iter().enumerate().take(chunks) {
+            let (r0, r1) = (c * step, ((c + 1) * step).min(rows));
+            if let Err(e) = self.wait_flag(f, m) {
+                let _ = self.stream.synchronize();
+                return Err(e);
+            }
+            let cr = r1 - r0;
+            let region = &host[tokens * r0..tokens * r1];
+            for t in 0..tokens {
+                out[t * rows + r0..t * rows + r1].copy_from_slice(&region[t * cr..(t + 1) * cr]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `launch(device output address)` and bring its `out.len()` f32 back into `out`
+    /// (waits), by [`CudaBackend::host_out`]'s method. Allocates nothing once the buffers
+    /// have grown to size.
+    fn to_host(&self, out: &mut [f32], launch: impl FnOnce(u64) -> Result<()>) -> Result<()> {
+        let n = out.len();
+        let mode = self.host_out();
+        if mode == HostOut::Pageable {
+            return self.with_scratch(n, |p| {
+                launch(p)?;
+                unsafe { result::memcpy_dtoh_async(out, p, self.stream.cu_stream()) }?;
+                self.wait()
+            });
+        }
+        let mut st = self.cold.stage.lock().unwrap_or_else(|e| e.into_inner());
+        if st.as_ref().is_none_or(|b| b.len < n) {
+            *st = None;
+            *st = Some(HostStage::new(&self.ctx, n.max(1024))?);
+        }
+        let stage = st.as_ref().expect("stage");
+        // SAFETY: the stage holds at least n f32, owned by this backend, used under the lock.
+        let host = unsafe { std::slice::from_raw_parts_mut(stage.host as *mut f32, n) };
+        if matches!(mode, HostOut::Mapped | HostOut::Chunked) {
+            launch(stage.dev)?;
+            self.wait()?;
+        } else {
+            self.with_scratch(n, |p| {
+                launch(p)?;
+                unsafe { result::memcpy_dtoh_async(&mut *host, p, self.stream.cu_stream()) }?;
+                self.wait()
+            })?;
+        }
+        out.copy_from_slice(host);
+        Ok(())
     }
 
     /// As [`CudaBackend::matmul`], into a device buffer (`out.len() >= tokens * rows`);
@@ -670,12 +1050,10 @@ impl CudaBackend {
             return Err(ShapeError::Length { what: "grouped output", expected: total, got: out.len() }.into());
         }
         self.bind()?;
-        self.with_scratch(total, |p| {
-            self.grouped_into(format, cols, jobs, p)?;
-            unsafe { result::memcpy_dtoh_async(out, p, self.stream.cu_stream()) }?;
-            self.stream.synchronize()?;
-            Ok(())
-        })
+        for (w, a, t) in jobs {
+            self.job(w, a, *t, 0)?;
+        }
+        self.to_host(out, |p| self.grouped_into(format, cols, jobs, p))
     }
 
     // ------------------------------------------------------------------ dequantize

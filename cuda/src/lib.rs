@@ -11,7 +11,9 @@
 //!   are read once for up to 8 tokens per launch.
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
-//!   backend; `matmul` allocates nothing once its output scratch has grown to size;
+//!   backend; `matmul` allocates nothing once its output buffers have grown to size, and
+//!   returns its result through pinned, device-mapped host memory ([`HostOut`]), waiting
+//!   by a flag word the stream writes ([`WaitMode`]);
 //!   [`CudaBackend::matmul_device`] leaves the result on the device and
 //!   [`CudaBackend::matmul_grouped`] runs many (weights, activations) pairs, e.g. a layer's
 //!   routed experts, in one launch.
@@ -28,7 +30,7 @@ pub mod layout;
 pub mod probe;
 
 pub use args::DeqKind;
-pub use backend::{CudaActs, CudaBackend, CudaF32, CudaWeights};
+pub use backend::{CudaActs, CudaBackend, CudaF32, CudaWeights, HostOut, SyncMode, WaitMode};
 
 use qkern_formats::ShapeError;
 

@@ -10,7 +10,10 @@ fn try_names(lib: &str) -> Result<(), Vec<String>> {
     for n in &names {
         // SAFETY: loading a shared library runs its initialisers; these are the libraries
         // cudarc itself is about to load.
-        if unsafe { libloading::Library::new(n) }.is_ok() {
+        if let Ok(lib) = unsafe { libloading::Library::new(n) } {
+            // Kept loaded: cudarc loads the same library next, and a load/unload cycle would
+            // run (and unmap) the driver's initialisers and thread-exit handlers twice.
+            std::mem::forget(lib);
             return Ok(());
         }
     }

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use qkern_cuda::{CudaBackend, DeqKind};
+use qkern_cuda::{CudaBackend, DeqKind, HostOut, WaitMode};
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
 
@@ -147,6 +147,11 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                         continue;
                     }
                     b.set_split_threshold(s);
+                    // every way back to host memory, in turn (the bits must not depend on it)
+                    b.set_host_out([HostOut::Pageable, HostOut::Pinned, HostOut::Mapped][(nt + i + wild as usize) % 3]);
+                    b.set_wait_mode(
+                        [WaitMode::Sync, WaitMode::Query, WaitMode::Flag][(nt + i + 2 * wild as usize) % 3],
+                    );
                     let mut got = vec![0f32; nt * rows];
                     b.matmul(&wt, &acts, nt, &mut got).unwrap();
                     let n = diff(&want, &got);
@@ -250,6 +255,23 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
     let mut got = vec![0f32; nt * rows];
     b.matmul(&wt, &acts, nt, &mut got).unwrap();
     row.add("expert", diff(&ref_matmul(f, rows, cols, &w, &q, nt), &got), nt * rows);
+    // HostOut::Chunked (rows >= 2 * 65536): three row chunks, the last a partial tile; with
+    // each wait mode
+    let (rows, cols, nt) = (2 * 65536 + 37, unit, 3);
+    let w = random_blocks(rng, f, rows * cols / f.block_elems(), false);
+    let x = floats(rng, Dist::Gaussian, nt * cols);
+    let q = ref_quantize(act, cols, &x);
+    let want = ref_matmul(f, rows, cols, &w, &q, nt);
+    let wt = b.upload_weights(f, rows, cols, &w).unwrap();
+    let mut acts = b.alloc_acts(act, cols, nt).unwrap();
+    b.quantize(&x, &mut acts).unwrap();
+    b.set_host_out(HostOut::Chunked);
+    for wm in [WaitMode::Sync, WaitMode::Flag] {
+        b.set_wait_mode(wm);
+        let mut got = vec![f32::NAN; nt * rows];
+        b.matmul(&wt, &acts, nt, &mut got).unwrap();
+        row.add("chunked out", diff(&want, &got), want.len());
+    }
 }
 
 /// ggml `ggml_compute_fp32_to_bf16`.
