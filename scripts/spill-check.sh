@@ -4,8 +4,12 @@
 # the stack with vector instructions (a spilled or reloaded accumulator is a `vmovups`/
 # `vmovaps`/`vfmadd...` with an `(%rsp)` or `(%rbp)` operand inside a loop).
 #
-# Usage: scripts/spill-check.sh [--no-build] [-v] [NT...]        (default NT: 1 4 8)
-#   -v   print every loop's instructions, not only the summary and offending lines
+# Usage: scripts/spill-check.sh [--no-build] [--avx512] [-v] [NT...]        (default NT: 1 4 8)
+#   -v        print every loop's instructions, not only the summary and offending lines
+#   --avx512  the AVX-512 path's entry points instead (qkern_cpu::x86::avx512::<format>::...,
+#             see cpu/src/x86/avx512.rs), and also check that each calls no qkern kernel
+#             function out of line (everything inlined into the AVX-512 entry point) and
+#             count its EVEX-only registers (%ymm16-31, %zmm) and VNNI instructions (vpdp*)
 #
 # Each kernel is a symbol of its own: qkern_cpu::x86::<format>::<nt-module>::nt<N> (see the
 # `avx2_chunk_fn!` macro in cpu/src/x86/mod.rs). A loop is a backward branch inside the
@@ -20,12 +24,14 @@ cd "$(dirname "$0")/.."
 
 build=1
 verbose=0
+avx512=0
 nts=()
 for a in "$@"; do
     case "$a" in
         --no-build) build=0 ;;
+        --avx512) avx512=1 ;;
         -v) verbose=1 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) nts+=("$a") ;;
     esac
 done
@@ -54,13 +60,50 @@ kernels=(
     "nvfp4   qkern_cpu::x86::nvfp4::nt"
 )
 
+if [ $avx512 = 1 ]; then
+    for i in "${!kernels[@]}"; do kernels[$i]="${kernels[$i]/qkern_cpu::x86::/qkern_cpu::x86::avx512::}"; done
+fi
+
 dis=$(mktemp)
-trap 'rm -f "$dis"' EXIT
+trap 'rm -f "$dis" "$dis.r"' EXIT
 objdump -d -C --no-show-raw-insn "$lib" > "$dis" 2>/dev/null
 
-echo "qkern-cpu AVX2 kernels: $lib ($(objdump --version | head -1))"
+if [ $avx512 = 1 ]; then
+    # Out-of-line calls from the AVX-512 entry points (relocations name the callee in an rlib).
+    objdump -dr -C --no-show-raw-insn "$lib" > "$dis.r" 2>/dev/null
+    echo "qkern-cpu AVX-512 entry points: out-of-line calls into qkern code, EVEX-only registers, VNNI"
+    printf '%-8s %-3s %-7s %-6s %-5s %s\n' format NT y16-31 zmm vpdp calls-into-qkern
+    for k in "${kernels[@]}"; do
+        read -r label prefix <<< "$k"
+        for nt in "${nts[@]}"; do
+            sym="$prefix::nt$nt"
+            awk -v sym="<$sym>:" -v label="$label" -v nt="$nt" '
+                $0 ~ /^[0-9a-f]+ </ { infn = (index($0, sym) > 0); next }
+                infn && /R_X86_64_PLT32|R_X86_64_PC32/ && prev ~ /call/ {
+                    t = $NF; sub(/-0x4$/, "", t)
+                    # panics, bounds checks, OnceLock init, core::array::from_fn (slice refs, as AVX2)
+                    if (t ~ /qkern_cpu/ && t !~ /from_fn|OnceLock|panic|f16_table/) { bad++; calls = calls " " t }
+                }
+                infn && /^ *[0-9a-f]+:/ {
+                    prev = $0; found = 1
+                    if ($0 ~ /%ymm(1[6-9]|2[0-9]|3[01])/) y16++
+                    if ($0 ~ /%zmm/) z++
+                    if ($0 ~ /vpdp/) vn++
+                }
+                END {
+                    if (!found) { printf "%-8s %-3s symbol %s not found\n", label, nt, sym; exit 2 }
+                    printf "%-8s %-3s %-7d %-6d %-5d %s\n", label, nt, y16, z, vn, (bad ? "OUT OF LINE:" calls : "none")
+                    exit (bad ? 1 : 0)
+                }' "$dis.r" || fail_calls=1
+        done
+    done
+    echo
+fi
+
+fail_calls=${fail_calls:-0}
+echo "qkern-cpu $([ $avx512 = 1 ] && echo AVX-512 || echo AVX2) kernels: $lib ($(objdump --version | head -1))"
 printf '%-8s %-3s %-6s %-6s %-5s %-9s %-9s %s\n' format NT loops insns accs acc-stack other-stk verdict
-fail=0
+fail=$fail_calls
 for k in "${kernels[@]}"; do
     read -r label prefix <<< "$k"
     for nt in "${nts[@]}"; do

@@ -22,7 +22,8 @@ pub enum CpuPath {
     Scalar,
     /// AVX2 + FMA + F16C kernels.
     Avx2,
-    /// AVX-512 F/BW/VL kernels (VNNI where present).
+    /// AVX-512 F/BW/VL/VNNI kernels (with AVX2, FMA, F16C): the AVX2 kernels' source
+    /// compiled for the wider feature set (`x86::avx512`), the same bits.
     Avx512,
 }
 
@@ -62,7 +63,8 @@ impl CpuPath {
         match self {
             CpuPath::Scalar => true,
             CpuPath::Avx2 => f.avx2 && f.fma && f.f16c,
-            CpuPath::Avx512 => f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma && f.f16c,
+            // Every feature the `x86::avx512` entry points enable (FEATURES there).
+            CpuPath::Avx512 => f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && f.avx2 && f.fma && f.f16c,
         }
     }
 }
@@ -73,10 +75,10 @@ impl std::fmt::Display for CpuPath {
     }
 }
 
-/// Whether a SIMD path has kernels for every weight format (AVX2: all 13; AVX-512: none of
-/// its own yet, see `x86`).
+/// Whether a SIMD path has kernels for every weight format (AVX2: all 13; AVX-512: all 13,
+/// see `x86::avx512`).
 const IMPLEMENTED_AVX2: bool = true;
-const IMPLEMENTED_AVX512: bool = false;
+const IMPLEMENTED_AVX512: bool = true;
 
 /// Errors of the CPU backend.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,9 +150,14 @@ pub fn features() -> Features {
     })
 }
 
-/// The fastest path this CPU supports.
+/// The path used by default: AVX2 where the CPU has it, else scalar.
+///
+/// AVX-512 is opt-in (`QKERN_CPU=avx512`, `--backend cpu-avx512`) until it is measured faster:
+/// on the one AVX-512 machine it ran on (the H200 host's Xeon, 2026-12-03), it was bit-equal
+/// but no faster than AVX2 beyond the noise (geometric mean 0.99 over NT 4/8, see
+/// benches/results/2026-12-03-xeon-avx512), and the final build's speed was not measured.
 pub fn best_path() -> CpuPath {
-    *CpuPath::ALL.iter().rev().find(|p| p.supported()).unwrap_or(&CpuPath::Scalar)
+    [CpuPath::Avx2, CpuPath::Scalar].into_iter().find(|p| p.supported()).unwrap_or(CpuPath::Scalar)
 }
 
 /// Check that `path` can run here.

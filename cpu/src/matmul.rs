@@ -136,9 +136,7 @@ impl CpuBackend {
             }
             for (c, v) in token_chunks(nt).zip(preps.iter_mut()) {
                 v.clear();
-                if let (CpuPath::Avx2 | CpuPath::Avx512, Some(_), Some(prep)) =
-                    (path, B::AVX2_DOT, <B::Act as ActKernels>::AVX2_PREP)
-                {
+                if let (Some(_), Some(prep)) = (B::dot_kernel(path), <B::Act as ActKernels>::AVX2_PREP) {
                     // SAFETY: `CpuBackend::build` only holds a path whose features this CPU has;
                     // the slice is the chunk's `c.len()` rows of `apr` blocks.
                     unsafe { prep(&a[c.start * apr..c.end * apr], apr, c.len(), v) };
@@ -172,7 +170,7 @@ impl CpuBackend {
             if bytes.len() != rb {
                 return Err(ShapeError::ByteLength { what: "dequantize input", expected: rb, got: bytes.len() }.into());
             }
-            let done = with_weight_block!(format, B => match B::AVX2_DEQUANTIZE {
+            let done = with_weight_block!(format, B => match B::dequantize_kernel(self.path) {
                 Some(f) => {
                     // SAFETY: `CpuBackend::build` only holds a path whose features this CPU has
                     // (`cpu_has_features`, via `require` or `new_unfinished`); the lengths match
@@ -212,14 +210,14 @@ impl CpuBackend {
         with_act_block!(act, B => {
             let per = rb / act.block_bytes();
             // The path's quantizer for one row (`xr.len() == br.len() * ELEMS`).
-            let quantize_row = |xr: &[f32], br: &mut [B]| match (path, B::AVX2_QUANTIZE) {
-                (CpuPath::Avx2 | CpuPath::Avx512, Some(f)) => {
+            let quantize_row = |xr: &[f32], br: &mut [B]| match B::quantize_kernel(path) {
+                Some(f) => {
                     // SAFETY: `CpuBackend::build` only holds a path whose features this CPU has
-                    // (AVX2, FMA, F16C for these two); `xr.len() == br.len() * ELEMS` (chunked below).
+                    // (`cpu_has_features`); `xr.len() == br.len() * ELEMS` (chunked below).
                     unsafe { f(xr, br) }
                 }
                 // The Scalar path, and the explicit fallback where no SIMD quantizer exists.
-                _ => B::quantize(xr, br),
+                None => B::quantize(xr, br),
             };
             // Quantize straight into `out` when it is aligned for the block type.
             match bytemuck::try_cast_slice_mut::<u8, B>(out) {
@@ -266,6 +264,29 @@ pub(crate) trait Kernels: WeightBlock {
     const AVX2_DOT: Option<ChunkFn<Self>>;
     /// The AVX2 `dequantize_row_*`, or `None`: scalar fallback.
     const AVX2_DEQUANTIZE: Option<DequantizeFn<Self>>;
+    /// The AVX-512 path's dot kernel (`x86::avx512`, or an AVX2 one where that is faster:
+    /// see the table below), or `None`: scalar fallback.
+    const AVX512_DOT: Option<ChunkFn<Self>>;
+    /// The AVX-512 path's `dequantize_row_*`, or `None`: scalar fallback.
+    const AVX512_DEQUANTIZE: Option<DequantizeFn<Self>>;
+
+    /// The dot kernel of a SIMD `path` (`None`: scalar reference).
+    fn dot_kernel(path: CpuPath) -> Option<ChunkFn<Self>> {
+        match path {
+            CpuPath::Scalar => None,
+            CpuPath::Avx2 => Self::AVX2_DOT,
+            CpuPath::Avx512 => Self::AVX512_DOT,
+        }
+    }
+
+    /// The dequantizer of a SIMD `path` (`None`: scalar reference).
+    fn dequantize_kernel(path: CpuPath) -> Option<DequantizeFn<Self>> {
+        match path {
+            CpuPath::Scalar => None,
+            CpuPath::Avx2 => Self::AVX2_DEQUANTIZE,
+            CpuPath::Avx512 => Self::AVX512_DEQUANTIZE,
+        }
+    }
 }
 
 /// The activation quantizers of the SIMD paths (`None`: the scalar reference).
@@ -273,7 +294,19 @@ pub(crate) trait ActKernels: ActBlock {
     /// The AVX2 x86 `quantize_row_*`, or `None`: scalar fallback.
     const AVX2_QUANTIZE: Option<QuantizeFn<Self>>;
     /// The per-chunk scale preparation the AVX2 dot kernels read (`PrepFn`), or `None`.
+    /// The AVX-512 path's kernels read the same (they are the same source).
     const AVX2_PREP: Option<PrepFn<Self>>;
+    /// The AVX-512 path's quantizer, or `None`: scalar fallback.
+    const AVX512_QUANTIZE: Option<QuantizeFn<Self>>;
+
+    /// The quantizer of a SIMD `path` (`None`: scalar reference).
+    fn quantize_kernel(path: CpuPath) -> Option<QuantizeFn<Self>> {
+        match path {
+            CpuPath::Scalar => None,
+            CpuPath::Avx2 => Self::AVX2_QUANTIZE,
+            CpuPath::Avx512 => Self::AVX512_QUANTIZE,
+        }
+    }
 }
 
 /// Prepare a chunk of `nt <= MAX_NT` activation rows (`apr` blocks each) for the dot
@@ -334,7 +367,7 @@ pub(crate) const ROW_TILE: usize = 16;
 pub(crate) const MAX_NT: usize = 8;
 
 macro_rules! kernels {
-    ($($B:ident => dot $dot:expr, dequantize $dq:expr;)*) => {
+    ($($B:ident => dot $dot:expr, dequantize $dq:expr; avx512 dot $dot512:expr, dequantize $dq512:expr;)*) => {
         $(
             impl Kernels for qkern_formats::blocks::$B {
                 #[cfg(target_arch = "x86_64")]
@@ -345,13 +378,21 @@ macro_rules! kernels {
                 const AVX2_DEQUANTIZE: Option<DequantizeFn<Self>> = $dq;
                 #[cfg(not(target_arch = "x86_64"))]
                 const AVX2_DEQUANTIZE: Option<DequantizeFn<Self>> = None;
+                #[cfg(target_arch = "x86_64")]
+                const AVX512_DOT: Option<ChunkFn<Self>> = $dot512;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX512_DOT: Option<ChunkFn<Self>> = None;
+                #[cfg(target_arch = "x86_64")]
+                const AVX512_DEQUANTIZE: Option<DequantizeFn<Self>> = $dq512;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX512_DEQUANTIZE: Option<DequantizeFn<Self>> = None;
             }
         )*
     };
 }
 
 macro_rules! act_kernels {
-    ($($B:ident => quantize $q:expr, prep $p:expr;)*) => {
+    ($($B:ident => quantize $q:expr, prep $p:expr; avx512 quantize $q512:expr;)*) => {
         $(
             impl ActKernels for qkern_formats::blocks::$B {
                 #[cfg(target_arch = "x86_64")]
@@ -362,6 +403,10 @@ macro_rules! act_kernels {
                 const AVX2_PREP: Option<PrepFn<Self>> = $p;
                 #[cfg(not(target_arch = "x86_64"))]
                 const AVX2_PREP: Option<PrepFn<Self>> = None;
+                #[cfg(target_arch = "x86_64")]
+                const AVX512_QUANTIZE: Option<QuantizeFn<Self>> = $q512;
+                #[cfg(not(target_arch = "x86_64"))]
+                const AVX512_QUANTIZE: Option<QuantizeFn<Self>> = None;
             }
         )*
     };
@@ -371,26 +416,42 @@ macro_rules! act_kernels {
 // (explicit fallback, see `rows_kernel`, `CpuBackend::dequantize`, `CpuBackend::quantize`).
 kernels! {
     BlockQ8_0 => dot Some(crate::x86::q8_0::chunk_avx2), dequantize Some(crate::x86::q8_0::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::q8_0::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q8_0);
     BlockQ5_1 => dot Some(crate::x86::q5_1::chunk_avx2), dequantize Some(crate::x86::q5_1::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::q5_1::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q5_1);
     BlockQ4K => dot Some(crate::x86::q4_k::chunk_avx2), dequantize Some(crate::x86::q4_k::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::q4_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q4_k);
     BlockQ5K => dot Some(crate::x86::q5_k::chunk_avx2), dequantize Some(crate::x86::q5_k::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::q5_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q5_k);
     BlockQ6K => dot Some(crate::x86::q6_k::chunk_avx2), dequantize Some(crate::x86::q6_k::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::q6_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q6_k);
     BlockIq2Xxs => dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize None;
+        avx512 dot Some(crate::x86::avx512::iq::iq2_xxs_avx2), dequantize None;
     BlockIq2Xs => dot Some(crate::x86::iq::iq2_xs_avx2), dequantize None;
+        avx512 dot Some(crate::x86::avx512::iq::iq2_xs_avx2), dequantize None;
     BlockIq2S => dot Some(crate::x86::iq::iq2_s_avx2), dequantize None;
+        avx512 dot Some(crate::x86::avx512::iq::iq2_s_avx2), dequantize None;
     BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize None;
+        avx512 dot Some(crate::x86::avx512::iq::iq3_xxs_avx2), dequantize None;
     BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
+        avx512 dot Some(crate::x86::avx512::iq::iq3_s_avx2), dequantize None;
     BlockIq4Nl => dot Some(crate::x86::iq4_nl::chunk_avx2), dequantize Some(crate::x86::iq4_nl::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::iq4_nl::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_iq4_nl);
     BlockIq4Xs => dot Some(crate::x86::iq::iq4_xs_avx2), dequantize Some(crate::x86::iq::iq4_xs_dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::iq::iq4_xs_avx2), dequantize Some(crate::x86::avx512::dequantize_iq4_xs);
     BlockNvfp4 => dot Some(crate::x86::nvfp4::chunk_avx2), dequantize Some(crate::x86::nvfp4::dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::nvfp4::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_nvfp4);
 }
 
 act_kernels! {
     BlockQ8_0 => quantize Some(crate::x86::q8_0::quantize_avx2), prep Some(crate::x86::prep_q8_0);
+        avx512 quantize Some(crate::x86::avx512::quantize_q8_0);
     BlockQ8_1 => quantize Some(crate::x86::q5_1::quantize_q8_1_avx2), prep Some(crate::x86::prep_q8_1);
+        avx512 quantize Some(crate::x86::avx512::quantize_q8_1);
     // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one: the reference it is. Its
     // blocks are re-laid for the kernels (aligned quants, `bsums` pair sums).
     BlockQ8K => quantize None, prep Some(crate::x86::prep_q8_k);
+        avx512 quantize None;
 }
 
 /// Split `nt` tokens into `ceil(nt / MAX_NT)` chunks of near-equal size (e.g. 9 -> 5 + 4),
@@ -420,12 +481,7 @@ fn rows_kernel<B: Kernels>(
     r: Range<usize>,
     out: OutPtr,
 ) {
-    let simd = match path {
-        CpuPath::Scalar => None,
-        // The AVX-512 path runs the AVX2 kernels until it has kernels of its own.
-        CpuPath::Avx2 | CpuPath::Avx512 => B::AVX2_DOT,
-    };
-    match simd {
+    match B::dot_kernel(path) {
         Some(kernel) => {
             let mut buf = [0f32; ROW_TILE * MAX_NT];
             let mut r0 = r.start;

@@ -5,7 +5,9 @@
 //! quantizers and dequantization on every path.
 //!
 //! Paths that are not complete yet are tested too (`CpuBackend::new_unfinished`): a format
-//! without a SIMD kernel runs the scalar reference on them.
+//! without a SIMD kernel runs the scalar reference on them. The AVX-512 path is covered on a
+//! CPU with AVX-512 F/BW/VL/VNNI (`simd_paths_present` asserts it there, and says on stderr
+//! when this CPU lacks them).
 
 use std::sync::OnceLock;
 
@@ -309,5 +311,40 @@ fn simd_paths_present() {
     if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
         assert!(paths().contains(&CpuPath::Avx2));
     }
+    // And the AVX-512 path wherever the CPU has its features (F, BW, VL, VNNI).
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx512 = std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512vnni");
+        if avx512 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            assert!(paths().contains(&CpuPath::Avx512));
+            assert!(CpuPath::Avx512.supported());
+        }
+    }
+    if !paths().contains(&CpuPath::Avx512) {
+        eprintln!(
+            "NOTE: the AVX-512 path is NOT tested on this machine: the CPU lacks some of avx512f/bw/vl/vnni ({})",
+            qkern_cpu::features()
+        );
+    }
     eprintln!("paths under test: {:?}", paths());
+}
+
+/// A path the CPU cannot run is a typed error, never a silent fallback.
+#[test]
+fn unsupported_path_is_an_error() {
+    for p in CpuPath::ALL {
+        match CpuBackend::new(p, Some(1)) {
+            Ok(be) => {
+                assert!(p.supported());
+                assert_eq!(be.path(), p);
+            }
+            Err(e) => {
+                assert!(!p.supported(), "{p}: {e}");
+                assert!(matches!(e, qkern_cpu::CpuError::Unsupported(q, _) if q == p), "{p}: {e}");
+            }
+        }
+    }
 }

@@ -18,7 +18,7 @@ use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XX
 
 use super::{
     Lane32, Q8KPrep, SCALE_SHUFFLE, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32x8, for_tokens, hsum_float_8,
-    load_i8x16, load_i8x32, load_u8x16, load_u8x32, q8k_32, q8k_prep, superblocks_g, token_rows,
+    load_i8x16, load_i8x32, load_u8x16, load_u8x32, madd_acc, q8k_32, q8k_prep, superblocks_g, token_rows,
 };
 
 /// quants.c `keven_signs_q2xs`, read as `uint64_t signs64[128]`: byte j of entry k is -1
@@ -50,26 +50,26 @@ pub(crate) struct Group {
     scale: __m256i,
 }
 
-/// `madd(maddubs(q, sign_epi8(q8, s)), scale)`, `s` bytes of +-1 (iq2_xxs, iq2_xs, iq3_xxs).
+/// `acc + madd(maddubs(q, sign_epi8(q8, s)), scale)`, `s` bytes of +-1 (iq2_xxs, iq2_xs, iq3_xxs).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot_sign_epi8(g: &Group, q8: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, g.s)), g.scale)
+fn dot_sign_epi8(acc: __m256i, g: &Group, q8: __m256i) -> __m256i {
+    madd_acc(acc, _mm256_maddubs_epi16(g.q, _mm256_sign_epi8(q8, g.s)), g.scale)
 }
 
-/// `madd(maddubs(q, (s ^ q8) - s), scale)`, `s` bytes of 0 or -1 (iq2_s, iq3_s).
+/// `acc + madd(maddubs(q, (s ^ q8) - s), scale)`, `s` bytes of 0 or -1 (iq2_s, iq3_s).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot_xor_sub(g: &Group, q8: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(g.q, _mm256_sub_epi8(_mm256_xor_si256(g.s, q8), g.s)), g.scale)
+fn dot_xor_sub(acc: __m256i, g: &Group, q8: __m256i) -> __m256i {
+    madd_acc(acc, _mm256_maddubs_epi16(g.q, _mm256_sub_epi8(_mm256_xor_si256(g.s, q8), g.s)), g.scale)
 }
 
-/// `madd(mul_add_epi8(q, q8), scale)` = `madd(maddubs(sign(q, q), sign(q8, q)), scale)`
+/// `acc + madd(mul_add_epi8(q, q8), scale)` = `acc + madd(maddubs(sign(q, q), sign(q8, q)), scale)`
 /// (iq4_xs, `q` signed; `madd` is commutative, so the operand order is free).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot_trick(g: &Group, q8: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)), g.scale)
+fn dot_trick(acc: __m256i, g: &Group, q8: __m256i) -> __m256i {
+    madd_acc(acc, _mm256_maddubs_epi16(_mm256_sign_epi8(g.q, g.q), _mm256_sign_epi8(q8, g.q)), g.scale)
 }
 
 /// The kernel `$dot::<NT>` of one IQ format on [`superblocks_g`]: `$group(x, g)` unpacks group
@@ -106,7 +106,7 @@ macro_rules! iq_kernel {
                 |(gs, d0), _x, y, accumf| {
                     let mut sumi = _mm256_setzero_si256();
                     for g in 0..8 {
-                        sumi = _mm256_add_epi32(sumi, $gdot(&gs[g], load_i8x32(q8k_32(&y.qs, g))));
+                        sumi = $gdot(sumi, &gs[g], load_i8x32(q8k_32(&y.qs, g)));
                     }
                     // `d = FP16_TO_FP32(x[i].d) * y[i].d` (in every lane)
                     let d = _mm256_mul_ps(*d0, _mm256_set1_ps(y.d));
@@ -118,7 +118,7 @@ macro_rules! iq_kernel {
                     for g in 0..8 {
                         let grp = gs[g];
                         for t in 0..G {
-                            sumi[t] = _mm256_add_epi32(sumi[t], $gdot(&grp, load_i8x32(q8k_32(&ys[t].qs, g))));
+                            sumi[t] = $gdot(sumi[t], &grp, load_i8x32(q8k_32(&ys[t].qs, g)));
                         }
                     }
                     let mut out = accumf;
@@ -132,7 +132,7 @@ macro_rules! iq_kernel {
                 |x, y, accumf| {
                     let mut sumi = _mm256_setzero_si256();
                     for g in 0..8 {
-                        sumi = _mm256_add_epi32(sumi, $gdot(&$group(x, g), load_i8x32(q8k_32(&y.qs, g))));
+                        sumi = $gdot(sumi, &$group(x, g), load_i8x32(q8k_32(&y.qs, g)));
                     }
                     let d = _mm256_mul_ps(f16_to_f32x8(x.d), _mm256_set1_ps(y.d));
                     _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), accumf)
@@ -351,6 +351,7 @@ avx2_chunk_fn!(scaled mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, Blo
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn iq4_xs_dequantize_avx2(x: &[BlockIq4Xs], y: &mut [f32]) {
     let tab = super::f16_table();

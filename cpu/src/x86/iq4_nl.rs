@@ -29,6 +29,8 @@ fn values(x: &BlockIq4Nl, values128: __m128i) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn step(tab: &F16Table, q4b: __m256i, dx: __m256, y: &BlockQ8_0, accum: __m256) -> __m256 {
     // `mul_add_epi8` + `madd(.., mone)` is `mul_sum_i8_pairs_float` (madd is commutative).
+    // No saturation: |q4b| <= 127 (`kvalues_iq4nl` lies in [-127, 113]) and sign(y, q4b) in
+    // [-128, 127], so a pair is at most 2 * 127 * 128 = 32512 in magnitude.
     let p = mul_sum_i8_pairs_float(q4b, load_i8x32(&y.qs));
     // `set1(FP16_TO_FP32(y.d) * FP16_TO_FP32(x.d))`, the product in every lane.
     _mm256_fmadd_ps(_mm256_mul_ps(tab.x8(y.d), dx), p, accum)
@@ -88,7 +90,8 @@ fn span<const NT: usize, const K: usize>(
             let dx = f16_to_f32x8(x.d);
             let dy = &sc[i].0;
             for_tokens!(K, t => {
-                // `mul_add_epi8(q4b, q8b)` + `madd(.., mone)`: `mul_sum_i8_pairs_float`.
+                // `mul_add_epi8(q4b, q8b)` + `madd(.., mone)`: `mul_sum_i8_pairs_float` (no
+                // saturation: as in `step`).
                 let sy = _mm256_sign_epi8(load_i8x32(&yk[t][i].qs), q);
                 let pf = _mm256_cvtepi32_ps(mul_sum_us8_pairs(aq, sy));
                 let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t0 + t]));
@@ -172,6 +175,7 @@ avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockIq4Nl, BlockQ8_0);
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dequantize_avx2(x: &[BlockIq4Nl], y: &mut [f32]) {
     let values128 = load_i8x16(&KVALUES_IQ4NL);

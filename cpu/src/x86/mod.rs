@@ -40,6 +40,22 @@
 //! weight rows against 1..=8 tokens (a loop over rows inside each `nt<N>` symbol, no
 //! dispatch per row); the caller splits larger token counts into chunks.
 //!
+//! ## The AVX-512 path
+//!
+//! [`avx512`] compiles these same files a second time inside entry points with AVX-512
+//! F/BW/VL/VNNI enabled (32 vector registers, EVEX encodings), and there redefines one
+//! helper of the shared source with VNNI: [`mul_sum_us8_pairs`] becomes one `vpdpbusd`
+//! (under its no-saturation contract, proven at each call site: q8_0, q5_1, iq4_nl,
+//! nvfp4). ([`madd_acc`] is the hook for `vpdpwssd` in the K-quant and IQ kernels; not
+//! enabled, see [`avx512`].) Same operations, same lanes, same float order: the bits are
+//! the AVX2 path's (`cpu/tests/paths.rs` and `qkern parity` check it on an AVX-512 machine).
+//!
+//! Per-format choice: `matmul.rs`'s kernel table gives the AVX-512 path, for each format,
+//! either its own instantiation or the AVX2 kernel where that was faster on the measured
+//! Xeon (benches/results/2026-12-03-xeon-avx512/README.md). Current choice: the table in
+//! `matmul.rs` (`kernels!`, the `avx512 dot` entries) is authoritative; see the README for
+//! the numbers behind it.
+//!
 //! ## Safety
 //!
 //! Functions with `#[target_feature(enable = "avx2,fma,f16c")]` are only called after
@@ -57,6 +73,7 @@ use half::f16;
 
 pub(crate) use crate::matmul::Lane32;
 
+pub(crate) mod avx512;
 pub(crate) mod iq;
 pub(crate) mod iq4_nl;
 pub(crate) mod nvfp4;
@@ -566,6 +583,12 @@ pub(crate) fn hsum_float_8(x: __m256) -> f32 {
 }
 
 /// `mul_sum_us8_pairs_float` without the final conversion: `madd(ones, maddubs(ax, sy))`.
+///
+/// Contract: the caller guarantees that `maddubs` cannot saturate, i.e. that every pair
+/// `ax[2j] * sy[2j] + ax[2j+1] * sy[2j+1]` (u8 times i8) lies in i16, and says why at the
+/// call site. Then each int32 lane is the exact sum of its 4 products, and the AVX-512
+/// copy of the kernels computes it with one VNNI `vpdpbusd` (`x86::avx512` shadows this
+/// function): the same bits. (Where `maddubs` may saturate, call the intrinsics directly.)
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn mul_sum_us8_pairs(ax: __m256i, sy: __m256i) -> __m256i {
@@ -573,8 +596,20 @@ pub(crate) fn mul_sum_us8_pairs(ax: __m256i, sy: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_set1_epi16(1), dot)
 }
 
+/// `_mm256_add_epi32(acc, _mm256_madd_epi16(a, b))`. Always exact modulo 2^32 (the
+/// products of int16 fit in int32; the pair sum and the add wrap), which is also VNNI
+/// `vpdpwssd`'s definition: the hook where the AVX-512 copy could use
+/// `_mm256_dpwssd_epi32` with the same bits (not enabled, see `x86::avx512`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+}
+
 /// `mul_sum_i8_pairs_float` (AVX2 branch, no VNNI): the sign trick, then
-/// `cvtepi32_ps(madd(ones, maddubs(|x|, sign(y, x))))`.
+/// `cvtepi32_ps(madd(ones, maddubs(|x|, sign(y, x))))`. Under [`mul_sum_us8_pairs`]'s
+/// contract (the caller shows `maddubs(|x|, sign(y, x))` cannot saturate); shadowed in
+/// `x86::avx512` by the VNNI form.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {

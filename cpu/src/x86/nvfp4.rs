@@ -8,8 +8,8 @@ use qkern_formats::fp::ue4m3_to_f32;
 use qkern_formats::tables::KVALUES_FP4;
 
 use super::{
-    avx2_chunk_fn, f16_table, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, store_f32x8, superblocks_g,
-    token_rows,
+    avx2_chunk_fn, f16_table, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x16, mul_sum_us8_pairs,
+    store_f32x8, superblocks_g, token_rows,
 };
 
 /// `GGML_CPU_UE4M3_TO_FP32` of every byte (exact values, from the reference's converter).
@@ -65,9 +65,10 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
     let step = |q4: &[__m256i; 2], u: &[__m256; 2], y: &[BlockQ8_0; 2], mut accum: __m256| {
         for k in 0..2 {
             let q8 = load_i8x32(&y[k].qs);
-            // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)`.
-            let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
-            let p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+            // `mul_add_epi8(q4, q8)`: the sign trick and maddubs; then `madd(p, mone)` (madd is
+            // commutative: `mul_sum_us8_pairs`). No saturation: |q4| <= 12 (the doubled E2M1
+            // values), |sign(q8, q4)| <= 128, so a pair is at most 2 * 12 * 128 = 3072.
+            let p = mul_sum_us8_pairs(_mm256_sign_epi8(q4[k], q4[k]), _mm256_sign_epi8(q8, q4[k]));
             let s = _mm256_mul_ps(u[k], tab.x8(y[k].d));
             accum = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), accum);
         }
@@ -123,6 +124,7 @@ avx2_chunk_fn!(mod nt, fn chunk_avx2, dot, BlockNvfp4, BlockQ8_0);
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dequantize_avx2(x: &[BlockNvfp4], y: &mut [f32]) {
     let values128 = load_i8x16(&KVALUES_FP4);

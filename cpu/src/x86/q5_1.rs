@@ -42,6 +42,8 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, sc: &[Lane
         let (dy, s) = (&sc[i][0].0, &sc[i][1].0);
         // `summs += m * s`, contracted by gcc into `vfmadd231ss`: one fma per lane here.
         summs = _mm256_fmadd_ps(_mm256_set1_ps(tab.get(x.m)), load_f32x8(s), summs);
+        // No saturation in `mul_sum_us8_pairs`: qx in [0, 31] (5 bits), y in [-128, 127],
+        // so a pair is at most 2 * 31 * 128 = 7936 in magnitude.
         let qx = quants(x);
         if NT == 1 {
             let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&ys[0][i].qs)));
@@ -72,6 +74,7 @@ avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ5_1, BlockQ8_1);
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn quantize_q8_1_avx2(x: &[f32], y: &mut [BlockQ8_1]) {
     for (xb, b) in x.as_chunks::<32>().0.iter().zip(y.iter_mut()) {
@@ -88,6 +91,7 @@ pub(crate) unsafe fn quantize_q8_1_avx2(x: &[f32], y: &mut [BlockQ8_1]) {
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ5_1], y: &mut [f32]) {
     for (b, out) in x.iter().zip(y.as_chunks_mut::<32>().0) {

@@ -8,7 +8,7 @@ use qkern_formats::blocks::{BlockQ5K, BlockQ8K};
 use super::q4_k::{mins_prod, scales_mins, utmp};
 use super::{
     Lane32, Q8KPrep, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32,
-    load_u8x32, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
+    load_u8x32, madd_acc, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
 };
 
 /// The two 32-element quant vectors of step `j`: low/high nibbles of `qs[32j..]` plus
@@ -79,7 +79,7 @@ fn dot<const NT: usize>(w: &[BlockQ5K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
         let mut sumi = _mm256_setzero_si256();
         for k in 0..8 {
             let p16 = _mm256_maddubs_epi16(u.q[k], load_i8x32(q8k_32(&y.qs, k)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(u.sc[k], p16));
+            sumi = madd_acc(sumi, u.sc[k], p16);
         }
         // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
         let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
@@ -92,7 +92,7 @@ fn dot<const NT: usize>(w: &[BlockQ5K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
             let (q, sc) = (u.q[k], u.sc[k]);
             for g in 0..G {
                 let p16 = _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, k)));
-                sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(sc, p16));
+                sumi[g] = madd_acc(sumi[g], sc, p16);
             }
         }
         let mut out = st;
@@ -130,6 +130,7 @@ avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ5K, BlockQ8K);
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ5K], y: &mut [f32]) {
     for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {

@@ -7,7 +7,8 @@ use qkern_formats::blocks::{BlockQ6K, BlockQ8K};
 
 use super::{
     Lane32, Q8KPrep, SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16,
-    load_i8x32, load_i16x16, load_u8x16, load_u8x32, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
+    load_i8x32, load_i16x16, load_u8x16, load_u8x32, madd_acc, q8k_32, q8k_prep, store_f32x8, superblocks_g,
+    token_rows,
 };
 
 /// The unsigned 6-bit quants `q4_k` (k = 0..4) of 128-element half `j`, ggml's
@@ -76,8 +77,7 @@ fn dot<const NT: usize>(w: &[BlockQ6K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
         let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i16x16(&y.bsums), u.scales_16));
         let mut sumi = _mm256_setzero_si256();
         for s in 0..8 {
-            let p16 = _mm256_madd_epi16(u.sc[s], _mm256_maddubs_epi16(u.q[s], load_i8x32(q8k_32(&y.qs, s))));
-            sumi = _mm256_add_epi32(sumi, p16);
+            sumi = madd_acc(sumi, u.sc[s], _mm256_maddubs_epi16(u.q[s], load_i8x32(q8k_32(&y.qs, s))));
         }
         let sumi = _mm256_sub_epi32(sumi, q8sclsub);
         // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
@@ -90,8 +90,7 @@ fn dot<const NT: usize>(w: &[BlockQ6K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
         for s in 0..8 {
             let (q, sc) = (u.q[s], u.sc[s]);
             for g in 0..G {
-                let p16 = _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, s))));
-                sumi[g] = _mm256_add_epi32(sumi[g], p16);
+                sumi[g] = madd_acc(sumi[g], sc, _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, s))));
             }
         }
         let mut out = acc;
@@ -124,6 +123,7 @@ avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ6K, BlockQ8K);
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ6K], y: &mut [f32]) {
     for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {

@@ -29,6 +29,9 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, sc: &[Lane
         let dy = &sc[i].0;
         if NT == 1 {
             let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
+            // No saturation (`mul_sum_us8_pairs`' contract): |x| <= 128 as u8 and sign(y, x) in
+            // [-128, 127] (a -128 byte of y stays -128), so a pair lies in [2 * 128 * -128,
+            // 2 * 128 * 127] = [-32768, 32512], inside i16.
             let q = mul_sum_i8_pairs_float(qx, load_i8x32(&ys[0][i].qs));
             acc[0] = _mm256_fmadd_ps(d, q, acc[0]);
         } else {
@@ -39,6 +42,7 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, sc: &[Lane
                 // `_mm256_set1_ps(FP16_TO_FP32(x.d) * FP16_TO_FP32(y.d))`, the product in every lane.
                 let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t]));
                 let sy = _mm256_sign_epi8(load_i8x32(&y.qs), qx);
+                // No saturation: as for one token above.
                 let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, sy));
                 acc[t] = _mm256_fmadd_ps(d, q, acc[t]);
             });
@@ -55,6 +59,7 @@ avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn quantize_avx2(x: &[f32], y: &mut [BlockQ8_0]) {
     for (xb, b) in x.as_chunks::<32>().0.iter().zip(y.iter_mut()) {
@@ -68,6 +73,7 @@ pub(crate) unsafe fn quantize_avx2(x: &[f32], y: &mut [BlockQ8_0]) {
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dequantize_avx2(x: &[BlockQ8_0], y: &mut [f32]) {
     for (b, out) in x.iter().zip(y.as_chunks_mut::<32>().0) {
