@@ -81,64 +81,10 @@ pub(crate) mod q8_0;
 /// point (see there); the same row loop, the same `$dot::<NT>` of the shared source.
 macro_rules! avx2_chunk_fn {
     (mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
-        $crate::x86::avx512::avx2_chunk_fn!(@ mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
     };
     (scaled mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
-        $crate::x86::avx512::avx2_chunk_fn!(@ mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
-    };
-    (@ mod $m:ident, fn $name:ident, $W:ty, $A:ty, |$w:ident, $a:ident, $apr:ident, $sc:ident, $o:ident| $dot:ident($($arg:ident),*)) => {
-        pub(crate) mod $m {
-            use super::*;
-            macro_rules! nt_fn {
-                ($f:ident, $n:literal) => {
-                    #[inline(never)]
-                    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-                    pub(super) fn $f($w: &[$W], bpr: usize, $a: &[$A], $apr: usize, $sc: &[$crate::matmul::Lane32], out: &mut [[f32; $n]]) {
-                        for (wr, $o) in $w.chunks_exact(bpr).zip(out.iter_mut()) {
-                            let $w = wr;
-                            $dot::<$n>($($arg),*)
-                        }
-                    }
-                };
-            }
-            nt_fn!(nt1, 1);
-            nt_fn!(nt2, 2);
-            nt_fn!(nt3, 3);
-            nt_fn!(nt4, 4);
-            nt_fn!(nt5, 5);
-            nt_fn!(nt6, 6);
-            nt_fn!(nt7, 7);
-            nt_fn!(nt8, 8);
-        }
-
-        /// Weight rows (`bpr` blocks each) against a chunk of 1..=8 tokens (`ChunkFn`),
-        /// the AVX-512 instantiation (`x86::avx512`).
-        ///
-        /// # Safety
-        /// The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`).
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        pub(crate) unsafe fn $name(w: &[$W], bpr: usize, a: &[$A], apr: usize, nt: usize, sc: &[$crate::matmul::Lane32], out: &mut [f32]) {
-            if bpr == 0 {
-                return;
-            }
-            macro_rules! arm {
-                ($f:ident, $n:literal) => {
-                    $m::$f(w, bpr, a, apr, sc, out.as_chunks_mut::<$n>().0)
-                };
-            }
-            match nt {
-                1 => arm!(nt1, 1),
-                2 => arm!(nt2, 2),
-                3 => arm!(nt3, 3),
-                4 => arm!(nt4, 4),
-                5 => arm!(nt5, 5),
-                6 => arm!(nt6, 6),
-                7 => arm!(nt7, 7),
-                8 => arm!(nt8, 8),
-                // matmul.rs never passes more than MAX_NT tokens (nor zero).
-                _ => debug_assert!(false, "chunk of {nt} tokens"),
-            }
-        }
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
     };
 }
 pub(crate) use avx2_chunk_fn;

@@ -88,21 +88,22 @@ pub(crate) mod q8_0;
 /// a loop over the weight rows it is given with `$dot::<NT>` inlined), so that every
 /// specialisation is a symbol of its own in the built library (`scripts/spill-check.sh`
 /// disassembles them by name) and the per-row cost is the row loop's, not a dispatch.
+/// (`x86::avx512` instantiates the same arms with its wider feature set: `@ [features, safety]`.)
 macro_rules! avx2_chunk_fn {
     (mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
-        $crate::x86::avx2_chunk_fn!(@ mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c", "The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.cpu_has_features()`)."] mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
     };
     // A kernel that reads the chunk's prepared activation scales (`matmul::PrepFn`).
     (scaled mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
-        $crate::x86::avx2_chunk_fn!(@ mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c", "The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.cpu_has_features()`)."] mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
     };
-    (@ mod $m:ident, fn $name:ident, $W:ty, $A:ty, |$w:ident, $a:ident, $apr:ident, $sc:ident, $o:ident| $dot:ident($($arg:ident),*)) => {
+    (@ [$feat:literal, $safety:literal] mod $m:ident, fn $name:ident, $W:ty, $A:ty, |$w:ident, $a:ident, $apr:ident, $sc:ident, $o:ident| $dot:ident($($arg:ident),*)) => {
         pub(crate) mod $m {
             use super::*;
             macro_rules! nt_fn {
                 ($f:ident, $n:literal) => {
                     #[inline(never)]
-                    #[target_feature(enable = "avx2,fma,f16c")]
+                    #[target_feature(enable = $feat)]
                     pub(super) fn $f($w: &[$W], bpr: usize, $a: &[$A], $apr: usize, $sc: &[$crate::matmul::Lane32], out: &mut [[f32; $n]]) {
                         for (wr, $o) in $w.chunks_exact(bpr).zip(out.iter_mut()) {
                             let $w = wr;
@@ -124,8 +125,8 @@ macro_rules! avx2_chunk_fn {
         /// Weight rows (`bpr` blocks each) against a chunk of 1..=8 tokens (`ChunkFn`).
         ///
         /// # Safety
-        /// The CPU must support AVX2, FMA and F16C (`CpuPath::Avx2.cpu_has_features()`).
-        #[target_feature(enable = "avx2,fma,f16c")]
+        #[doc = $safety]
+        #[target_feature(enable = $feat)]
         pub(crate) unsafe fn $name(w: &[$W], bpr: usize, a: &[$A], apr: usize, nt: usize, sc: &[$crate::matmul::Lane32], out: &mut [f32]) {
             if bpr == 0 {
                 return;
