@@ -272,8 +272,7 @@ fn iq2_s_group(x: &BlockIq2S, g: usize) -> Group {
     let qh = x.qh[g] as usize;
     let grid = |k: usize| IQ2S_GRID[x.qs[4 * g + k] as usize | ((qh << (8 - 2 * k)) & 0x300)];
     let q2 = set_u64x4([grid(0), grid(1), grid(2), grid(3)]);
-    let s = &x.qs[32 + 4 * g..32 + 4 * g + 4];
-    let s2 = xor_sub_signs(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+    let s2 = xor_sub_signs(u32::from_le_bytes(x.qs.as_chunks::<4>().0[8 + g]));
     let sc = _mm256_shuffle_epi8(scales16, load_u8x32(&SCALE_SHUFFLE_K4[g]));
     Group { q: q2, s: s2, scale: sc }
 }
@@ -291,8 +290,8 @@ fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
     let q3 = &x.qs[8 * g..8 * g + 8];
     let grid = |k: usize| IQ3XXS_GRID[q3[k] as usize];
     let q2 = set_u32x8([grid(0), grid(1), grid(2), grid(3), grid(4), grid(5), grid(6), grid(7)]);
-    let s = &x.qs[64 + 4 * g..64 + 4 * g + 4];
-    let aux32 = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    // One 32-bit load (byte by byte, the compiler rebuilt the word with shifts and ors).
+    let aux32 = u32::from_le_bytes(x.qs.as_chunks::<4>().0[16 + g]);
     let s2 = keven_signs_x4(aux32);
     let ls = (aux32 >> 28) as i16;
     Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
@@ -312,8 +311,7 @@ fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
     let qh = x.qh[g] as usize;
     let grid = |k: usize| IQ3S_GRID[x.qs[8 * g + k] as usize | ((qh << (8 - k)) & 256)];
     let q2 = set_u32x8([grid(0), grid(1), grid(2), grid(3), grid(4), grid(5), grid(6), grid(7)]);
-    let s = &x.signs[4 * g..4 * g + 4];
-    let s2 = xor_sub_signs(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+    let s2 = xor_sub_signs(u32::from_le_bytes(x.signs.as_chunks::<4>().0[g]));
     let ls = ((x.scales[g / 2] >> (4 * (g & 1))) & 0xf) as i16;
     Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
