@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) machine, every binary the GPU machine runs, into .carry/ (git-ignored):
-#   qkern (cli, cuda+wgpu), t_cuda_gpu (cuda/tests/gpu.rs), cuda_bench, wgpu tests, wgpu_bench.
+#   qkern (cli, cuda+wgpu+ggml), t_cpu_paths (cpu/tests/paths.rs, the AVX-512 path on the host), t_cuda_gpu (cuda/tests/gpu.rs), cuda_bench, wgpu tests, wgpu_bench.
 # Then `scripts/gpu-run.sh` runs them there (see its header). The binaries find the committed
 # vectors through /work/main, which gpu-run.sh links to the checkout.
 set -euo pipefail
@@ -15,7 +15,7 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"] in want:
         print(m["target"]["name"], m["executable"])' "$@"
 }
-cargo build --release -p qkern-cli --features cuda,wgpu
+cargo build --release -p qkern-cli --features cuda,wgpu,ggml
 cp target/release/qkern "$C/qkern"
 cargo build --release -p qkern-cuda --example cuda_bench
 cp target/release/examples/cuda_bench "$C/cuda_bench"
@@ -26,5 +26,6 @@ cargo test -p qkern-wgpu --features qkern/wgpu --no-run --message-format=json \
   | bin_of float_ops random_parity vectors | while read -r n p; do cp "$p" "$C/t_wgpu_$n"; done
 cargo test -p qkern-engine --features qkern/cuda,qkern/wgpu --test layer --no-run --message-format=json \
   | bin_of layer | while read -r n p; do cp "$p" "$C/t_engine_layer"; done
+cargo test --release -p qkern-cpu --test paths --no-run --message-format=json | bin_of paths | while read -r n p; do cp "$p" "$C/t_cpu_paths"; done
 strip "$C"/* 2>/dev/null || true
 ls -la "$C"; du -sh "$C"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [parity] [cudabench] [wgpubench] [qbench] [engine]   (default: all)
+#   bash scripts/gpu-run.sh [parity] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512]
+#   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -10,7 +11,7 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=t
 # Logs go to /tmp/gpu-results, packed at the end into $OUT/results.tgz (the tool returns at
 # most 8 files).
 C=.carry; R=/tmp/gpu-results; rm -rf "$R"; mkdir -p "$R"
-steps=${*:-parity cudabench wgpubench qbench engine}
+steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
 for s in $steps; do case $s in
@@ -29,5 +30,16 @@ qbench) timeout 150 $C/qkern bench --backends cuda,wgpu --tokens 1,8 --threads 1
     --ops matmul --seconds 0.1 --quiet --note "H200 run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
 engine) timeout 60 $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
+# The layer test's three tests in parallel (cpu + cuda + wgpu devices in one process), four
+# processes at once: the configuration that died with SIGSEGV at thread exit before the
+# process-wide wgpu instance (benches/results/2026-12-03-h200-session3/NOTES.md).
+enginepar) for i in 1 2 3 4; do (timeout 150 $C/t_engine_layer > "$R/enginepar$i.log" 2>&1; echo "enginepar$i rc=$?" >> "$R/enginepar.txt") & done; wait
+  cat "$R/enginepar.txt"; grep -h "test result" "$R"/enginepar*.log ;;
+# The AVX-512 CPU path on the host: bits (paths.rs, parity), then one interleaved bench
+# against AVX2 and ggml (benches/results/2026-12-03-xeon-avx512/README.md).
+avx512) { timeout 60 $C/t_cpu_paths --test-threads 14; timeout 30 $C/qkern parity --backend cpu-avx512 | tail -2
+    timeout 150 $C/qkern bench --backends cpu-avx512,cpu-avx2 --tokens 1,4,8 --threads 1 --shape out-of-cache --weights-mib 128 \
+      --ops matmul --seconds 0.05 --quiet --note "H200 host, scripts/gpu-run.sh avx512" --out-dir "$R/avx512bench"
+  } > "$R/avx512.log" 2>&1; grep -E "test result|parity:|FAILED" "$R/avx512.log"; tail -45 "$R/avx512bench/table.md" 2>/dev/null ;;
 esac; done
 tar czf "${OUT:-/tmp}/results.tgz" -C "$R" .

@@ -208,10 +208,15 @@ unsafe impl Send for HostStage {}
 impl HostStage {
     fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<HostStage> {
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        let host = unsafe { result::malloc_host(len * 4, flags) }?;
+        let bytes = len.checked_mul(4).ok_or(ShapeError::Overflow)?;
+        // SAFETY: a plain pinned allocation of `bytes` (the caller's context is bound); the
+        // pointer is owned by the HostStage made below and freed once, in its Drop.
+        let host = unsafe { result::malloc_host(bytes, flags) }?;
         let mut dev = 0u64;
+        // SAFETY: `host` was just allocated with CU_MEMHOSTALLOC_DEVICEMAP; `dev` is a live out-parameter.
         let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0) }.result();
         if let Err(e) = r {
+            // SAFETY: `host` is ours, not shared yet, and freed only here on this path.
             unsafe { result::free_host(host) }.ok();
             return Err(e.into());
         }
@@ -222,6 +227,8 @@ impl HostStage {
 impl Drop for HostStage {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `host` came from malloc_host in `new`, is owned by this struct, and no
+            // queued work uses it any more (users wait for their results before releasing it).
             unsafe { result::free_host(self.host) }.ok();
         }
     }
@@ -428,6 +435,7 @@ impl CudaBackend {
 
     /// `cuStreamQuery`: whether everything queued is done (an error if something failed).
     fn query(&self) -> Result<bool> {
+        // SAFETY: the stream is this backend's own, alive for `self`'s lifetime.
         match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
             sys::CUresult::CUDA_SUCCESS => Ok(true),
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
@@ -441,6 +449,7 @@ impl CudaBackend {
         if fl.is_none() {
             let st = HostStage::new(&self.ctx, 1024)?;
             let host = st.host as *const u32;
+            // SAFETY: the stage holds 1024 f32 (>= one u32), aligned by the allocator; nothing is queued on it yet.
             unsafe { std::ptr::write_volatile(st.host as *mut u32, 0) };
             *fl = Some(HostFlag { host, dev: st.dev, seq: 0, _stage: st });
         }
@@ -452,6 +461,7 @@ impl CudaBackend {
     fn signal(&self, f: &mut HostFlag) -> Result<u32> {
         f.seq = f.seq.wrapping_add(1);
         let flags = sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32;
+        // SAFETY: `f.dev` is the device address of the flag's pinned word, kept alive by `f._stage`.
         unsafe { sys::cuStreamWriteValue32_v2(self.stream.cu_stream(), f.dev, f.seq, flags) }.result()?;
         Ok(f.seq)
     }
@@ -459,6 +469,7 @@ impl CudaBackend {
     /// Spin until the flag word has reached `v` (the stream's writes come in order); asks the
     /// driver now and then, so that a failed launch is an error, not a hang.
     fn wait_flag(&self, f: &HostFlag, v: u32) -> Result<()> {
+        // SAFETY: `f.host` points into the flag's live pinned stage; volatile, as the GPU writes it.
         let reached = || (unsafe { std::ptr::read_volatile(f.host) }.wrapping_sub(v) as i32) >= 0;
         let mut n = 0u32;
         while !reached() {
