@@ -199,9 +199,10 @@ fn xor_sub_signs(v: u32) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
-    let q = &x.qs[4 * g..4 * g + 4];
-    let a0 = q[0] as u32 | (q[1] as u32) << 16;
-    let a1 = q[2] as u32 | (q[3] as u32) << 16;
+    // `aux32[2g]`, `aux32[2g + 1]` as two 32-bit loads (from u16 halves, the compiler
+    // rebuilt the second with shifts and ors).
+    let words = bytemuck::cast_slice::<u16, u8>(&x.qs).as_chunks::<4>().0;
+    let (a0, a1) = (u32::from_le_bytes(words[2 * g]), u32::from_le_bytes(words[2 * g + 1]));
     let idx = a0.to_le_bytes();
     let q2 = set_u64x4([
         IQ2XXS_GRID[idx[0] as usize],
