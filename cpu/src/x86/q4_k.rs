@@ -46,6 +46,22 @@ pub(crate) fn mins_prod(mins: __m128i, y: &Q8KPrep) -> __m128i {
     _mm_madd_epi16(mins, load_i16x8(&y.q8s))
 }
 
+/// A super-block's integer sums for `G` tokens (q4_K and q5_K): per token,
+/// `sum_k madd(sc[k], maddubs(q[k], q8[k]))` over the 8 steps (ggml's `sumi`, wrapping i32
+/// lanes); each weight vector is loaded once for the `G` tokens.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn ksums<const G: usize>(q: &[__m256i; 8], sc: &[__m256i; 8], ys: [&Q8KPrep; G]) -> [__m256i; G] {
+    let mut sumi = [_mm256_setzero_si256(); G];
+    for k in 0..8 {
+        for g in 0..G {
+            let p16 = _mm256_maddubs_epi16(q[k], load_i8x32(q8k_32(&ys[g].qs, k)));
+            sumi[g] = madd_acc(sumi[g], sc[k], p16);
+        }
+    }
+    sumi
+}
+
 /// A q4_K super-block unpacked: the 8 nibble vectors (step k = 2j + h: nibbles `h` of
 /// `qs[32j..32j+32]`), their scales `shuffle(scales, get_scale_shuffle_k4(k))`, the mins,
 /// and `FP16_TO_FP32(d)`, `FP16_TO_FP32(dmin)` in every lane.
@@ -90,25 +106,14 @@ fn dot<const NT: usize>(w: &[BlockQ4K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
         // `dmin = -y[i].d * FP16_TO_FP32(x[i].dmin)` (in every lane)
         let dmin = _mm_mul_ps(_mm_set1_ps(y.nd), u.dminx);
         let acc_m = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(mins_prod(u.mins, y)), acc_m);
-        let mut sumi = _mm256_setzero_si256();
-        for k in 0..8 {
-            let p16 = _mm256_maddubs_epi16(u.q[k], load_i8x32(q8k_32(&y.qs, k)));
-            sumi = madd_acc(sumi, u.sc[k], p16);
-        }
+        let [sumi] = ksums(&u.q, &u.sc, [y]);
         // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
         let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), acc_m)
     };
     // `step` for `G` tokens at once: each unpacked vector loaded once for the group.
     let stepg = |u: &Unpacked, ys: [&Q8KPrep; G], st: [(__m256, __m128); G]| {
-        let mut sumi = [_mm256_setzero_si256(); G];
-        for k in 0..8 {
-            let (q, sc) = (u.q[k], u.sc[k]);
-            for g in 0..G {
-                let p16 = _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, k)));
-                sumi[g] = madd_acc(sumi[g], sc, p16);
-            }
-        }
+        let sumi = ksums(&u.q, &u.sc, ys);
         let mut out = st;
         for g in 0..G {
             let (y, (acc, acc_m)) = (ys[g], st[g]);

@@ -5,10 +5,10 @@ use core::arch::x86_64::*;
 
 use qkern_formats::blocks::{BlockQ5K, BlockQ8K};
 
-use super::q4_k::{mins_prod, scales_mins, utmp};
+use super::q4_k::{ksums, mins_prod, scales_mins, utmp};
 use super::{
-    Lane32, Q8KPrep, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x32,
-    load_u8x32, madd_acc, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
+    Lane32, Q8KPrep, SCALE_SHUFFLE_K4, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_u8x32,
+    q8k_prep, store_f32x8, superblocks_g, token_rows,
 };
 
 /// The two 32-element quant vectors of step `j`: low/high nibbles of `qs[32j..]` plus
@@ -76,25 +76,14 @@ fn dot<const NT: usize>(w: &[BlockQ5K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
         let hsum = _mm_hadd_epi32(_mm_hadd_epi32(prod, mzero), mzero);
         // `summs += dmin * _mm_extract_epi32(hsum, 0)`, contracted: one fused multiply-add.
         let summs = dmin.mul_add(_mm_extract_epi32::<0>(hsum) as f32, summs);
-        let mut sumi = _mm256_setzero_si256();
-        for k in 0..8 {
-            let p16 = _mm256_maddubs_epi16(u.q[k], load_i8x32(q8k_32(&y.qs, k)));
-            sumi = madd_acc(sumi, u.sc[k], p16);
-        }
+        let [sumi] = ksums(&u.q, &u.sc, [y]);
         // `d = y[i].d * FP16_TO_FP32(x[i].d)` (in every lane)
         let d = _mm256_mul_ps(_mm256_set1_ps(y.d), u.dx);
         (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc), summs)
     };
     // `step` for `G` tokens at once: each unpacked vector loaded once for the group.
     let stepg = |u: &Unpacked, ys: [&Q8KPrep; G], st: [(__m256, f32); G]| {
-        let mut sumi = [_mm256_setzero_si256(); G];
-        for k in 0..8 {
-            let (q, sc) = (u.q[k], u.sc[k]);
-            for g in 0..G {
-                let p16 = _mm256_maddubs_epi16(q, load_i8x32(q8k_32(&ys[g].qs, k)));
-                sumi[g] = madd_acc(sumi[g], sc, p16);
-            }
-        }
+        let sumi = ksums(&u.q, &u.sc, ys);
         let mut out = st;
         for g in 0..G {
             let (y, (acc, summs)) = (ys[g], st[g]);
