@@ -443,6 +443,18 @@ impl CudaBackend {
         }
     }
 
+    /// The mapped host stage, grown to at least `n` f32 (locked: the caller owns its contents
+    /// until the guard drops; `Some` on return). The old stage is freed before the new one is
+    /// allocated.
+    fn stage(&self, n: usize) -> Result<std::sync::MutexGuard<'_, Option<HostStage>>> {
+        let mut st = self.cold.stage.lock().unwrap_or_else(|e| e.into_inner());
+        if st.as_ref().is_none_or(|b| b.len < n) {
+            *st = None;
+            *st = Some(HostStage::new(&self.ctx, n.max(1024))?);
+        }
+        Ok(st)
+    }
+
     /// The flag word, allocated on first use (locked: the caller owns the sequence numbers).
     fn flag(&self) -> Result<std::sync::MutexGuard<'_, Option<HostFlag>>> {
         let mut fl = self.cold.flag.lock().unwrap_or_else(|e| e.into_inner());
@@ -909,12 +921,8 @@ impl CudaBackend {
         let nb = w.cols / w.format.block_elems();
         let step = rows.div_ceil(8).max(CHUNK_ROWS).next_multiple_of(crate::layout::TILE);
         let n = out.len();
-        let mut st = self.cold.stage.lock().unwrap_or_else(|e| e.into_inner());
-        if st.as_ref().is_none_or(|b| b.len < n) {
-            *st = None;
-            *st = Some(HostStage::new(&self.ctx, n.max(1024))?);
-        }
-        let stage = st.as_ref().expect("stage");
+        let st = self.stage(n)?;
+        let stage = st.as_ref().expect("stage: made by CudaBackend::stage");
         let mut fl = self.flag()?;
         let f = fl.as_mut().expect("flag");
         let base = self.job(w, acts, tokens, 0)?;
@@ -964,16 +972,14 @@ impl CudaBackend {
         if mode == HostOut::Pageable {
             return self.with_scratch(n, |p| {
                 launch(p)?;
+                // SAFETY: `p` is the scratch buffer of at least `n` f32 and `out` holds `n`;
+                // the wait below ends the copy before `out` is touched again.
                 unsafe { result::memcpy_dtoh_async(out, p, self.stream.cu_stream()) }?;
                 self.wait()
             });
         }
-        let mut st = self.cold.stage.lock().unwrap_or_else(|e| e.into_inner());
-        if st.as_ref().is_none_or(|b| b.len < n) {
-            *st = None;
-            *st = Some(HostStage::new(&self.ctx, n.max(1024))?);
-        }
-        let stage = st.as_ref().expect("stage");
+        let st = self.stage(n)?;
+        let stage = st.as_ref().expect("stage: made by CudaBackend::stage");
         // SAFETY: the stage holds at least n f32, owned by this backend, used under the lock.
         let host = unsafe { std::slice::from_raw_parts_mut(stage.host as *mut f32, n) };
         if matches!(mode, HostOut::Mapped | HostOut::Chunked) {
@@ -982,6 +988,7 @@ impl CudaBackend {
         } else {
             self.with_scratch(n, |p| {
                 launch(p)?;
+                // SAFETY: as above, into the locked stage's `n` f32; the wait ends the copy.
                 unsafe { result::memcpy_dtoh_async(&mut *host, p, self.stream.cu_stream()) }?;
                 self.wait()
             })?;
