@@ -7,7 +7,7 @@ use crate::{CliError, Result};
 /// Which device to run on.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DeviceArgs {
-    /// Backend: cpu (best CPU path, or QKERN_CPU), cpu-scalar, cpu-avx2, cpu-avx512, cuda,
+    /// Backend: cpu (the default CPU path, or QKERN_CPU), cpu-scalar, cpu-avx2, cpu-avx512, cuda,
     /// cuda:N, wgpu, wgpu:N. Default: the best backend present.
     #[arg(long, value_name = "B", value_parser = parse_backend)]
     pub backend: Option<BackendSpec>,

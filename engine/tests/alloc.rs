@@ -38,7 +38,7 @@ fn allocs() -> u64 {
     ALLOCS.with(|c| c.get())
 }
 
-/// The layer itself allocates nothing in `forward`, on the scalar and the fastest CPU path
+/// The layer itself allocates nothing in `forward`, on the scalar and the default CPU path
 /// (one thread: every kernel runs on the calling thread, so every allocation would be the
 /// layer's or the kernels'). On a 2-thread device the calling thread submits the matmul
 /// tasks to the rayon pool (`qkern-cpu`'s `pool.scope`), and rayon's injector queue (a
@@ -53,7 +53,7 @@ fn forward_allocates_nothing() {
     synth::write(&path, &spec).unwrap();
     let m = load::load(&path, &|_| true, &LoadOptions::default()).unwrap();
     let best = Device::cpu().unwrap().spec();
-    eprintln!("fastest CPU path: {best}");
+    eprintln!("default CPU path: {best}");
     for (path, threads) in [(Some(CpuPath::Scalar), 1), (None, 1), (None, 2)] {
         let dev = match path {
             Some(p) => Device::cpu_with(p, Some(threads)).unwrap(),

@@ -20,7 +20,7 @@ pub struct Args {
     /// Weight formats, comma-separated, or `all`.
     #[arg(long, value_name = "LIST", default_value = "all")]
     pub formats: String,
-    /// Backends, comma-separated: cpu (best CPU path, or QKERN_CPU), cpu-scalar, cpu-avx2,
+    /// Backends, comma-separated: cpu (the default CPU path, or QKERN_CPU), cpu-scalar, cpu-avx2,
     /// cpu-avx512, cuda, wgpu.
     #[arg(long, value_name = "LIST", default_value = "cpu")]
     pub backends: String,
