@@ -150,14 +150,15 @@ pub fn features() -> Features {
     })
 }
 
-/// The path used by default: AVX2 where the CPU has it, else scalar.
+/// The path used by default: AVX-512 where the CPU has F/BW/VL/VNNI, else AVX2 where it has
+/// AVX2 + FMA + F16C, else scalar.
 ///
-/// AVX-512 is opt-in (`QKERN_CPU=avx512`, `--backend cpu-avx512`) until it is measured faster:
-/// on the one AVX-512 machine it ran on (the H200 host's Xeon, 2026-12-03), it was bit-equal
-/// but no faster than AVX2 beyond the noise (geometric mean 0.99 over NT 4/8, see
-/// benches/results/2026-12-03-xeon-avx512), and the final build's speed was not measured.
+/// The AVX-512 path runs, per format, whichever of its two builds of the kernels (AVX-512
+/// VNNI or AVX2) was measured faster on an AVX-512 machine (the H200 host's Xeon, one
+/// interleaved run: the table in `matmul.rs` and
+/// benches/results/2026-12-03-xeon-avx512/run2-final); every build gives the same bits.
 pub fn best_path() -> CpuPath {
-    [CpuPath::Avx2, CpuPath::Scalar].into_iter().find(|p| p.supported()).unwrap_or(CpuPath::Scalar)
+    [CpuPath::Avx512, CpuPath::Avx2, CpuPath::Scalar].into_iter().find(|p| p.supported()).unwrap_or(CpuPath::Scalar)
 }
 
 /// Check that `path` can run here.

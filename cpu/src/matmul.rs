@@ -414,27 +414,38 @@ macro_rules! act_kernels {
 
 // `None` = no SIMD kernel: the scalar reference runs on the AVX2 path for that format
 // (explicit fallback, see `rows_kernel`, `CpuBackend::dequantize`, `CpuBackend::quantize`).
+//
+// The AVX-512 path's dot kernels: the `x86::avx512` build where it was measured faster than
+// the AVX2 build, the AVX2 build elsewhere (both read the same prepared activations and give
+// the same bits). Measured on the H200 host's Xeon (AVX-512 VNNI), one interleaved run, 1
+// thread, 128 MiB of weights, AVX-512 / AVX2 at NT 1 / 4 / 8
+// (benches/results/2026-12-03-xeon-avx512/run2-final): q5_1 1.00 / 1.04 / 1.21, q8_0
+// 1.04 / 1.08 / 1.16, iq4_nl 0.98 / 1.13 / 1.14, nvfp4 1.03 / 1.15 / 1.01, iq4_xs
+// 1.03 / 1.01 / 1.18, iq3_xxs 1.04 / 1.15 / 1.05, iq2_xs 1.06 / 1.11 / 1.03 (AVX-512 kept);
+// q4_K 1.00 / 1.00 / 1.01, q5_K 1.02 / 1.02 / 1.03, q6_K 1.03 / 0.99 / 0.94, iq2_xxs
+// 1.22 / 0.98 / 0.91, iq3_s 1.00 / 1.01 / 0.96, iq2_s 1.10 / 0.98 / 1.01 (AVX2 kernels: no
+// gain beyond the noise, or a loss at NT 8).
 kernels! {
     BlockQ8_0 => dot Some(crate::x86::q8_0::chunk_avx2), dequantize Some(crate::x86::q8_0::dequantize_avx2);
         avx512 dot Some(crate::x86::avx512::q8_0::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q8_0);
     BlockQ5_1 => dot Some(crate::x86::q5_1::chunk_avx2), dequantize Some(crate::x86::q5_1::dequantize_avx2);
         avx512 dot Some(crate::x86::avx512::q5_1::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q5_1);
     BlockQ4K => dot Some(crate::x86::q4_k::chunk_avx2), dequantize Some(crate::x86::q4_k::dequantize_avx2);
-        avx512 dot Some(crate::x86::avx512::q4_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q4_k);
+        avx512 dot Some(crate::x86::q4_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q4_k);
     BlockQ5K => dot Some(crate::x86::q5_k::chunk_avx2), dequantize Some(crate::x86::q5_k::dequantize_avx2);
-        avx512 dot Some(crate::x86::avx512::q5_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q5_k);
+        avx512 dot Some(crate::x86::q5_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q5_k);
     BlockQ6K => dot Some(crate::x86::q6_k::chunk_avx2), dequantize Some(crate::x86::q6_k::dequantize_avx2);
-        avx512 dot Some(crate::x86::avx512::q6_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q6_k);
+        avx512 dot Some(crate::x86::q6_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q6_k);
     BlockIq2Xxs => dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize None;
-        avx512 dot Some(crate::x86::avx512::iq::iq2_xxs_avx2), dequantize None;
+        avx512 dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize None;
     BlockIq2Xs => dot Some(crate::x86::iq::iq2_xs_avx2), dequantize None;
         avx512 dot Some(crate::x86::avx512::iq::iq2_xs_avx2), dequantize None;
     BlockIq2S => dot Some(crate::x86::iq::iq2_s_avx2), dequantize None;
-        avx512 dot Some(crate::x86::avx512::iq::iq2_s_avx2), dequantize None;
+        avx512 dot Some(crate::x86::iq::iq2_s_avx2), dequantize None;
     BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize None;
         avx512 dot Some(crate::x86::avx512::iq::iq3_xxs_avx2), dequantize None;
     BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
-        avx512 dot Some(crate::x86::avx512::iq::iq3_s_avx2), dequantize None;
+        avx512 dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
     BlockIq4Nl => dot Some(crate::x86::iq4_nl::chunk_avx2), dequantize Some(crate::x86::iq4_nl::dequantize_avx2);
         avx512 dot Some(crate::x86::avx512::iq4_nl::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_iq4_nl);
     BlockIq4Xs => dot Some(crate::x86::iq::iq4_xs_avx2), dequantize Some(crate::x86::iq::iq4_xs_dequantize_avx2);

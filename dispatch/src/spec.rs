@@ -10,7 +10,7 @@ use crate::Error;
 /// Which backend to run: `cpu` (best or `QKERN_CPU`), `cpu-<path>`, `cuda[:N]`, `wgpu[:N]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BackendSpec {
-    /// A CPU path; `None` is the default (`qkern_cpu::default_path`: AVX2 where present, or `QKERN_CPU`).
+    /// A CPU path; `None` is the default (`qkern_cpu::default_path`: AVX-512, else AVX2 where present, or `QKERN_CPU`).
     Cpu(Option<CpuPath>),
     /// A CUDA device ordinal.
     Cuda(usize),

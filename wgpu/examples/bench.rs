@@ -29,8 +29,12 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "emul" => Tuning { native_fma: false, ..d },
         "full" => Tuning { checks: Checks::Full, ..d },
         "none" => Tuning { checks: Checks::None, ..d },
+        "checked" => Tuning { checks: Checks::NoLoopBounding, ..d },
         "u2" => Tuning { unroll: 2, ..d },
         "u4" => Tuning { unroll: 4, ..d },
+        "flat" => Tuning { flat: true, ..d },
+        "flatu2" => Tuning { flat: true, unroll: 2, ..d },
+        "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },
         "rows" => Tuning { wg_rows: if has_table { 8 } else { 32 }, ..d },
         _ => d,
     }

@@ -84,8 +84,9 @@
 //!
 //! [`Tuning`] (set by [`Options`], environment variables or [`WgpuBackend::set_tuning`])
 //! picks among kernel variants that give the same bits: native or emulated fma, which of
-//! wgpu's shader runtime checks stay ([`Checks`]; default: bounds checks without loop
-//! bounding), blocks per loop iteration, rows per workgroup. `examples/bench.rs --variants`
+//! wgpu's shader runtime checks stay ([`Checks`]; default: none, every index being in bounds
+//! by construction; the H200 measured the bounds checks costing a third of the speed),
+//! blocks per loop iteration, rows per workgroup, loops unrolled in the source. `examples/bench.rs --variants`
 //! times them side by side in one process.
 //!
 //! # Hot path
@@ -147,7 +148,7 @@ pub struct Options {
     /// `QKERN_WGPU_FMA=emulate`); `Some(false)` always uses the emulation.
     pub native_fma: Option<bool>,
     /// Which of wgpu's shader runtime checks the kernels keep (`None`: `QKERN_WGPU_CHECKS` =
-    /// `full`, `noloop` or `none`; default `noloop`). See [`Checks`].
+    /// `full`, `noloop` or `none`; default `none`). See [`Checks`].
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4 (`None`:
     /// `QKERN_WGPU_UNROLL`, else 1); the chain's order is the same. For the formats whose
@@ -162,6 +163,9 @@ pub struct Options {
     /// Split weights into parts of at most this many bytes (`None`: the adapter's
     /// storage-binding limit, at most 2 GiB).
     pub max_part_bytes: Option<u64>,
+    /// Unroll the kernels' constant-count loops in the source (`None`: `QKERN_WGPU_FLAT=1`,
+    /// else no). See [`Tuning::flat`].
+    pub flat: Option<bool>,
 }
 
 /// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
@@ -182,9 +186,11 @@ impl Checks {
     fn from_env() -> Checks {
         match std::env::var("QKERN_WGPU_CHECKS").as_deref() {
             Ok("full") => Checks::Full,
-            Ok("none") => Checks::None,
-            _ if std::env::var("QKERN_WGPU_UNCHECKED").is_ok_and(|v| v == "1") => Checks::None,
-            _ => Checks::NoLoopBounding,
+            Ok("noloop") => Checks::NoLoopBounding,
+            // Measured on the H200 (NVIDIA Vulkan, benches/results/2026-12-03-h200-session4):
+            // without the bounds checks the matmul kernels ran 1.49x faster (geometric mean
+            // over 13 formats x NT 1, 8; 1.31x at NT 1, 1.71x at NT 8), same bits.
+            _ => Checks::None,
         }
     }
 }
@@ -199,6 +205,11 @@ pub struct Tuning {
     pub unroll: u32,
     /// Rows per matmul workgroup; 0: the per-format default.
     pub wg_rows: u32,
+    /// Unroll the kernels' constant-count loops (token loops, sub-block loops) in the WGSL
+    /// source (`shaders::flatten_loops`), so that every per-token accumulator index is a
+    /// constant whatever the driver's compiler unrolls (`QKERN_WGPU_FLAT=1`). On the H200
+    /// it helped with bounds checks on (1.36x) but not without them (0.96x), so it is off.
+    pub flat: bool,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -488,6 +499,7 @@ impl WgpuBackend {
                 wg_rows: opts.wg_rows.unwrap_or_else(|| {
                     std::env::var("QKERN_WGPU_WG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
                 }),
+                flat: opts.flat.unwrap_or_else(|| std::env::var("QKERN_WGPU_FLAT").is_ok_and(|v| v == "1")),
             }),
             max_part,
             max_binding,
@@ -522,7 +534,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -530,11 +542,12 @@ impl WgpuBackend {
             if self.ftz { ", FTZ" } else { "" },
             match t.checks {
                 Checks::Full => ", full checks",
-                Checks::NoLoopBounding => "",
-                Checks::None => ", unchecked",
+                Checks::NoLoopBounding => ", bounds checks",
+                Checks::None => "",
             },
             if t.unroll > 1 { format!(", unroll {}", t.unroll) } else { String::new() },
-            if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() }
+            if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
+            if t.flat { ", flat" } else { "" }
         )
     }
 
@@ -545,6 +558,7 @@ impl WgpuBackend {
             checks: Checks::Full,
             unroll: 1,
             wg_rows: 0,
+            flat: false,
         })
     }
 
@@ -625,7 +639,8 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, t.unroll, wg_rows(f, t)),
+                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, t.unroll, wg_rows(f, t))
+                    .map(|s| if t.flat { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
             ),

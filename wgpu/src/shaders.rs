@@ -284,6 +284,113 @@ fn common_without_buffers() -> String {
     out
 }
 
+/// Unrolls, in WGSL source text, every loop of the form
+/// `for (var i = 0u; i < N; i++) { BODY }` with `N` a literal of at most `max` or `NT`
+/// (`nt`), innermost first: each copy of `BODY` becomes a block `{ BODY[i := k] }` (its
+/// `let`s stay local to the copy), so that every index of a per-token array is a constant.
+/// A loop whose body has `break`, `continue` or a nested declaration of its variable is kept.
+/// The statements and their order are unchanged, hence the bits.
+pub(crate) fn flatten_loops(src: &str, nt: u32, max: u32) -> String {
+    // Comments go first: a brace inside one would unbalance the scan.
+    let mut s: String = src.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let mut from = 0;
+    while let Some(rel) = s[from..].find("for (var ") {
+        let start = from + rel;
+        match flatten_one(&s, start, nt, max) {
+            Some((end, text)) => {
+                // Scanned again: the copies may hold loops that were kept (each is then
+                // skipped, so this ends).
+                s.replace_range(start..end, &text);
+                from = start;
+            }
+            None => from = start + "for (var ".len(),
+        }
+    }
+    s
+}
+
+/// The loop at `start` unrolled (its end offset and replacement), or `None` if it is not of
+/// the flattened form.
+fn flatten_one(s: &str, start: usize, nt: u32, max: u32) -> Option<(usize, String)> {
+    let head_end = start + s[start..].find('{')?;
+    let head = &s[start..head_end];
+    // `for (var i = 0u; i < N; i++) `
+    let inner = head.strip_prefix("for (var ")?.trim_end().strip_suffix(')')?;
+    let mut parts = inner.split(';').map(str::trim);
+    let (init, cond, step) = (parts.next()?, parts.next()?, parts.next()?);
+    let (var, zero) = init.split_once('=')?;
+    let var = var.trim();
+    if zero.trim() != "0u" || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let (cv, bound) = cond.split_once('<')?;
+    if cv.trim() != var || step != format!("{var}++") {
+        return None;
+    }
+    let bound = bound.trim();
+    let n = if bound == "NT" { nt } else { bound.strip_suffix('u')?.parse::<u32>().ok()? };
+    if n > max.max(nt) {
+        return None;
+    }
+    // The body: from the `{` to its matching `}`.
+    let mut depth = 0usize;
+    let mut end = None;
+    for (i, c) in s[head_end..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(head_end + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let end = end?;
+    let body = &s[head_end + 1..end];
+    // Inner loops first.
+    let body = flatten_loops(body, nt, max);
+    let words: Vec<&str> = split_words(&body);
+    if words.iter().any(|w| *w == "break" || *w == "continue")
+        || words.windows(2).any(|w| (w[0] == "var" || w[0] == "let") && w[1] == var)
+    {
+        return None;
+    }
+    let mut out = String::new();
+    for k in 0..n {
+        out.push_str("{ ");
+        for w in &words {
+            if *w == var {
+                out.push_str(&format!("{k}u"));
+            } else {
+                out.push_str(w);
+            }
+        }
+        out.push_str(" }\n");
+    }
+    Some((end + 1, out))
+}
+
+/// `s` cut into identifier-like words and everything between them (concatenating the parts
+/// gives `s` back).
+fn split_words(s: &str) -> Vec<&str> {
+    let mut v = Vec::new();
+    let mut i = 0;
+    let b = s.as_bytes();
+    while i < b.len() {
+        let word = b[i].is_ascii_alphanumeric() || b[i] == b'_';
+        let mut j = i + 1;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') == word {
+            j += 1;
+        }
+        v.push(&s[i..j]);
+        i = j;
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,7 +405,12 @@ mod tests {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
                         let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows).unwrap();
+                        let flat = flatten_loops(&src, nt, 8);
                         sources.push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"), src));
+                        sources.push((
+                            format!("flat matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"),
+                            flat,
+                        ));
                     }
                 }
             }
@@ -323,6 +435,23 @@ mod tests {
                 panic!("{name}: {}", e.emit_to_string(&src));
             }
         }
+    }
+
+    /// `flatten_loops` unrolls the constant loops it should and keeps the others.
+    #[test]
+    fn flatten_loops_unrolls_constant_loops() {
+        let src = "fn f() {\n    for (var t = 0u; t < NT; t++) {\n        a[t] += tt * t; // {\n        for (var j = 0u; j < 2u; j++) {\n            let x = j + t;\n        }\n    }\n    for (var b = 0u; b < P.nb; b++) {\n        g(b);\n    }\n    for (var k = 0u; k < 9u; k++) {\n        h(k);\n    }\n}";
+        let out = flatten_loops(src, 2, 8);
+        let squash: String = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(
+            squash,
+            "fn f() { { a[0u] += tt * 0u; { let x = 0u + 0u; } { let x = 1u + 0u; } } \
+             { a[1u] += tt * 1u; { let x = 0u + 1u; } { let x = 1u + 1u; } } \
+             for (var b = 0u; b < P.nb; b++) { g(b); } for (var k = 0u; k < 9u; k++) { h(k); } }"
+        );
+        // A loop with `break` stays a loop.
+        let kept = "for (var t = 0u; t < 4u; t++) { if (t == 1u) { break; } }";
+        assert_eq!(flatten_loops(kept, 1, 8), kept);
     }
 
     /// `neg_bytes` relies on no grid byte being 0 (then `(g ^ 0xff) + 1` carries into the

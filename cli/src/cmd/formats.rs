@@ -76,7 +76,10 @@ pub fn cpu_lines() -> String {
     s.push_str(&format!("cpu paths available: {}\n", paths.join(" ")));
     let how = match std::env::var("QKERN_CPU") {
         Ok(v) if !v.trim().is_empty() => format!("forced by QKERN_CPU={v}"),
-        _ => "default: AVX2 where present, AVX-512 opt-in; QKERN_CPU=scalar|avx2|avx512 forces one".to_string(),
+        _ => {
+            "default: the best this CPU runs (avx512, else avx2, else scalar); QKERN_CPU=scalar|avx2|avx512 forces one"
+                .to_string()
+        }
     };
     match qkern_cpu::default_path() {
         Ok(p) => s.push_str(&format!("cpu path in use: {} ({how})\n", BackendSpec::Cpu(Some(p)))),
