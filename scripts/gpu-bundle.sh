@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) machine, every binary the GPU machine runs, into .carry/ (git-ignored):
-#   qkern (cli, cuda+wgpu+ggml), t_cpu_paths (cpu/tests/paths.rs, the AVX-512 path on the host), t_cuda_gpu (cuda/tests/gpu.rs), cuda_bench, wgpu tests, wgpu_bench.
+#   qkern (cli, cuda+wgpu+ggml), qkern_gpu (cli, cuda+wgpu), t_cpu_paths (cpu/tests/paths.rs, the AVX-512 path on the host), t_cuda_gpu (cuda/tests/gpu.rs), cuda_bench, wgpu tests, wgpu_bench.
 # Then `scripts/gpu-run.sh` runs them there (see its header). The binaries find the committed
 # vectors through /work/main, which gpu-run.sh links to the checkout.
 set -euo pipefail
@@ -15,6 +15,10 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"] in want:
         print(m["target"]["name"], m["executable"])' "$@"
 }
+# qkern without ggml too: `qkern bench` on the GPU backends alone (with ggml built in it also
+# runs ggml's single-thread CPU loop over every format's weights, minutes at 1 GiB).
+cargo build --release -p qkern-cli --features cuda,wgpu
+cp target/release/qkern "$C/qkern_gpu"
 cargo build --release -p qkern-cli --features cuda,wgpu,ggml
 cp target/release/qkern "$C/qkern"
 cargo build --release -p qkern-cuda --example cuda_bench

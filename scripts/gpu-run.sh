@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [parity] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512]
+#   bash scripts/gpu-run.sh [parity] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -26,7 +26,7 @@ parity)
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-100} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
-qbench) timeout 150 $C/qkern bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
+qbench) timeout 150 $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
     --ops matmul --seconds 0.1 --quiet --note "H200 run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
 engine) timeout 60 $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
@@ -41,5 +41,8 @@ avx512) { timeout 60 $C/t_cpu_paths --test-threads 14; timeout 30 $C/qkern parit
     timeout 150 $C/qkern bench --backends cpu-avx512,cpu-avx2 --tokens 1,4,8 --threads 1 --shape out-of-cache --weights-mib 128 \
       --ops matmul --seconds 0.05 --quiet --note "H200 host, scripts/gpu-run.sh avx512" --out-dir "$R/avx512bench"
   } > "$R/avx512.log" 2>&1; grep -E "test result|parity:|FAILED" "$R/avx512.log"; tail -45 "$R/avx512bench/table.md" 2>/dev/null ;;
+# The default CPU path on the host (AVX-512 where present): which it is, and its bits.
+cpudefault) { timeout 20 $C/qkern formats | grep -i "cpu"; timeout 60 $C/t_cpu_paths --test-threads 14 | tail -3
+    timeout 30 $C/qkern parity --backend cpu | tail -2; } > "$R/cpudefault.log" 2>&1; cat "$R/cpudefault.log" ;;
 esac; done
 tar czf "${OUT:-/tmp}/results.tgz" -C "$R" .
