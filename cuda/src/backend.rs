@@ -34,6 +34,28 @@ fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     p
 }
 
+/// A tuning knob from the environment: `None` where unset or empty, else its parsed value, or
+/// a typed error naming the variable, its value and what it accepts.
+fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>> {
+    knob(name, std::env::var(name).ok(), expected, parse)
+}
+
+/// [`env_knob`] of a given value.
+fn knob<T>(
+    name: &'static str,
+    value: Option<String>,
+    expected: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    match value {
+        Some(v) if !v.trim().is_empty() => match parse(v.trim()) {
+            Some(t) => Ok(Some(t)),
+            None => Err(CudaError::Env { name, value: v, expected }),
+        },
+        _ => Ok(None),
+    }
+}
+
 fn invalid(msg: impl Into<String>) -> CudaError {
     CudaError::Invalid(msg.into())
 }
@@ -373,15 +395,16 @@ impl CudaBackend {
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
             // QKERN_CUDA_HOST_OUT=pageable|pinned|mapped|chunked, QKERN_CUDA_WAIT=sync|query|flag.
-            match std::env::var("QKERN_CUDA_SYNC").ok().and_then(|v| SyncMode::parse(&v)) {
+            // An unknown value is an error, not silently the default.
+            match env_knob("QKERN_CUDA_SYNC", "auto, spin, yield or blocking", SyncMode::parse)? {
                 Some(m) => b.set_sync_mode(m)?,
                 None if DEFAULT_SYNC != SyncMode::Auto => b.set_sync_mode(DEFAULT_SYNC)?,
                 None => {}
             }
-            if let Some(m) = std::env::var("QKERN_CUDA_HOST_OUT").ok().and_then(|v| HostOut::parse(&v)) {
+            if let Some(m) = env_knob("QKERN_CUDA_HOST_OUT", "pageable, pinned, mapped or chunked", HostOut::parse)? {
                 b.set_host_out(m);
             }
-            if let Some(m) = std::env::var("QKERN_CUDA_WAIT").ok().and_then(|v| WaitMode::parse(&v)) {
+            if let Some(m) = env_knob("QKERN_CUDA_WAIT", "sync, query or flag", WaitMode::parse)? {
                 b.set_wait_mode(m);
             }
             Ok(b)
@@ -1154,5 +1177,20 @@ impl Owned for CudaActs {
 impl Owned for CudaF32 {
     fn owner(&self) -> u64 {
         self.owner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment knob's value: unset or empty is `None`, a known value parses, anything
+    /// else is a typed error naming the variable (not silently the default).
+    #[test]
+    fn knobs_reject_unknown_values() {
+        assert_eq!(knob("QKERN_CUDA_WAIT", None, "x", WaitMode::parse).unwrap(), None);
+        assert_eq!(knob("QKERN_CUDA_WAIT", Some("flag".into()), "x", WaitMode::parse).unwrap(), Some(WaitMode::Flag));
+        let e = knob("QKERN_CUDA_WAIT", Some("flg".into()), "sync, query or flag", WaitMode::parse).unwrap_err();
+        assert_eq!(e.to_string(), "QKERN_CUDA_WAIT=\"flg\": expected sync, query or flag");
     }
 }

@@ -51,6 +51,8 @@ pub enum CudaError {
     Shape(#[from] ShapeError),
     #[error("{0}")]
     Invalid(String),
+    #[error("{name}={value:?}: expected {expected}")]
+    Env { name: &'static str, value: String, expected: &'static str },
 }
 
 impl From<cudarc::driver::DriverError> for CudaError {

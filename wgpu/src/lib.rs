@@ -132,6 +132,31 @@ pub enum WgpuError {
     Unsupported(String),
     #[error("GPU error: {0}")]
     Gpu(String),
+    #[error("{name}={value:?}: expected {expected}")]
+    Env { name: &'static str, value: String, expected: &'static str },
+}
+
+/// A tuning knob from the environment: `None` where unset or empty, else its parsed value, or
+/// a typed error naming the variable, its value and what it accepts (a typo is not silently
+/// the default).
+fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>> {
+    knob(name, std::env::var(name).ok(), expected, parse)
+}
+
+/// [`env_knob`] of a given value.
+fn knob<T>(
+    name: &'static str,
+    value: Option<String>,
+    expected: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    match value {
+        Some(v) if !v.trim().is_empty() => match parse(v.trim()) {
+            Some(t) => Ok(Some(t)),
+            None => Err(WgpuError::Env { name, value: v, expected }),
+        },
+        _ => Ok(None),
+    }
 }
 
 type Result<T, E = WgpuError> = std::result::Result<T, E>;
@@ -183,15 +208,17 @@ pub enum Checks {
 }
 
 impl Checks {
-    fn from_env() -> Checks {
-        match std::env::var("QKERN_WGPU_CHECKS").as_deref() {
-            Ok("full") => Checks::Full,
-            Ok("noloop") => Checks::NoLoopBounding,
-            // Measured on the H200 (NVIDIA Vulkan, benches/results/2026-12-03-h200-session4):
-            // without the bounds checks the matmul kernels ran 1.49x faster (geometric mean
-            // over 13 formats x NT 1, 8; 1.31x at NT 1, 1.71x at NT 8), same bits.
-            _ => Checks::None,
-        }
+    fn from_env() -> Result<Checks> {
+        let c = env_knob("QKERN_WGPU_CHECKS", "full, noloop or none", |v| match v {
+            "full" => Some(Checks::Full),
+            "noloop" => Some(Checks::NoLoopBounding),
+            "none" => Some(Checks::None),
+            _ => None,
+        })?;
+        // Measured on the H200 (NVIDIA Vulkan, benches/results/2026-12-03-h200-session4):
+        // without the bounds checks the matmul kernels ran 1.49x faster (geometric mean
+        // over 13 formats x NT 1, 8; 1.31x at NT 1, 1.71x at NT 8), same bits.
+        Ok(c.unwrap_or(Checks::None))
     }
 }
 
@@ -445,8 +472,46 @@ impl WgpuBackend {
             },
         };
         let info = adapter.get_info();
-        let want_sg =
-            opts.subgroups.unwrap_or_else(|| std::env::var("QKERN_WGPU_SUBGROUPS").map_or(true, |v| v != "0"));
+        let bool01 = |v: &str| match v {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        };
+        let want_sg = match opts.subgroups {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_SUBGROUPS", "0 or 1", bool01)?.unwrap_or(true),
+        };
+        // Read before any work, so that a bad value fails here.
+        let checks = match opts.checks {
+            Some(c) => c,
+            None => Checks::from_env()?,
+        };
+        let unroll = match opts.unroll {
+            Some(u) => u,
+            None => env_knob("QKERN_WGPU_UNROLL", "1, 2 or 4", |v| v.parse().ok().filter(|u| [1, 2, 4].contains(u)))?
+                .unwrap_or(1),
+        };
+        let wg_rows = match opts.wg_rows {
+            Some(r) => r,
+            None => env_knob("QKERN_WGPU_WG_ROWS", "1, 2, 4, 8, 16 or 32", |v| {
+                v.parse().ok().filter(|r| [1, 2, 4, 8, 16, 32].contains(r))
+            })?
+            .unwrap_or(0),
+        };
+        let flat = match opts.flat {
+            Some(f) => f,
+            None => env_knob("QKERN_WGPU_FLAT", "0 or 1", bool01)?.unwrap_or(false),
+        };
+        let want_native = match opts.native_fma {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_FMA", "native or emulate", |v| match v {
+                "native" => Some(true),
+                "emulate" => Some(false),
+                _ => None,
+            })?
+            .unwrap_or(true),
+        };
+        env_knob("QKERN_WGPU_CHUNK", "copy or direct", |v| matches!(v, "copy" | "direct").then_some(()))?;
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
         let features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
         let limits = adapter.limits();
@@ -490,17 +555,7 @@ impl WgpuBackend {
             subgroups: !features.is_empty(),
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning {
-                native_fma: false,
-                checks: opts.checks.unwrap_or_else(Checks::from_env),
-                unroll: opts.unroll.unwrap_or_else(|| {
-                    std::env::var("QKERN_WGPU_UNROLL").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
-                }),
-                wg_rows: opts.wg_rows.unwrap_or_else(|| {
-                    std::env::var("QKERN_WGPU_WG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
-                }),
-                flat: opts.flat.unwrap_or_else(|| std::env::var("QKERN_WGPU_FLAT").is_ok_and(|v| v == "1")),
-            }),
+            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat }),
             max_part,
             max_binding,
             tables,
@@ -517,8 +572,6 @@ impl WgpuBackend {
         // Whether `fma()` is fused here: measured on the normal-domain cases (no subnormal
         // operand, product or result; the kernels' domain, see "Subnormals" in the crate docs),
         // which include thousands where fused and unfused differ.
-        let want_native =
-            opts.native_fma.unwrap_or_else(|| std::env::var("QKERN_WGPU_FMA").map_or(true, |v| v != "emulate"));
         let probe = be.float_probe(1 << 15, 0xf3a)?;
         be.fma_measured_fused = probe.fma_fused_in_normal_domain();
         be.ftz = probe.flushes_subnormals();
@@ -1328,6 +1381,21 @@ fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64) -> Scratch {
 
 #[cfg(test)]
 mod tests {
+
+    /// An environment knob's value: unset or empty is `None`, a known value parses, anything
+    /// else is a typed error naming the variable (not silently the default).
+    #[test]
+    fn knobs_reject_unknown_values() {
+        let p = |v: &str| match v {
+            "a" => Some(1),
+            _ => None,
+        };
+        assert_eq!(knob("K", None, "a", p).unwrap(), None);
+        assert_eq!(knob("K", Some(" ".into()), "a", p).unwrap(), None);
+        assert_eq!(knob("K", Some(" a ".into()), "a", p).unwrap(), Some(1));
+        let e = knob("QKERN_WGPU_X", Some("b".into()), "a", p).unwrap_err().to_string();
+        assert_eq!(e, "QKERN_WGPU_X=\"b\": expected a");
+    }
     use super::*;
 
     #[test]
