@@ -85,7 +85,7 @@
 //! [`Tuning`] (set by [`Options`], environment variables or [`WgpuBackend::set_tuning`])
 //! picks among kernel variants that give the same bits: native or emulated fma, which of
 //! wgpu's shader runtime checks stay ([`Checks`]; default: none, every index being in bounds
-//! by construction; the H200 measured the bounds checks costing a third of the speed),
+//! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
 //! blocks per loop iteration, rows per workgroup, loops unrolled in the source. `examples/bench.rs --variants`
 //! times them side by side in one process.
 //!
@@ -215,9 +215,10 @@ impl Checks {
             "none" => Some(Checks::None),
             _ => None,
         })?;
-        // Measured on the H200 (NVIDIA Vulkan, benches/results/2026-12-03-h200-session4):
-        // without the bounds checks the matmul kernels ran 1.49x faster (geometric mean
-        // over 13 formats x NT 1, 8; 1.31x at NT 1, 1.71x at NT 8), same bits.
+        // No bounds checks by default: on the H200 (NVIDIA Vulkan, run13 of
+        // benches/results/2026-12-03-h200-session4) they cost 7 % (geometric mean over 13
+        // formats x NT 1, 8, best of two interleaved passes each), up to 1.51x (q5_1 NT 8);
+        // no case was faster with them. Same bits.
         Ok(c.unwrap_or(Checks::None))
     }
 }
@@ -234,8 +235,8 @@ pub struct Tuning {
     pub wg_rows: u32,
     /// Unroll the kernels' constant-count loops (token loops, sub-block loops) in the WGSL
     /// source (`shaders::flatten_loops`), so that every per-token accumulator index is a
-    /// constant whatever the driver's compiler unrolls (`QKERN_WGPU_FLAT=1`). On the H200
-    /// it helped with bounds checks on (1.36x) but not without them (0.96x), so it is off.
+    /// constant whatever the driver's compiler unrolls (`QKERN_WGPU_FLAT=1`). Off: on the H200
+    /// no gain stood out of the benchmark's noise.
     pub flat: bool,
 }
 
