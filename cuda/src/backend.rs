@@ -34,26 +34,11 @@ fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     p
 }
 
-/// A tuning knob from the environment: `None` where unset or empty, else its parsed value, or
-/// a typed error naming the variable, its value and what it accepts.
+/// A tuning knob from the environment ([`qkern_formats::env::knob`]): `None` where unset or
+/// empty, else its parsed value, or a typed error naming the variable, its value and what it
+/// accepts.
 fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>> {
-    knob(name, std::env::var(name).ok(), expected, parse)
-}
-
-/// [`env_knob`] of a given value.
-fn knob<T>(
-    name: &'static str,
-    value: Option<String>,
-    expected: &'static str,
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<Option<T>> {
-    match value {
-        Some(v) if !v.trim().is_empty() => match parse(v.trim()) {
-            Some(t) => Ok(Some(t)),
-            None => Err(CudaError::Env { name, value: v, expected }),
-        },
-        _ => Ok(None),
-    }
+    Ok(qkern_formats::env::knob(name, expected, parse)?)
 }
 
 fn invalid(msg: impl Into<String>) -> CudaError {
@@ -1188,9 +1173,12 @@ mod tests {
     /// else is a typed error naming the variable (not silently the default).
     #[test]
     fn knobs_reject_unknown_values() {
+        use qkern_formats::env::knob_value as knob;
         assert_eq!(knob("QKERN_CUDA_WAIT", None, "x", WaitMode::parse).unwrap(), None);
         assert_eq!(knob("QKERN_CUDA_WAIT", Some("flag".into()), "x", WaitMode::parse).unwrap(), Some(WaitMode::Flag));
         let e = knob("QKERN_CUDA_WAIT", Some("flg".into()), "sync, query or flag", WaitMode::parse).unwrap_err();
+        let e = CudaError::from(e);
+        assert!(matches!(e, CudaError::Env(_)));
         assert_eq!(e.to_string(), "QKERN_CUDA_WAIT=\"flg\": expected sync, query or flag");
     }
 }

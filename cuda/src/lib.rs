@@ -51,8 +51,8 @@ pub enum CudaError {
     Shape(#[from] ShapeError),
     #[error("{0}")]
     Invalid(String),
-    #[error("{name}={value:?}: expected {expected}")]
-    Env { name: &'static str, value: String, expected: &'static str },
+    #[error(transparent)]
+    Env(#[from] qkern_formats::env::EnvError),
 }
 
 impl From<cudarc::driver::DriverError> for CudaError {

@@ -3,9 +3,11 @@
 //! ggml's tables, the float conversions, and the **scalar reference**: dequantize,
 //! activation quantize and dot product for every format, bit-identical to ggml 0.26.0's
 //! x86 AVX2 kernels (`shared/REFERENCE.md`). The reference is safe Rust, the oracle every
-//! optimised path is tested against, and the fallback on CPUs without AVX2.
+//! optimised path is tested against, and the fallback on CPUs without AVX2. Also the
+//! backends' shared parsing of their environment tuning knobs ([`env`]).
 
 pub mod blocks;
+pub mod env;
 mod format;
 pub mod fp;
 pub mod reference;

@@ -132,31 +132,15 @@ pub enum WgpuError {
     Unsupported(String),
     #[error("GPU error: {0}")]
     Gpu(String),
-    #[error("{name}={value:?}: expected {expected}")]
-    Env { name: &'static str, value: String, expected: &'static str },
+    #[error(transparent)]
+    Env(#[from] qkern_formats::env::EnvError),
 }
 
-/// A tuning knob from the environment: `None` where unset or empty, else its parsed value, or
-/// a typed error naming the variable, its value and what it accepts (a typo is not silently
-/// the default).
+/// A tuning knob from the environment ([`qkern_formats::env::knob`]): `None` where unset or
+/// empty, else its parsed value, or a typed error naming the variable, its value and what it
+/// accepts.
 fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>> {
-    knob(name, std::env::var(name).ok(), expected, parse)
-}
-
-/// [`env_knob`] of a given value.
-fn knob<T>(
-    name: &'static str,
-    value: Option<String>,
-    expected: &'static str,
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<Option<T>> {
-    match value {
-        Some(v) if !v.trim().is_empty() => match parse(v.trim()) {
-            Some(t) => Ok(Some(t)),
-            None => Err(WgpuError::Env { name, value: v, expected }),
-        },
-        _ => Ok(None),
-    }
+    Ok(qkern_formats::env::knob(name, expected, parse)?)
 }
 
 type Result<T, E = WgpuError> = std::result::Result<T, E>;
@@ -1383,19 +1367,18 @@ fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64) -> Scratch {
 #[cfg(test)]
 mod tests {
 
-    /// An environment knob's value: unset or empty is `None`, a known value parses, anything
-    /// else is a typed error naming the variable (not silently the default).
+    /// A knob with an unknown value is this backend's typed error, naming the variable (the
+    /// parsing itself: `qkern_formats::env`).
     #[test]
     fn knobs_reject_unknown_values() {
         let p = |v: &str| match v {
             "a" => Some(1),
             _ => None,
         };
-        assert_eq!(knob("K", None, "a", p).unwrap(), None);
-        assert_eq!(knob("K", Some(" ".into()), "a", p).unwrap(), None);
-        assert_eq!(knob("K", Some(" a ".into()), "a", p).unwrap(), Some(1));
-        let e = knob("QKERN_WGPU_X", Some("b".into()), "a", p).unwrap_err().to_string();
-        assert_eq!(e, "QKERN_WGPU_X=\"b\": expected a");
+        let e = qkern_formats::env::knob_value("QKERN_WGPU_X", Some("b".into()), "a", p).unwrap_err();
+        let e = WgpuError::from(e);
+        assert!(matches!(e, WgpuError::Env(_)));
+        assert_eq!(e.to_string(), "QKERN_WGPU_X=\"b\": expected a");
     }
     use super::*;
 
