@@ -61,16 +61,20 @@ kernels=(
 )
 
 if [ $avx512 = 1 ]; then
-    # Only the formats whose AVX-512 build the AVX-512 path dispatches (cpu/src/matmul.rs:
-    # q4_K, q5_K, q6_K, iq2_xxs, iq2_s and iq3_s run their AVX2 builds there, checked without
-    # --avx512; their AVX-512 copies are not emitted).
+    # Only the formats whose AVX-512 build the AVX-512 path dispatches, as cpu/src/matmul.rs's
+    # `kernels!` table says (`avx512 dot Some(crate::x86::avx512::...)`); the others run their
+    # AVX2 builds there (checked without --avx512) and their AVX-512 copies are not emitted.
+    table=cpu/src/matmul.rs
     avx512_kernels=()
     for k in "${kernels[@]}"; do
-        case "${k%% *}" in q4_K|q5_K|q6_K|iq2_xxs|iq2_s|iq3_s) continue ;; esac
-        avx512_kernels+=("${k/qkern_cpu::x86::/qkern_cpu::x86::avx512::}")
+        read -r label prefix <<< "$k"
+        part=${prefix#qkern_cpu::x86::}; part=${part%nt}   # q8_0:: or iq::iq2_xs_
+        grep -qF "avx512 dot Some(crate::x86::avx512::$part" "$table" || continue
+        avx512_kernels+=("$label ${prefix/qkern_cpu::x86::/qkern_cpu::x86::avx512::}")
     done
     kernels=("${avx512_kernels[@]}")
-    echo "AVX-512 path: its own builds of q8_0 q5_1 iq2_xs iq3_xxs iq4_nl iq4_xs nvfp4 (the AVX2 builds of the others)"
+    labels=$(for k in "${kernels[@]}"; do echo "${k%% *}"; done | paste -sd' ')
+    echo "AVX-512 path: its own builds of ${#kernels[@]} formats ($labels), the AVX2 builds of the others"
 fi
 
 dis=$(mktemp)
