@@ -9,7 +9,8 @@
 //! `default` (the backend's choice), `emul` (fma emulation even where `fma()` is fused),
 //! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
 //! checks without loop bounding), `u2` / `u4` (2 / 4 blocks per loop iteration), `rows`
-//! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others).
+//! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
+//! `rN` (N rows per workgroup).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
 //!
 //! `cargo run --release -p qkern-wgpu --example bench -- [--gib 1] [--nt 1,8] [--reps 20]
@@ -36,6 +37,10 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
         "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },
         "rows" => Tuning { wg_rows: if has_table { 8 } else { 32 }, ..d },
+        // `rN`: N rows per workgroup
+        r if r.strip_prefix('r').and_then(|n| n.parse::<u32>().ok()).is_some() => {
+            Tuning { wg_rows: r[1..].parse().unwrap_or(0), ..d }
+        }
         _ => d,
     }
 }
@@ -92,7 +97,7 @@ fn main() {
         let max_nt = nts.iter().copied().max().unwrap_or(1);
         let x = floats(&mut rng, Dist::Gaussian, max_nt * cols);
         let mut ga = be.alloc_acts(act, cols, max_nt).expect("acts");
-        for &nt in &nts {
+        for (ni, &nt) in nts.iter().enumerate() {
             be.quantize(&x[..nt * cols], &mut ga).expect("quantize");
             for (vi, vname) in variants.iter().enumerate() {
                 let used = be.set_tuning(variant(vname, f, default));
@@ -102,9 +107,12 @@ fn main() {
                 // Warm-up of at least 0.25 s (the GPU leaves its idle clocks while the next
                 // format's weights are prepared on the host; one warm-up batch was not enough:
                 // identical kernels measured 0.6-3x apart in one process), then the median of
-                // 5 batches of `reps` back-to-back dispatches.
+                // 5 batches of `reps` back-to-back dispatches. The first measurement after a
+                // format's weights were prepared warms for 1 s (0.25 s still left 4 of 26 of them
+                // 1.5-3x low in run13 of benches/results/2026-12-03-h200-session4).
+                let warm = if ni == 0 && vi == 0 { 1.0 } else { 0.25 };
                 let t0 = Instant::now();
-                while t0.elapsed().as_secs_f64() < 0.25 {
+                while t0.elapsed().as_secs_f64() < warm {
                     be.bench_matmul(&gw, &ga, nt, reps).expect("bench");
                 }
                 let mut batches: Vec<f64> =

@@ -16,13 +16,16 @@
 //!
 //! # Device layout
 //!
-//! Weights stay in ggml's block bytes in storage buffers read as u32 words (a block of q8_0 is
-//! 34 bytes, so most blocks are only 2-byte aligned: the kernels funnel-shift two words).
-//! A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is split by
-//! whole rows into parts, one buffer and one dispatch each. Activations use a word-aligned
-//! layout: q8_0 blocks as `[d as f32][32 x i8]` (36 bytes), q8_1 as `[d][s][32 x i8]` (40),
-//! q8_K as ggml's own 292 bytes; `import` and `read_acts` convert exactly (the fp16 -> f32
-//! widening is injective, NaN payloads included).
+//! The 256-element formats stay in ggml's block bytes in storage buffers read as u32 words
+//! (blocks that are only 2-byte aligned are read by funnel-shifting two words). The
+//! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
+//! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
+//! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
+//! added). A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is
+//! split by whole rows into parts, one buffer and one dispatch each. Activations: q8_0 and
+//! q8_1 rows as `[quants of every block][d of every block as f32]([s as f32])`, padded to 16
+//! bytes; q8_K as ggml's own 292-byte blocks; `import` and `read_acts` convert exactly (the
+//! fp16 -> f32 widening is injective, NaN payloads included).
 //!
 //! # Bits
 //!
@@ -101,6 +104,7 @@ use std::sync::{Arc, Mutex};
 
 use qkern_formats::{Format, ShapeError};
 
+mod layout;
 pub mod probe;
 mod shaders;
 
@@ -165,9 +169,10 @@ pub struct Options {
     /// nvfp4, q4_K, q5_K, q6_K; `shaders::chunk_of`) it multiplies the blocks per chunk
     /// instead (as far as the copy fits in 12 KiB).
     pub unroll: Option<u32>,
-    /// Weight rows per matmul workgroup (8 invocations each; `None`: `QKERN_WGPU_WG_ROWS`, else
-    /// 32 for the formats with lookup tables, which each workgroup copies to workgroup
-    /// memory, and 8 for the others). Rounded to 1, 2, 4, 8, 16 or 32.
+    /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats; `None`:
+    /// `QKERN_WGPU_WG_ROWS`, else 32 for the formats with lookup tables, which each workgroup
+    /// copies to workgroup memory, and for the pair formats, 8 for the others). Rounded to a
+    /// power of two up to 128; at most 32 for the 8-invocation kernels.
     pub wg_rows: Option<u32>,
     /// Split weights into parts of at most this many bytes (`None`: the adapter's
     /// storage-binding limit, at most 2 GiB).
@@ -384,12 +389,13 @@ impl WgpuActs {
     }
 }
 
-/// Device-layout words per activation block.
-fn act_block_words(act: Format) -> usize {
+/// Device-layout words per token of an activation row of `cols` columns (q8_0 / q8_1:
+/// `layout::act_stride`; q8_K: ggml's blocks).
+fn act_row_words(act: Format, cols: usize) -> usize {
+    let nb = cols / act.block_elems();
     match act {
-        Format::Q8_0 => 9,
-        Format::Q8_1 => 10,
-        _ => 73,
+        Format::Q8_0 | Format::Q8_1 => layout::act_stride(act, nb),
+        _ => nb * 73,
     }
 }
 
@@ -478,8 +484,8 @@ impl WgpuBackend {
         };
         let wg_rows = match opts.wg_rows {
             Some(r) => r,
-            None => env_knob("QKERN_WGPU_WG_ROWS", "1, 2, 4, 8, 16 or 32", |v| {
-                v.parse().ok().filter(|r| [1, 2, 4, 8, 16, 32].contains(r))
+            None => env_knob("QKERN_WGPU_WG_ROWS", "1, 2, 4, 8, 16, 32, 64 or 128", |v| {
+                v.parse().ok().filter(|r: &u32| r.is_power_of_two() && *r <= 128)
             })?
             .unwrap_or(0),
         };
@@ -611,7 +617,7 @@ impl WgpuBackend {
                 2 | 3 => 2,
                 _ => 4,
             },
-            wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 32).next_power_of_two().min(32) },
+            wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -778,7 +784,8 @@ impl WgpuBackend {
             return Err(ShapeError::ByteLength { what: "weights", expected: n, got: bytes.len() }.into());
         }
         let row_bytes = format.row_bytes(cols)?;
-        let rows_per_part = (self.max_part as usize / row_bytes).min(rows);
+        // (The pair layout needs no more bytes than ggml's blocks, plus 16.)
+        let rows_per_part = ((self.max_part as usize).saturating_sub(16) / row_bytes).min(rows);
         if rows_per_part == 0 {
             return Err(WgpuError::Unsupported(format!(
                 "one row of {row_bytes} bytes exceeds this adapter's storage binding limit ({} bytes)",
@@ -792,8 +799,15 @@ impl WgpuBackend {
         let mut row0 = 0;
         while row0 < rows {
             let pr = rows_per_part.min(rows - row0);
-            let data = &bytes[row0 * row_bytes..(row0 + pr) * row_bytes];
-            let size = (data.len() as u64).next_multiple_of(4) + PAD;
+            let raw = &bytes[row0 * row_bytes..(row0 + pr) * row_bytes];
+            let packed;
+            let data = if layout::is_pair(format) {
+                packed = layout::pack(format, raw, pr);
+                &packed[..]
+            } else {
+                raw
+            };
+            let size = (data.len() as u64).next_multiple_of(16) + PAD;
             let buffer =
                 self.buffer("qkern weights", size, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
             // Upload in pieces of at most 64 MiB (wgpu stages each write).
@@ -836,8 +850,8 @@ impl WgpuBackend {
         if capacity == 0 {
             return Err(ShapeError::ZeroTokens.into());
         }
-        let ggml_row = format.row_bytes(cols)?;
-        let row_words = cols / format.block_elems() * act_block_words(format);
+        format.row_bytes(cols)?;
+        let row_words = act_row_words(format, cols);
         let bytes = (row_words * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         let xin_bytes = (cols * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         if bytes + PAD > self.max_binding || xin_bytes + PAD > self.max_binding {
@@ -877,7 +891,7 @@ impl WgpuBackend {
             qparams,
             qgroup,
             read,
-            host: vec![0u8; (ggml_row / format.block_bytes() * act_block_words(format) * 4) * capacity],
+            host: vec![0u8; row_words * 4 * capacity],
             device: self.device_id(),
         })
     }
@@ -903,7 +917,8 @@ impl WgpuBackend {
         let t = self.tuning();
         let pipe = self.pipeline(Kernel::Quant(a.format, t.native_fma, t.checks))?;
         let (gx, gy) = grid(nblocks.div_ceil(64));
-        let p = [nblocks, gx, 0, 0];
+        let nbr = (a.cols / a.format.block_elems()) as u32;
+        let p = [nblocks, gx, 0, nbr, a.row_words as u32];
         self.queue.write_buffer(&a.qparams, 0, bytemuck::cast_slice(&p));
         self.queue.write_buffer(&a.xin, 0, bytemuck::cast_slice(x));
         let mut enc = self.device.create_command_encoder(&Default::default());
@@ -925,20 +940,23 @@ impl WgpuBackend {
         if bytes.is_empty() || !bytes.len().is_multiple_of(rb) || bytes.len() / rb > a.capacity {
             return Err(ShapeError::ByteLength { what: "quantized activations", expected: rb, got: bytes.len() }.into());
         }
-        let bb = a.format.block_bytes();
-        let dw = act_block_words(a.format) * 4;
-        let nblocks = bytes.len() / bb;
-        let host = &mut a.host[..nblocks * dw];
+        let tokens = bytes.len() / rb;
+        let rw = a.row_words * 4;
+        let host = &mut a.host[..tokens * rw];
         match a.format {
             Format::Q8_K => host.copy_from_slice(bytes),
             Format::Q8_0 | Format::Q8_1 => {
+                let (bb, nb) = (a.format.block_bytes(), a.cols / 32);
                 let nh = if a.format == Format::Q8_0 { 1 } else { 2 };
-                for (src, dst) in bytes.chunks_exact(bb).zip(host.chunks_exact_mut(dw)) {
-                    for k in 0..nh {
-                        let h = u16::from_le_bytes([src[2 * k], src[2 * k + 1]]);
-                        dst[4 * k..4 * k + 4].copy_from_slice(&widen_f16(h).to_le_bytes());
+                for (src, dst) in bytes.chunks_exact(rb).zip(host.chunks_exact_mut(rw)) {
+                    for (b, blk) in src.chunks_exact(bb).enumerate() {
+                        dst[32 * b..32 * b + 32].copy_from_slice(&blk[2 * nh..]);
+                        for k in 0..nh {
+                            let h = u16::from_le_bytes([blk[2 * k], blk[2 * k + 1]]);
+                            let o = 4 * ((8 + k) * nb + b);
+                            dst[o..o + 4].copy_from_slice(&widen_f16(h).to_le_bytes());
+                        }
                     }
-                    dst[4 * nh..].copy_from_slice(&src[2 * nh..]);
                 }
             }
             f => return Err(ShapeError::Role { format: f, role: "activation" }.into()),
@@ -965,19 +983,21 @@ impl WgpuBackend {
         let mut enc = self.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(&a.buf, 0, &a.read, 0, n);
         self.queue.submit([enc.finish()]);
-        let bb = a.format.block_bytes();
-        let dw = act_block_words(a.format) * 4;
         let fmt = a.format;
+        let (bb, nb, rw) = (fmt.block_bytes(), a.cols / 32, a.row_words * 4);
         self.read_back(&a.read, n, |dev| match fmt {
             Format::Q8_K => out.copy_from_slice(&dev[..out.len()]),
             _ => {
                 let nh = if fmt == Format::Q8_0 { 1 } else { 2 };
-                for (src, dst) in dev.chunks_exact(dw).zip(out.chunks_exact_mut(bb)) {
-                    for k in 0..nh {
-                        let w = u32::from_le_bytes([src[4 * k], src[4 * k + 1], src[4 * k + 2], src[4 * k + 3]]);
-                        dst[2 * k..2 * k + 2].copy_from_slice(&narrow_f16(w).to_le_bytes());
+                for (src, dst) in dev.chunks_exact(rw).zip(out.chunks_exact_mut(rb)) {
+                    for (b, blk) in dst.chunks_exact_mut(bb).enumerate() {
+                        blk[2 * nh..].copy_from_slice(&src[32 * b..32 * b + 32]);
+                        for k in 0..nh {
+                            let o = 4 * ((8 + k) * nb + b);
+                            let w = u32::from_le_bytes([src[o], src[o + 1], src[o + 2], src[o + 3]]);
+                            blk[2 * k..2 * k + 2].copy_from_slice(&narrow_f16(w).to_le_bytes());
+                        }
                     }
-                    dst[2 * nh..].copy_from_slice(&src[4 * nh..]);
                 }
             }
         })
@@ -1154,7 +1174,8 @@ impl WgpuBackend {
                 let n = (ne * 4) as u64;
                 let mut sc = self.scratch(n)?;
                 let (gx, gy) = grid((ne as u32).div_ceil(256));
-                let words: [u32; 5] = [ne as u32, w.cols as u32, w.row_bytes as u32, r as u32, gx];
+                let nb = (w.cols / w.format.block_elems()) as u32;
+                let words: [u32; 7] = [ne as u32, w.cols as u32, w.row_bytes as u32, r as u32, gx, p.rows as u32, nb];
                 self.queue.write_buffer(&sc.params, 0, bytemuck::cast_slice(&words));
                 let mut enc = self.device.create_command_encoder(&Default::default());
                 {
@@ -1269,10 +1290,12 @@ impl WgpuBackend {
 
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
+    let pair = layout::is_pair(f);
     if t.wg_rows != 0 {
-        return t.wg_rows;
+        // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
+        return if pair { t.wg_rows } else { t.wg_rows.min(32) };
     }
-    if shaders::table_words(f) > 0 { 32 } else { 8 }
+    if pair || shaders::table_words(f) > 0 { 32 } else { 8 }
 }
 
 fn copy_f32(b: &[u8], out: &mut [f32]) {

@@ -12,6 +12,8 @@ const REDUCE_SUBGROUP: &str = include_str!("wgsl/reduce_subgroup.wgsl");
 const REDUCE_SHARED: &str = include_str!("wgsl/reduce_shared.wgsl");
 const MATMUL_HEAD: &str = include_str!("wgsl/matmul_head.wgsl");
 const MATMUL_MAIN: &str = include_str!("wgsl/matmul_main.wgsl");
+const PAIR_HEAD: &str = include_str!("wgsl/pair_head.wgsl");
+const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
 const FMA: &str = include_str!("wgsl/fma.wgsl");
@@ -61,11 +63,12 @@ pub(crate) fn tables_words() -> Vec<u32> {
     v
 }
 
-/// The WGSL file of a weight format's matmul kernel.
+/// The WGSL file of a weight format's matmul kernel (the pair formats': `pair_main.wgsl`'s
+/// `step` and `finish`; the others': `matmul_main.wgsl`'s).
 fn matmul_body(f: Format) -> Option<&'static str> {
     Some(match f {
-        Format::Q8_0 => include_str!("wgsl/mm_q8_0.wgsl"),
-        Format::Q5_1 => include_str!("wgsl/mm_q5_1.wgsl"),
+        Format::Q8_0 => include_str!("wgsl/mp_q8_0.wgsl"),
+        Format::Q5_1 => include_str!("wgsl/mp_q5_1.wgsl"),
         Format::Q4_K => include_str!("wgsl/mm_q4_k.wgsl"),
         Format::Q5_K => include_str!("wgsl/mm_q5_k.wgsl"),
         Format::Q6_K => include_str!("wgsl/mm_q6_k.wgsl"),
@@ -74,9 +77,9 @@ fn matmul_body(f: Format) -> Option<&'static str> {
         Format::IQ2_S => include_str!("wgsl/mm_iq2_s.wgsl"),
         Format::IQ3_XXS => include_str!("wgsl/mm_iq3_xxs.wgsl"),
         Format::IQ3_S => include_str!("wgsl/mm_iq3_s.wgsl"),
-        Format::IQ4_NL => include_str!("wgsl/mm_iq4_nl.wgsl"),
+        Format::IQ4_NL => include_str!("wgsl/mp_iq4_nl.wgsl"),
         Format::IQ4_XS => include_str!("wgsl/mm_iq4_xs.wgsl"),
-        Format::NVFP4 => include_str!("wgsl/mm_nvfp4.wgsl"),
+        Format::NVFP4 => include_str!("wgsl/mp_nvfp4.wgsl"),
         _ => return None,
     })
 }
@@ -122,14 +125,12 @@ fn table_src(f: Format, wg: u32) -> String {
 /// invocations copy the chunk with consecutive invocations reading consecutive u32 words
 /// (one contiguous span per row, every word read once); the per-lane integer and float work
 /// is unchanged (same blocks, same lanes, same order).
-// Only where the H200 measured a gain (benches/results/2026-12-03-h200-final: q8_0 201 ->
-// 1349 GB/s, q5_1 486 -> 590); iq4_nl, nvfp4 and the K-quants were slower through the copy.
+// The H200 measured a gain only for q8_0 and q5_1 (benches/results/2026-12-03-h200-final:
+// q8_0 201 -> 1349 GB/s, q5_1 486 -> 590), which now run the pair kernels instead; iq4_nl,
+// nvfp4 and the K-quants were slower through the copy. Kept for formats that may need it.
 fn chunk_of(f: Format) -> Option<(u32, u32)> {
-    match f {
-        Format::Q8_0 => Some((8, 34)),
-        Format::Q5_1 => Some((8, 24)),
-        _ => None,
-    }
+    let _ = f;
+    None
 }
 
 /// The chunk copy of [`chunk_of`]: `chunk_load(base, b0)` (every invocation, uniform control
@@ -177,6 +178,9 @@ pub(crate) fn matmul_source(
     rows: u32,
 ) -> Option<String> {
     let body = matmul_body(f)?;
+    if crate::layout::is_pair(f) {
+        return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows));
+    }
     let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
     // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
@@ -212,6 +216,33 @@ pub(crate) fn matmul_source(
     Some(s)
 }
 
+/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row.
+fn pair_source(f: Format, body: &str, nt: u32, subgroups: bool, native_fma: bool, unroll: u32, rows: u32) -> String {
+    let wg = 2 * rows;
+    let mut s = String::with_capacity(16 * 1024);
+    s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
+    s.push_str(&table_consts());
+    s.push_str(PAIR_HEAD);
+    s.push_str(&table_src(f, wg));
+    s.push_str(&common_without_buffers());
+    s.push_str(&fma_src(native_fma));
+    s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+    s.push_str(body);
+    let lp = match unroll {
+        0 | 1 => "for (var b = 0u; b < P.nb; b++) {\n        step(k0 + b * G, b, h, &st);\n    }".to_string(),
+        u => {
+            let steps: String =
+                (0..u).map(|k| format!("        step(k0 + (b + {k}u) * G, b + {k}u, h, &st);\n")).collect();
+            format!(
+                "var b = 0u;\n    for (; b + {}u < P.nb; b += {u}u) {{\n{steps}    }}\n    for (; b < P.nb; b++) {{\n        step(k0 + b * G, b, h, &st);\n    }}",
+                u - 1
+            )
+        }
+    };
+    s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    s
+}
+
 /// The dequantize kernel of `f`.
 pub(crate) fn dequant_source(f: Format) -> Option<String> {
     let name = match f {
@@ -231,8 +262,16 @@ pub(crate) fn dequant_source(f: Format) -> Option<String> {
         _ => return None,
     };
     let mut s = table_consts();
-    s.push_str(&format!("const BE: u32 = {}u;\nconst BB: u32 = {}u;\n", f.block_elems(), f.block_bytes()));
-    s.push_str(&DEQUANT.replace("DEQ(", &format!("deq_{name}(")));
+    let (paw, addr, prefix) = match crate::layout::pair_regions(f) {
+        Some((a, _)) => (a / 4, "ptiled(DP.row_first + rr, c / BE)", "deqp"),
+        None => (0, "(DP.row_first + rr) * DP.row_bytes + (c / BE) * BB", "deq"),
+    };
+    s.push_str(&format!(
+        "const BE: u32 = {}u;\nconst BB: u32 = {}u;\nconst PAW: u32 = {paw}u;\n",
+        f.block_elems(),
+        f.block_bytes()
+    ));
+    s.push_str(&DEQUANT.replace("DEQ(", &format!("{prefix}_{name}(")).replace("BLOCK_ADDR", addr));
     s.push_str(COMMON);
     Some(s)
 }

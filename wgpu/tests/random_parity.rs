@@ -93,9 +93,10 @@ fn run_format(f: Format) {
     let Some(be) = common::backend() else { return };
     let mut failures = Vec::new();
     let mut seeds = Rng::new(0xC0FFEE ^ f.id() as u64);
-    // NT 1..=8 and 11 (two dispatches); 1, 2, 3, 5 units of columns; 1, 7, 13 rows.
+    // NT 1..=8 and 11 (two dispatches); 1, 2, 3, 5 units of columns; 1, 7, 13, 37 rows (the
+    // pair layout tiles rows by 16: 37 has a short last tile).
     for (i, nt) in (1..=8).chain([11]).enumerate() {
-        let rows = [13, 7, 1][i % 3];
+        let rows = [13, 7, 1, 37][(i + i / 4) % 4];
         let units = [1, 3, 2, 5][i % 4];
         let dist = Dist::ALL[i % Dist::ALL.len()];
         if let Err(m) = case(be, f, seeds.next_u64(), rows, units, nt, dist) {

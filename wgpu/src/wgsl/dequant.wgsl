@@ -9,6 +9,8 @@ struct DParams {
     row_bytes: u32,
     row_first: u32,  // first row (within the weight part) of this dispatch
     groups_x: u32,
+    part_rows: u32,  // rows of the weight part (pair layout)
+    nb: u32,         // blocks per row
 }
 
 @group(0) @binding(0) var<storage, read> W: array<u32>;
@@ -199,6 +201,47 @@ fn deq_nvfp4(B: u32, e: u32) -> f32 {
     return f32(kv(OFF_FP4, n)) * ue4m3(w8(B + s));
 }
 
+// ---- The pair layout (src/layout.rs): `k` is the block's tiled number, region A holds PAW
+// words per block, region B follows it.
+fn ptiled(r: u32, b: u32) -> u32 {
+    let g0 = r - r % 16u;
+    return g0 * DP.nb + b * min(16u, DP.part_rows - g0) + (r - g0);
+}
+fn pboff() -> u32 {
+    return DP.part_rows * DP.nb * PAW;
+}
+// Nibble `i` (0..16) of half `hh` (0: low nibbles, elements 0..16; 1: high) of the q5_1 /
+// iq4_nl repack at word `a`: P(2hh + p) holds qs words 2p (low nibbles) and 2p + 1 (high).
+fn pnib(a: u32, hh: u32, i: u32) -> u32 {
+    let j = i >> 2u;
+    let v = W[a + 2u * hh + (j >> 1u)];
+    return (v >> (8u * (i & 3u) + 4u * (j & 1u))) & 15u;
+}
+fn deqp_q8_0(k: u32, e: u32) -> f32 {
+    return f32(sext8(w8(32u * k + e))) * f16f(w16(4u * pboff() + 2u * k));
+}
+fn deqp_iq4_nl(k: u32, e: u32) -> f32 {
+    let n = pnib(4u * k, e >> 4u, e & 15u);
+    return f16f(w16(4u * pboff() + 2u * k)) * f32(kv(OFF_KVNL, n));
+}
+// As deq_q5_1.
+fn deqp_q5_1(k: u32, e: u32) -> f32 {
+    let hw = pboff() + 2u * k;
+    let d = f16f(W[hw] & 0xffffu);
+    let m = f16f(W[hw] >> 16u);
+    let q = pnib(4u * k, e >> 4u, e & 15u) | (((W[hw + 1u] >> e) & 1u) << 4u);
+    return f32(q) * d + m;
+}
+// As deq_nvfp4; sub-block s sits at position 2 (s & 1) + (s >> 1) of region A's block.
+fn deqp_nvfp4(k: u32, e: u32) -> f32 {
+    let s = e >> 4u;
+    let j = e & 15u;
+    let pos = 2u * (s & 1u) + (s >> 1u);
+    let byte = w8(32u * k + 8u * pos + (j & 7u));
+    let n = select(byte >> 4u, byte & 15u, j < 8u);
+    return f32(kv(OFF_FP4, n)) * ue4m3((W[pboff() + k] >> (8u * s)) & 0xffu);
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let i = (wg.y * DP.groups_x + wg.x) * 256u + lid;
@@ -207,6 +250,5 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     }
     let rr = i / DP.cols;
     let c = i % DP.cols;
-    let B = (DP.row_first + rr) * DP.row_bytes + (c / BE) * BB;
-    O[i] = DEQ(B, c % BE);
+    O[i] = DEQ(BLOCK_ADDR, c % BE);
 }

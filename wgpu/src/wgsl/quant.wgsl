@@ -11,6 +11,8 @@ struct QParams {
     nblocks: u32,  // activation blocks to quantize (all tokens)
     groups_x: u32,
     zero: u32,     // always 0
+    nbr: u32,      // activation blocks per token (q8_0 / q8_1)
+    stride: u32,   // u32 words per token (q8_0 / q8_1 device layout: src/layout.rs)
 }
 
 @group(0) @binding(0) var<storage, read> XF: array<u32>;
@@ -43,8 +45,13 @@ fn quant_q8_01(g: u32, with_s: bool) {
     let amax = bitcast<f32>(maxps(a0, a1));
     let d = div_rn(amax, 127.0);
     let id = select(0.0, div_rn(127.0, amax), bitcast<u32>(amax) != 0u);
-    let ow = select(9u, 10u, with_s) * g;
-    let qo = ow + select(1u, 2u, with_s);
+    // Device layout (src/layout.rs): per token the quants (8 words per block), then the d
+    // words, then (q8_1) the s words.
+    let tok = g / QP.nbr;
+    let b = g % QP.nbr;
+    let row = tok * QP.stride;
+    let qo = row + 8u * b;
+    let ow = row + 8u * QP.nbr + b;
     var sum = 0i;
     for (var w = 0u; w < 8u; w++) {
         var packed = 0u;
@@ -58,7 +65,7 @@ fn quant_q8_01(g: u32, with_s: bool) {
     }
     XA[ow] = q8_d_word(f32_to_f16_bits(d));
     if (with_s) {
-        XA[ow + 1u] = q8_d_word(f32_to_f16_bits(d * f32(sum)));
+        XA[ow + QP.nbr] = q8_d_word(f32_to_f16_bits(d * f32(sum)));
     }
 }
 

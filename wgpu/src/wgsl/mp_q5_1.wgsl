@@ -1,0 +1,35 @@
+// ---- q5_1 x q8_1: ggml_vec_dot_q5_1_q8_1 (AVX2), pair layout ---------------------------------
+// Element j: nibble (j < 16: low of qs[j], else high of qs[j-16]) | bit j of qh << 4; lane l =
+// elements 4l..4l+3. Region A: the nibble repack (layout.rs; invocation h: words 2h, 2h+1, its
+// lanes' nibbles in bytes); region B: the words d | m << 16 and qh. summs += m * s (a product of
+// two fp16 values: exact, so contracted or not is the same) is kept by both invocations.
+const AW: u32 = 4u;
+const ABPB: u32 = 1u;
+struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NT> }
+fn step(k: u32, b: u32, h: u32, st: ptr<function, St>) {
+    let p = W[k];
+    let pp = select(p.zw, p.xy, h == 0u);
+    let hb = W[(BOFF >> 2u) + (k >> 1u)];
+    let hd = select(hb.zw, hb.xy, (k & 1u) == 0u);
+    let dx = f16f(hd.x & 0xffffu);
+    let m = f16f(hd.x >> 16u);
+    let qh = hd.y >> (16u * h);
+    let q = vec4<u32>(
+        (pp.x & 0x0f0f0f0fu) | (spread4(qh & 0xfu) << 4u),
+        ((pp.x >> 4u) & 0x0f0f0f0fu) | (spread4((qh >> 4u) & 0xfu) << 4u),
+        (pp.y & 0x0f0f0f0fu) | (spread4((qh >> 8u) & 0xfu) << 4u),
+        ((pp.y >> 4u) & 0x0f0f0f0fu) | (spread4((qh >> 12u) & 0xfu) << 4u),
+    );
+    for (var t = 0u; t < NT; t++) {
+        (*st).summs[t] = (*st).summs[t] + m * as1(t, b);
+        let d = dx * ad(t, b);
+        (*st).acc[t] = chain4(d, dot16(q, aq(t, b, h)), (*st).acc[t]);
+    }
+}
+fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        r[t] = hsum_pair((*st).acc[t], lid) + (*st).summs[t];
+    }
+    return r;
+}

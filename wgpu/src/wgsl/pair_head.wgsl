@@ -1,0 +1,85 @@
+// ---- pair_head.wgsl: bindings and the row skeleton of the 32-element formats' kernels -----
+//
+// q8_0, q5_1, iq4_nl, nvfp4 (the pair layout: src/layout.rs). One workgroup of 2 * ROWS
+// invocations computes ROWS weight rows; invocation `lid` works on row `lid / 2` and owns AVX2
+// lanes 4h..4h+3, h = lid % 2, of every block: for each of the NT tokens it keeps the four
+// lanes' f32 accumulators and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)` over
+// the row's blocks in order (the (block, token) scale product `d` is shared by its 4 lanes).
+// Integer lane sums are exact (packed 4x8 dot products). The 8 lanes are then reduced in
+// `hsum_float_8`'s order: r_i = l_i + l_{i+4} by one exchange with the partner invocation
+// (IEEE addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
+
+struct Params {
+    rows: u32,       // rows of this weight part
+    nb: u32,         // weight blocks per row
+    row_bytes: u32,  // (unused by the pair layout)
+    act_words: u32,  // u32 words per activation row (device layout: a multiple of 4)
+    tok0: u32,       // first token of this dispatch
+    out_stride: u32, // rows of the whole matrix (the output's row stride)
+    row0: u32,       // first row of this part in the whole matrix
+    zero: u32,       // always 0; the compiler cannot know it
+    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
+}
+
+@group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> T: array<u32>;
+@group(1) @binding(0) var<storage, read> X: array<vec4<u32>>;
+@group(2) @binding(0) var<storage, read_write> O: array<f32>;
+@group(2) @binding(1) var<uniform> P: Params;
+
+fn zero_u() -> u32 {
+    return P.zero;
+}
+
+// Word `i` of the weights / the activations.
+fn ww(i: u32) -> u32 {
+    return W[i >> 2u][i & 3u];
+}
+fn xw(i: u32) -> u32 {
+    return X[i >> 2u][i & 3u];
+}
+
+// Word offset of the weights' region B (after region A: P.rows * P.nb blocks of AW words).
+var<private> BOFF: u32;
+
+// The 16 activation quant bytes of half h of activation block ab of token t (of this dispatch),
+// and the block's d and (q8_1) s.
+fn aq(t: u32, ab: u32, h: u32) -> vec4<u32> {
+    return X[(((P.tok0 + t) * P.act_words) >> 2u) + 2u * ab + h];
+}
+fn ad(t: u32, ab: u32) -> f32 {
+    return bitcast<f32>(xw((P.tok0 + t) * P.act_words + 8u * P.nb * ABPB + ab));
+}
+fn as1(t: u32, ab: u32) -> f32 {
+    return bitcast<f32>(xw((P.tok0 + t) * P.act_words + 9u * P.nb * ABPB + ab));
+}
+
+// The four lanes' integer sums of 16 weight bytes `q` with 16 activation bytes `a`.
+fn dot16(q: vec4<u32>, a: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(
+        f32(dot4I8Packed(q.x, a.x)),
+        f32(dot4I8Packed(q.y, a.y)),
+        f32(dot4I8Packed(q.z, a.z)),
+        f32(dot4I8Packed(q.w, a.w)),
+    );
+}
+
+// acc_i = fmx(d, li_i, acc_i) for the four lanes.
+fn chain4(d: f32, li: vec4<f32>, acc: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(fmx(d, li.x, acc.x), fmx(d, li.y, acc.y), fmx(d, li.z, acc.z), fmx(d, li.w, acc.w));
+}
+
+// hsum_float_8 of the row's 8 lanes (this invocation's 4 and its partner's); both get it.
+fn hsum_pair(a: vec4<f32>, lid: u32) -> f32 {
+    let r0 = a.x + xorf(a.x, 1u, lid);
+    let r1 = a.y + xorf(a.y, 1u, lid);
+    let r2 = a.z + xorf(a.z, 1u, lid);
+    let r3 = a.w + xorf(a.w, 1u, lid);
+    return (r0 + r2) + (r1 + r3);
+}
+
+// The wrapping integer sum of the row's 8 lanes.
+fn isum_pair(a: vec4<i32>, lid: u32) -> i32 {
+    let s = (a.x + a.y) + (a.z + a.w);
+    return s + xori(s, 1u, lid);
+}
