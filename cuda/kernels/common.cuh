@@ -185,6 +185,28 @@ QK_DEV u32 qk_lut16(u32 q, const u32* t) {
     return (lo & ~m) | (hi & m);
 }
 
+// Both nibbles of each byte of `w` looked up in the 16-entry byte table t[0..4]: `*lo` gets
+// the values of the low nibbles (byte k: table[w_k & 15]), `*hi` those of the high nibbles.
+// ggml-cuda/vecdotq.cuh `get_int_from_table_16`: per 16-bit half, two __byte_perm on the low 3
+// bits of each nibble (table bytes 0-7 and 8-15), one picking by bit 3, then two separating
+// even and odd nibbles: 8 perms for 8 values (qk_lut16: 2 per 4, plus masking). The selectors
+// are masked to 3 bits per nibble (bit 3 of a __byte_perm selector nibble is documented as
+// unused; masked, no mode can read it).
+QK_DEV void qk_lut16x2(u32 w, const u32* t, u32* lo, u32* hi) {
+    const u32 idx = w & 0x77777777u;
+    const u32 pick = 0x32103210u | ((w & 0x88888888u) >> 1);
+    u32 v[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const u32 sh = 16u * (u32)i;
+        const u32 a = qk_perm(t[0], t[1], idx >> sh);
+        const u32 b = qk_perm(t[2], t[3], idx >> sh);
+        v[i] = qk_perm(a, b, pick >> sh);
+    }
+    *lo = qk_perm(v[0], v[1], 0x6420u);
+    *hi = qk_perm(v[0], v[1], 0x7531u);
+}
+
 // Horizontal sum of the 8 lanes of a lane group (lanes l, l^4, l^2, l^1), in ggml's
 // `hsum_float_8` order ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); every lane gets the result
 // (the adds are commutative, so each lane computes the same bits).

@@ -4,8 +4,8 @@
 //   the odd one into accum2 (acc = fma(dy*dx, lane, acc)), sumf = hsum_float_8(accum1 +
 //   accum2); an odd last block goes through the scalar tail `sumf += d * (sumi1 + sumi2)`,
 //   which gcc contracts into one fma.
-// Device layout: tiled (layout.rs) and split (bodies of 16 nibble bytes, then the fp16 d array). Two threads per
-// row: thread h takes the low (lanes 0-3) or high (lanes 4-7) nibbles.
+// Device layout: tiled (layout.rs) and split (bodies of 16 nibble bytes, nibble-repacked, then the fp16 d
+// array). Two threads per row: thread h takes the low (lanes 0-3) or high (lanes 4-7) nibbles, 8 bytes.
 
 #include "mm_common.cuh"
 
@@ -18,15 +18,18 @@ struct UnitIq4Nl {
         const u64 k = qk_wblk(J.rows, nb, row, b);
         u32 kv[4];
         for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
-        const uint4 qq = ld128((const u8*)J.w + k * 16u);
-        const u32 qw[4] = {qq.x, qq.y, qq.z, qq.w};
+        // The nibble repack (layout.rs `nibble_pack`): this thread's 16 nibbles, 8 bytes.
+        const uint2 qq = ld64((const u8*)J.w + k * 16u + 8u * h);
+        u32 v4[4];
+        qk_lut16x2(qq.x, kv, &v4[0], &v4[1]);
+        qk_lut16x2(qq.y, kv, &v4[2], &v4[3]);
         const float dx = qk_h2f(qk_ld((const u16*)J.wd + k));
         const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const i32 v = (i32)qk_lut16((h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu, kv);
+            const i32 v = (i32)v4[i];
             u32 av[NTM];
             ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll
@@ -77,7 +80,10 @@ MM_KERNELS_B(iq4_nl, mm_iq4_nl)
 MM_KERNELS_K(iq4_nl, UnitIq4Nl, MmPairs)
 
 QK_DEV float deq_iq4_nl(const u8* body, u16 d16, u32 e, const u32* tab) {
-    const u32 n = e < 16 ? (body[e] & 0xfu) : (body[e - 16] >> 4);
+    // The nibble repack: element e is nibble (e & 15) of half e >> 4 (word 2h + j / 2, j = the
+    // ggml qs word, at bits 8 (e & 3) + 4 (j & 1)).
+    const u32 hh = e >> 4, i = e & 15u, j = i >> 2;
+    const u32 n = (body[4u * (2u * hh + (j >> 1)) + (i & 3u)] >> (4u * (j & 1u))) & 0xfu;
     return qk_mul(qk_h2f(d16), (float)(i8)tab_byte(tab + TAB_IQ4NL, n));
 }
 DEQ_KERNEL_T(iq4_nl, deq_iq4_nl, 32, 16, 1, 1)

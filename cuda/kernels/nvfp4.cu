@@ -23,14 +23,16 @@ struct UnitNvfp4 {
         const u32 sb = 2u * k + h;
         const u32 w0 = ld32(blk + 4 + 8u * sb), w1 = ld32(blk + 8 + 8u * sb);
         // lane 4h+i: word 2sb + (i & 1), high nibbles for i >= 2
-        const u32 ws[4] = {w0, w1, w0 >> 4, w1 >> 4};
+        u32 v4[4];
+        qk_lut16x2(w0, kv, &v4[0], &v4[2]);
+        qk_lut16x2(w1, kv, &v4[1], &v4[3]);
         const float ue = qk_ue4m3(ld32(blk) >> (8u * sb));
         const u32* aq = (const u32*)J.a_qs + (u64)(8u * u + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)u * capw, da);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const i32 v = (i32)qk_lut16(ws[i] & 0x0f0f0f0fu, kv);
+            const i32 v = (i32)v4[i];
             u32 av[NTM];
             ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll

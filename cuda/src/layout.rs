@@ -33,6 +33,40 @@ pub struct WeightLayout {
     pub body: usize,
     /// Rows per tile (1: row-major).
     pub tile: usize,
+    /// iq4_nl: the 16 nibble bytes of a body repacked so that each of a row's two threads
+    /// reads its lanes' 16 nibbles as 8 contiguous bytes ([`nibble_pack`]).
+    pub nibbles: bool,
+}
+
+/// The nibble repack of iq4_nl's 16 `qs` bytes (words w0..w3): device word `2h + p` is
+/// `nib_h(w[2p]) | nib_h(w[2p+1]) << 4`, `nib_0(w) = w & 0x0f0f0f0f` (elements 0..16),
+/// `nib_1(w) = (w >> 4) & 0x0f0f0f0f` (elements 16..32). Thread h of a row (lanes 4h..4h+3)
+/// reads words 2h and 2h + 1 and looks up both nibbles of each byte at once (`qk_lut16x2`).
+pub fn nibble_pack(qs: &[u8], out: &mut [u8]) {
+    let w: Vec<u32> = qs.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    for h in 0..2 {
+        let nib = |x: u32| if h == 0 { x & 0x0f0f_0f0f } else { (x >> 4) & 0x0f0f_0f0f };
+        for p in 0..2 {
+            let v = nib(w[2 * p]) | (nib(w[2 * p + 1]) << 4);
+            out[4 * (2 * h + p)..4 * (2 * h + p) + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// The inverse of [`nibble_pack`].
+pub fn nibble_unpack(dev: &[u8], qs: &mut [u8]) {
+    let mut w = [0u32; 4];
+    for h in 0..2 {
+        for p in 0..2 {
+            let i = 4 * (2 * h + p);
+            let v = u32::from_le_bytes([dev[i], dev[i + 1], dev[i + 2], dev[i + 3]]);
+            w[2 * p] |= (v & 0x0f0f_0f0f) << (4 * h);
+            w[2 * p + 1] |= ((v >> 4) & 0x0f0f_0f0f) << (4 * h);
+        }
+    }
+    for (i, x) in w.iter().enumerate() {
+        qs[4 * i..4 * i + 4].copy_from_slice(&x.to_le_bytes());
+    }
 }
 
 /// Rows per tile of the tiled formats (`QK_TILE` in kernels/common.cuh).
@@ -64,7 +98,8 @@ impl WeightLayout {
         };
         let tile =
             if matches!(format, Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4) { TILE } else { 1 };
-        Ok(WeightLayout { format, split, d_offset, body: if split { bb - 2 } else { bb }, tile })
+        let nibbles = format == Format::IQ4_NL;
+        Ok(WeightLayout { format, split, d_offset, body: if split { bb - 2 } else { bb }, tile, nibbles })
     }
 
     /// Device bytes of `nblocks` blocks: bodies, then (split) the `d` array.
@@ -100,6 +135,10 @@ impl WeightLayout {
                 body[..o].copy_from_slice(&blk[..o]);
                 body[o..].copy_from_slice(&blk[o + 2..]);
                 ds[2 * k..2 * k + 2].copy_from_slice(&blk[o..o + 2]);
+                if self.nibbles {
+                    let qs: [u8; 16] = body[..16].try_into().expect("16 nibble bytes");
+                    nibble_pack(&qs, body);
+                }
             } else {
                 body.copy_from_slice(blk);
             }
@@ -123,6 +162,9 @@ impl WeightLayout {
                 let o = self.d_offset;
                 blk[..o].copy_from_slice(&body[..o]);
                 blk[o + 2..].copy_from_slice(&body[o..]);
+                if self.nibbles {
+                    nibble_unpack(body, &mut blk[o + 2..]);
+                }
                 blk[o..o + 2].copy_from_slice(&ds[2 * k..2 * k + 2]);
             } else {
                 blk.copy_from_slice(body);
