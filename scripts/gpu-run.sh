@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [parity] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [parity] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -23,8 +23,14 @@ parity)
     timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
+# The wgpu half of `parity` alone.
+wparity) { timeout 60 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_vectors --nocapture
+    timeout 40 $C/qkern parity --backend wgpu; } > "$R/wparity.log" 2>&1
+  grep -E "test result|FAILED|panicked|adapter|bit-equal|differ" "$R/wparity.log" | head -20 ;;
+# The wgpu matmul call's cost beside its kernel (fixed and per output byte).
+wgpulat) timeout 60 $C/wgpu_bench --latency > "$R/wgpu_latency.txt" 2>&1; cat "$R/wgpu_latency.txt" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-100} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
-wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
+wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
 qbench) timeout 150 $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
     --ops matmul --seconds 0.1 --quiet --note "H200 run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1

@@ -13,6 +13,10 @@
 //! `rN` (N rows per workgroup).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
 //!
+//! `--latency` times instead the API's `matmul` call on q8_0 matrices of 256 columns and
+//! 16..1M rows (NT 1) beside its kernel alone: the per-call cost (submit, wait, readback of the
+//! `[tokens][rows]` result) as a fixed part and a per-output-byte part.
+//!
 //! `cargo run --release -p qkern-wgpu --example bench -- [--gib 1] [--nt 1,8] [--reps 20]
 //!  [--formats q8_0,q4_K|all] [--variants default,emul,...] [--csv PATH]`
 
@@ -68,6 +72,10 @@ fn main() {
     let be = WgpuBackend::new(None).expect("wgpu adapter");
     let default = be.tuning();
     eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
+    if args.iter().any(|a| a == "--latency") {
+        latency(&be);
+        return;
+    }
     let cols = 4096usize;
     let mut csv = arg(&args, "--csv").map(|p| std::fs::File::create(p).expect("create csv"));
     let mut line = |l: String| {
@@ -168,5 +176,39 @@ fn main() {
             }
             be.set_tuning(default);
         }
+    }
+}
+
+/// Median `matmul` call time vs kernel time for small and large outputs (see the docs).
+fn latency(be: &WgpuBackend) {
+    let f = Format::Q8_0;
+    let cols = 256usize;
+    println!("{:>8} {:>10} {:>10} {:>10} {:>10}", "rows", "out KiB", "call us", "kernel us", "rest us");
+    for rows in [16usize, 4096, 65536, 262144, 1 << 20] {
+        let mut rng = Rng::new(0x1A7 ^ rows as u64);
+        let w = random_blocks(&mut rng, f, rows * cols / 32, false);
+        let gw = be.upload_weights(f, rows, cols, &w).expect("upload");
+        let x = floats(&mut rng, Dist::Gaussian, cols);
+        let mut ga = be.alloc_acts(Format::Q8_0, cols, 1).expect("acts");
+        be.quantize(&x, &mut ga).expect("quantize");
+        let mut out = vec![0f32; rows];
+        let t0 = Instant::now();
+        while t0.elapsed().as_secs_f64() < 0.25 {
+            be.matmul(&gw, &ga, 1, &mut out).expect("matmul");
+        }
+        let mut calls: Vec<f64> = (0..101)
+            .map(|_| {
+                let t = Instant::now();
+                be.matmul(&gw, &ga, 1, &mut out).expect("matmul");
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        calls.sort_by(f64::total_cmp);
+        let reps = 50;
+        let mut k: Vec<f64> =
+            (0..5).map(|_| be.bench_matmul(&gw, &ga, 1, reps).expect("bench").as_secs_f64() / reps as f64).collect();
+        k.sort_by(f64::total_cmp);
+        let (c, kk) = (calls[50] * 1e6, k[2] * 1e6);
+        println!("{rows:>8} {:>10.1} {c:>10.1} {kk:>10.1} {:>10.1}", rows as f64 * 4.0 / 1024.0, c - kk);
     }
 }

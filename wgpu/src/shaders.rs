@@ -229,12 +229,11 @@ fn pair_source(f: Format, body: &str, nt: u32, subgroups: bool, native_fma: bool
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
     let lp = match unroll {
-        0 | 1 => "for (var b = 0u; b < P.nb; b++) {\n        step(k0 + b * G, b, h, &st);\n    }".to_string(),
+        0 | 1 => "let ns = nsteps();\n    for (var b = 0u; b < ns; b++) {\n        step(k0, G, b, h, &st);\n    }".to_string(),
         u => {
-            let steps: String =
-                (0..u).map(|k| format!("        step(k0 + (b + {k}u) * G, b + {k}u, h, &st);\n")).collect();
+            let steps: String = (0..u).map(|k| format!("        step(k0, G, b + {k}u, h, &st);\n")).collect();
             format!(
-                "var b = 0u;\n    for (; b + {}u < P.nb; b += {u}u) {{\n{steps}    }}\n    for (; b < P.nb; b++) {{\n        step(k0 + b * G, b, h, &st);\n    }}",
+                "let ns = nsteps();\n    var b = 0u;\n    for (; b + {}u < ns; b += {u}u) {{\n{steps}    }}\n    for (; b < ns; b++) {{\n        step(k0, G, b, h, &st);\n    }}",
                 u - 1
             )
         }

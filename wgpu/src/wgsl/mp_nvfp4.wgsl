@@ -8,7 +8,11 @@
 const AW: u32 = 8u;
 const ABPB: u32 = 2u;
 struct St { acc: array<vec4<f32>, NT> }
-fn step(k: u32, b: u32, h: u32, st: ptr<function, St>) {
+fn nsteps() -> u32 {
+    return P.nb;
+}
+fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
+    let k = k0 + b * G;
     let q = W[2u * k + h];
     let dw = ww(BOFF + k);
     for (var kk = 0u; kk < 2u; kk++) {
@@ -28,7 +32,7 @@ fn step(k: u32, b: u32, h: u32, st: ptr<function, St>) {
         }
     }
 }
-fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {
+fn finish(st: ptr<function, St>, k0: u32, G: u32, h: u32, lid: u32) -> array<f32, NT> {
     var r: array<f32, NT>;
     for (var t = 0u; t < NT; t++) {
         r[t] = hsum_pair((*st).acc[t], lid);

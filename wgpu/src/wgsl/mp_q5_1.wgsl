@@ -6,7 +6,11 @@
 const AW: u32 = 4u;
 const ABPB: u32 = 1u;
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NT> }
-fn step(k: u32, b: u32, h: u32, st: ptr<function, St>) {
+fn nsteps() -> u32 {
+    return P.nb;
+}
+fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
+    let k = k0 + b * G;
     let p = W[k];
     let pp = select(p.zw, p.xy, h == 0u);
     let hb = W[(BOFF >> 2u) + (k >> 1u)];
@@ -26,7 +30,7 @@ fn step(k: u32, b: u32, h: u32, st: ptr<function, St>) {
         (*st).acc[t] = chain4(d, dot16(q, aq(t, b, h)), (*st).acc[t]);
     }
 }
-fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {
+fn finish(st: ptr<function, St>, k0: u32, G: u32, h: u32, lid: u32) -> array<f32, NT> {
     var r: array<f32, NT>;
     for (var t = 0u; t < NT; t++) {
         r[t] = hsum_pair((*st).acc[t], lid) + (*st).summs[t];

@@ -54,13 +54,21 @@ fn as1(t: u32, ab: u32) -> f32 {
     return bitcast<f32>(xw((P.tok0 + t) * P.act_words + 9u * P.nb * ABPB + ab));
 }
 
+// f32(x) for |x| < 2^22, exactly, without an integer-to-float conversion instruction (a
+// quarter-rate unit on NVIDIA GPUs, 8 per block and token here): 1.5 * 2^23 + x is exact in
+// f32's bits (unit spacing in [2^23, 2^24)), and subtracting 1.5 * 2^23 is exact. The pair
+// formats' lane sums are 4 products of int8 magnitudes (at most 4 * 128 * 128 = 2^16).
+fn i2fs(x: i32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x + 0x4b400000i)) - 12582912.0;
+}
+
 // The four lanes' integer sums of 16 weight bytes `q` with 16 activation bytes `a`.
 fn dot16(q: vec4<u32>, a: vec4<u32>) -> vec4<f32> {
     return vec4<f32>(
-        f32(dot4I8Packed(q.x, a.x)),
-        f32(dot4I8Packed(q.y, a.y)),
-        f32(dot4I8Packed(q.z, a.z)),
-        f32(dot4I8Packed(q.w, a.w)),
+        i2fs(dot4I8Packed(q.x, a.x)),
+        i2fs(dot4I8Packed(q.y, a.y)),
+        i2fs(dot4I8Packed(q.z, a.z)),
+        i2fs(dot4I8Packed(q.w, a.w)),
     );
 }
 

@@ -8,13 +8,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let r = min(row, P.rows - 1u);
     BOFF = P.rows * P.nb * AW;
-    // Tiled block order (layout.rs `tiled_index`): block b of row r is k0 + b * G.
+    // Tiled block order (layout.rs `tiled_index`): block b of row r is k0 + b * G. The loop runs
+    // the format's NSTEPS steps (one block each; iq4_nl: a pair of blocks) in order.
     let g0 = r - r % 16u;
     let G = min(16u, P.rows - g0);
     let k0 = g0 * P.nb + (r - g0);
     var st: St;
     UNROLL_LOOP
-    let res = finish(&st, h, lid);
+    let res = finish(&st, k0, G, h, lid);
     if (h == 0u && row < P.rows) {
         for (var t = 0u; t < NT; t++) {
             O[(P.tok0 + t) * P.out_stride + P.row0 + row] = res[t];
