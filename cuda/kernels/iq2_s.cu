@@ -60,7 +60,7 @@ float da[NTM];
 MM_KERNELS_S(iq2_s, mm_iq2_s, 1)
 MM_KERNELS_S(iq2_s, mm_iq2_s, 4)
 
-QK_DEV float deq_iq2_s(const u8* body, u16 d16, u32 e, const u32* tab) {
+QK_DEV float deq_iq2_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;
     const u32 sc = body[72 + ib];
     const u32 s = l < 2 ? (sc & 0xfu) : (sc >> 4);

@@ -58,7 +58,7 @@ float da[NTM];
 MM_KERNELS_S(iq2_xxs, mm_iq2_xxs, 1)
 MM_KERNELS_S(iq2_xxs, mm_iq2_xxs, 4)
 
-QK_DEV float deq_iq2_xxs(const u8* body, u16 d16, u32 e, const u32* tab) {
+QK_DEV float deq_iq2_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;
     const u32 a0 = ld32(body + 8 * ib), a1 = ld32(body + 8 * ib + 4);
     const float db = qk_mul(qk_mul(qk_h2f(d16), qk_add(0.5f, (float)(a1 >> 28))), 0.25f);

@@ -59,7 +59,7 @@ float da[NTM];
 MM_KERNELS_S(iq3_s, mm_iq3_s, 1)
 MM_KERNELS_S(iq3_s, mm_iq3_s, 4)
 
-QK_DEV float deq_iq3_s(const u8* body, u16 d16, u32 e, const u32* tab) {
+QK_DEV float deq_iq3_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;
     const u32 sc = body[104 + ib / 2];
     const u32 ls = (ib & 1u) ? (sc >> 4) : (sc & 0xfu);

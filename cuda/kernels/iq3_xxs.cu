@@ -57,7 +57,7 @@ float da[NTM];
 MM_KERNELS_S(iq3_xxs, mm_iq3_xxs, 1)
 MM_KERNELS_S(iq3_xxs, mm_iq3_xxs, 4)
 
-QK_DEV float deq_iq3_xxs(const u8* body, u16 d16, u32 e, const u32* tab) {
+QK_DEV float deq_iq3_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;
     const u32 aux = ld32(body + 64 + 4 * ib);
     const float db = qk_mul(qk_mul(qk_h2f(d16), qk_add(0.5f, (float)(aux >> 28))), 0.5f);

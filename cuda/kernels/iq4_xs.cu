@@ -55,7 +55,7 @@ float da[NTM];
 MM_KERNELS_S(iq4_xs, mm_iq4_xs, 1)
 MM_KERNELS_S(iq4_xs, mm_iq4_xs, 4)
 
-QK_DEV float deq_iq4_xs(const u8* blk, u16, u32 e, const u32* tab) {
+QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {
     const u32 ib = e / 32, j = e % 32;
     const u32 hw = ld32(blk);
     const u32 ls = ((blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xfu) | ((((hw >> 16) >> (2 * ib)) & 3u) << 4);

@@ -372,8 +372,10 @@ QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
             const u64 blk = (TILED) ? qk_wblk(A.rows, nb, (u32)r, c / (BE))             \
                                     : r * nb + c / (BE);                                \
             const u8* body = (const u8*)A.w + blk * (BODY);                             \
-            const u16 d16 = (SPLIT) ? qk_ld((const u16*)A.wd + blk) : (u16)0;           \
-            const float v = deq(body, d16, c % (BE), (const u32*)A.tab);                \
+            /* SPLIT 1: an fp16 d array; 2: a u32 array (nvfp4's four UE4M3 scales) */   \
+            const u32 dd = (SPLIT) == 2 ? qk_ld((const u32*)A.wd + blk)                 \
+                         : (SPLIT) ? (u32)qk_ld((const u16*)A.wd + blk) : 0u;          \
+            const float v = deq(body, dd, c % (BE), (const u32*)A.tab);                 \
             if (A.kind == 0) ((float*)A.out)[i] = v;                                    \
             else if (A.kind == 1) ((u16*)A.out)[i] = qk_f2h(v);                         \
             else ((u16*)A.out)[i] = qk_f2bf(v);                                         \

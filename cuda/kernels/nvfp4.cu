@@ -4,7 +4,8 @@
 //   qs[8s + j], element j+8 the high nibble.
 // - dot: `ggml_vec_dot_nvfp4_q8_0` (AVX2): two 8-lane steps per block, one per q8_0 block k;
 //   lanes 0-3 use ue4m3(d[2k]) * dy, lanes 4-7 ue4m3(d[2k+1]) * dy: acc = fma(s, lane, acc).
-// Device layout: tiled (layout.rs) ggml 36-byte blocks. Two threads per row: in step k thread h owns lanes
+// Device layout: tiled (layout.rs) and split: 32-byte bodies (sub-blocks reordered), then the u32
+// scales. Two threads per row: in step k thread h owns lanes
 // 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share. A "unit" is one step
 // (32 elements, one q8_0 activation block), two per nvfp4 block.
 
@@ -18,15 +19,18 @@ struct UnitNvfp4 {
         const u32 nb = A.nb, capw = J.capw;
         u32 kv[4];
         for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_FP4 + i);
-        const u32 b = u / 2, k = u % 2;
-        const u8* blk = (const u8*)J.w + qk_wblk(J.rows, nb, row, b) * 36u;
-        const u32 sb = 2u * k + h;
-        const u32 w0 = ld32(blk + 4 + 8u * sb), w1 = ld32(blk + 8 + 8u * sb);
-        // lane 4h+i: word 2sb + (i & 1), high nibbles for i >= 2
+        const u32 b = u / 2, kk = u % 2;
+        const u64 k = qk_wblk(J.rows, nb, row, b);
+        // Split layout (layout.rs): the 32 qs bytes with the sub-blocks in the order 0, 2, 1, 3,
+        // so that this thread's sub-block sb = 2kk + h is the 8 bytes at 16h + 8kk; the four
+        // UE4M3 scales as one u32 of the scale array.
+        const uint2 q = ld64((const u8*)J.w + k * 32u + 16u * h + 8u * kk);
+        const u32 sb = 2u * kk + h;
+        // lane 4h+i: word i & 1 of the sub-block, high nibbles for i >= 2
         u32 v4[4];
-        qk_lut16x2(w0, kv, &v4[0], &v4[2]);
-        qk_lut16x2(w1, kv, &v4[1], &v4[3]);
-        const float ue = qk_ue4m3(ld32(blk) >> (8u * sb));
+        qk_lut16x2(q.x, kv, &v4[0], &v4[2]);
+        qk_lut16x2(q.y, kv, &v4[1], &v4[3]);
+        const float ue = qk_ue4m3(qk_ld((const u32*)J.wd + k) >> (8u * sb));
         const u32* aq = (const u32*)J.a_qs + (u64)(8u * u + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)u * capw, da);
@@ -61,10 +65,11 @@ QK_UNROLL(QK_UNROLL_B)
 MM_KERNELS_B(nvfp4, mm_nvfp4)
 MM_KERNELS_K(nvfp4, UnitNvfp4, MmPlain)
 
-QK_DEV float deq_nvfp4(const u8* blk, u16, u32 e, const u32* tab) {
+// Sub-block s sits at position 2 (s & 1) + (s >> 1) of the body; its scale is byte s of `dw`.
+QK_DEV float deq_nvfp4(const u8* body, u32 dw, u32 e, const u32* tab) {
     const u32 s = e / 16, j = e % 16;
-    const u32 byte = blk[4 + 8 * s + (j & 7)];
+    const u32 byte = body[8 * (2 * (s & 1) + (s >> 1)) + (j & 7)];
     const u32 n = j < 8 ? (byte & 0xfu) : (byte >> 4);
-    return qk_mul((float)(i8)tab_byte(tab + TAB_FP4, n), qk_ue4m3(blk[s]));
+    return qk_mul((float)(i8)tab_byte(tab + TAB_FP4, n), qk_ue4m3((dw >> (8 * s)) & 0xffu));
 }
-DEQ_KERNEL_T(nvfp4, deq_nvfp4, 64, 36, 0, 1)
+DEQ_KERNEL_T(nvfp4, deq_nvfp4, 64, 32, 2, 1)

@@ -63,7 +63,7 @@ QK_UNROLL(QK_UNROLL_B)
 MM_KERNELS_B(q5_1, mm_q5_1)
 MM_KERNELS_K(q5_1, UnitQ5_1, MmSumms)
 
-QK_DEV float deq_q5_1(const u8* blk, u16, u32 e, const u32*) {
+QK_DEV float deq_q5_1(const u8* blk, u32, u32 e, const u32*) {
     const u32 dm = ld32(blk);
     const u32 qh = ld32(blk + 4);
     const u32 nib = e < 16 ? (blk[8 + e] & 0xfu) : (blk[8 + e - 16] >> 4);

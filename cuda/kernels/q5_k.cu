@@ -64,7 +64,7 @@ float da[NTM];
 MM_KERNELS_S(q5_k, mm_q5_k, 1)
 MM_KERNELS_S(q5_k, mm_q5_k, 4)
 
-QK_DEV float deq_q5_k(const u8* blk, u16, u32 e, const u32*) {
+QK_DEV float deq_q5_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);
     const float d = qk_h2f((u16)(dd & 0xffffu)), mn = qk_h2f((u16)(dd >> 16));
     const u32 j = e / 64, half = (e % 64) / 32, l = e % 32;

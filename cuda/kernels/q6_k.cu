@@ -61,7 +61,7 @@ u32 av[NTM];
 MM_KERNELS_S(q6_k, mm_q6_k, 1)
 MM_KERNELS_S(q6_k, mm_q6_k, 4)
 
-QK_DEV float deq_q6_k(const u8* body, u16 d16, u32 e, const u32*) {
+QK_DEV float deq_q6_k(const u8* body, u32 d16, u32 e, const u32*) {
     const u32 n = e / 128, r = e % 128, quarter = r / 32, l = r % 32, is = l / 16;
     const u32 qlb = body[64 * n + l + (quarter & 1u ? 32u : 0u)];
     const u32 qhb = body[128 + 32 * n + l];

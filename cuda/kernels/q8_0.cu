@@ -52,7 +52,7 @@ QK_UNROLL(QK_UNROLL_Q8)
 MM_KERNELS_B(q8_0, mm_q8_0)
 MM_KERNELS_K(q8_0, UnitQ8_0, MmPlain)
 
-QK_DEV float deq_q8_0(const u8* body, u16 d16, u32 e, const u32*) {
+QK_DEV float deq_q8_0(const u8* body, u32 d16, u32 e, const u32*) {
     return qk_mul((float)(i8)body[e], qk_h2f(d16));
 }
 DEQ_KERNEL_T(q8_0, deq_q8_0, 32, 32, 1, 1)

@@ -941,7 +941,7 @@ impl CudaBackend {
                 let (r0, r1) = (c * step, ((c + 1) * step).min(rows));
                 let mut j = base;
                 j.w = w.w + (r0 * nb * layout.body) as u64;
-                j.wd = if w.wd == 0 { 0 } else { w.wd + (r0 * nb * 2) as u64 };
+                j.wd = if w.wd == 0 { 0 } else { w.wd + (r0 * nb * layout.d_bytes) as u64 };
                 j.rows = (r1 - r0) as u32;
                 j.out = stage.dev + (4 * tokens * r0) as u64;
                 self.run_jobs(w.format, w.cols, [j])?;

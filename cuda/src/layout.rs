@@ -4,8 +4,11 @@
 //! **Weights.** Formats whose ggml block is only 2-byte aligned (a leading fp16 `d` before
 //! 4-byte data, or q6_K's trailing `d`) are stored *split*: every block's other bytes
 //! ("body", a multiple of 4 bytes) in ggml order, then the `d` of every block as one fp16
-//! array (same block order). That keeps every 32-bit load aligned and adds no bytes. The
-//! other formats keep ggml's blocks unchanged.
+//! array (same block order). That keeps every 32-bit load aligned and adds no bytes. nvfp4
+//! is split too: 32-byte bodies (the sub-blocks in the order 0, 2, 1, 3: a row's thread h reads
+//! its two sub-blocks with one 16-byte load), then its four UE4M3 scales per block as a u32
+//! array. iq4_nl's bodies are nibble-repacked ([`nibble_pack`]). The other formats keep
+//! ggml's blocks unchanged.
 //!
 //! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are also *tiled*: rows in groups of
 //! [`TILE`] (the last group may be shorter, `G` rows), block `b` of the group's rows stored
@@ -29,6 +32,10 @@ pub struct WeightLayout {
     pub split: bool,
     /// Offset of the fp16 `d` inside ggml's block (split formats).
     pub d_offset: usize,
+    /// Bytes per block of the `d` array (split formats): 2 (an fp16 `d`), 4 (nvfp4's four
+    /// UE4M3 scales, whose 32 quant bytes are stored with the sub-blocks in the order 0, 2, 1,
+    /// 3, so that thread h of a row reads its sub-blocks h and h + 2 at bytes 16h..16h+16).
+    pub d_bytes: usize,
     /// Bytes per block in the body region.
     pub body: usize,
     /// Rows per tile (1: row-major).
@@ -52,6 +59,9 @@ pub fn nibble_pack(qs: &[u8], out: &mut [u8]) {
         }
     }
 }
+
+/// nvfp4's sub-block order in a split body (device position -> ggml sub-block).
+const NVFP4_ORDER: [usize; 4] = [0, 2, 1, 3];
 
 /// The inverse of [`nibble_pack`].
 pub fn nibble_unpack(dev: &[u8], qs: &mut [u8]) {
@@ -94,17 +104,20 @@ impl WeightLayout {
             | Format::IQ3_S
             | Format::IQ4_NL => (true, 0),
             Format::Q6_K => (true, 208),
+            Format::NVFP4 => (true, 0),
             _ => (false, 0),
         };
+        let d_bytes = if format == Format::NVFP4 { 4 } else { 2 };
         let tile =
             if matches!(format, Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4) { TILE } else { 1 };
         let nibbles = format == Format::IQ4_NL;
-        Ok(WeightLayout { format, split, d_offset, body: if split { bb - 2 } else { bb }, tile, nibbles })
+        let body = if split { bb - d_bytes } else { bb };
+        Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, nibbles })
     }
 
     /// Device bytes of `nblocks` blocks: bodies, then (split) the `d` array.
     pub fn device_bytes(&self, nblocks: usize) -> usize {
-        self.body * nblocks + if self.split { 2 * nblocks } else { 0 }
+        self.body * nblocks + if self.split { self.d_bytes * nblocks } else { 0 }
     }
 
     /// Offset of the `d` array in a buffer of `nblocks` blocks.
@@ -131,10 +144,15 @@ impl WeightLayout {
             let k = tiled_index(rows, nb, i / nb, i % nb, self.tile);
             let body = &mut bodies[k * self.body..(k + 1) * self.body];
             if self.split {
-                let o = self.d_offset;
+                let (o, db) = (self.d_offset, self.d_bytes);
                 body[..o].copy_from_slice(&blk[..o]);
-                body[o..].copy_from_slice(&blk[o + 2..]);
-                ds[2 * k..2 * k + 2].copy_from_slice(&blk[o..o + 2]);
+                body[o..].copy_from_slice(&blk[o + db..]);
+                ds[db * k..db * (k + 1)].copy_from_slice(&blk[o..o + db]);
+                if self.format == Format::NVFP4 {
+                    for (pos, s) in NVFP4_ORDER.into_iter().enumerate() {
+                        body[8 * pos..8 * pos + 8].copy_from_slice(&blk[4 + 8 * s..12 + 8 * s]);
+                    }
+                }
                 if self.nibbles {
                     let qs: [u8; 16] = body[..16].try_into().expect("16 nibble bytes");
                     nibble_pack(&qs, body);
@@ -159,13 +177,18 @@ impl WeightLayout {
             let k = tiled_index(rows, nb, i / nb, i % nb, self.tile);
             let body = &bodies[k * self.body..(k + 1) * self.body];
             if self.split {
-                let o = self.d_offset;
+                let (o, db) = (self.d_offset, self.d_bytes);
                 blk[..o].copy_from_slice(&body[..o]);
-                blk[o + 2..].copy_from_slice(&body[o..]);
-                if self.nibbles {
-                    nibble_unpack(body, &mut blk[o + 2..]);
+                blk[o + db..].copy_from_slice(&body[o..]);
+                if self.format == Format::NVFP4 {
+                    for (pos, s) in NVFP4_ORDER.into_iter().enumerate() {
+                        blk[4 + 8 * s..12 + 8 * s].copy_from_slice(&body[8 * pos..8 * pos + 8]);
+                    }
                 }
-                blk[o..o + 2].copy_from_slice(&ds[2 * k..2 * k + 2]);
+                if self.nibbles {
+                    nibble_unpack(body, &mut blk[o + db..]);
+                }
+                blk[o..o + db].copy_from_slice(&ds[db * k..db * (k + 1)]);
             } else {
                 blk.copy_from_slice(body);
             }

@@ -74,6 +74,16 @@ fn main() {
     eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
     if args.iter().any(|a| a == "--latency") {
         latency(&be);
+        // The same with the results written straight to a mappable buffer, where offered.
+        let opts = qkern_wgpu::Options { direct_out: Some(true), ..Default::default() };
+        match WgpuBackend::with_options(None, opts) {
+            Ok(d) if d.name().contains("direct out") => {
+                println!("{}:", d.name());
+                latency(&d)
+            }
+            Ok(_) => println!("(no MAPPABLE_PRIMARY_BUFFERS: no direct-out run)"),
+            Err(e) => println!("direct-out backend: {e}"),
+        }
         return;
     }
     let cols = 4096usize;

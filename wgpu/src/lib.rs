@@ -180,6 +180,10 @@ pub struct Options {
     /// Unroll the kernels' constant-count loops in the source (`None`: `QKERN_WGPU_FLAT=1`,
     /// else no). See [`Tuning::flat`].
     pub flat: Option<bool>,
+    /// Let the matmul and dequantize kernels write their results straight into a host-visible
+    /// buffer that is then mapped (no copy pass), where the adapter offers
+    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
+    pub direct_out: Option<bool>,
 }
 
 /// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
@@ -303,6 +307,8 @@ pub struct WgpuBackend {
     queue: wgpu::Queue,
     limits: Box<wgpu::Limits>,
     subgroups: bool,
+    /// Results written straight to a mappable output buffer (see [`Options::direct_out`]).
+    direct_out: bool,
     fma_measured_fused: bool,
     ftz: bool,
     tuning: Mutex<Tuning>,
@@ -503,8 +509,16 @@ impl WgpuBackend {
             .unwrap_or(true),
         };
         env_knob("QKERN_WGPU_CHUNK", "copy or direct", |v| matches!(v, "copy" | "direct").then_some(()))?;
+        let want_direct = match opts.direct_out {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(false),
+        };
+        let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
-        let features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let mut features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        if direct_out {
+            features |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
+        }
         let limits = adapter.limits();
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("qkern"),
@@ -537,13 +551,14 @@ impl WgpuBackend {
         queue.write_buffer(&tables, 0, bytemuck::cast_slice(&tables_words));
 
         let layouts = Box::new(make_layouts(&device));
-        let scratch = Box::new(make_scratch(&device, &layouts, 4096));
+        let scratch = Box::new(make_scratch(&device, &layouts, 4096, direct_out));
         let mut be = WgpuBackend {
             info: Box::new(info),
             device,
             queue,
             limits: Box::new(limits),
-            subgroups: !features.is_empty(),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            direct_out,
             fma_measured_fused: false,
             ftz: false,
             tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat }),
@@ -578,11 +593,12 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
             if self.subgroups { ", subgroups" } else { "" },
+            if self.direct_out { ", direct out" } else { "" },
             if self.ftz { ", FTZ" } else { "" },
             match t.checks {
                 Checks::Full => ", full checks",
@@ -1014,7 +1030,7 @@ impl WgpuBackend {
                 )));
             }
             let cap = bytes.max(s.cap * 2).min(self.max_binding - PAD);
-            **s = make_scratch(&self.device, &self.layouts, cap);
+            **s = make_scratch(&self.device, &self.layouts, cap, self.direct_out);
             self.check_errors()?;
         }
         Ok(s)
@@ -1044,8 +1060,9 @@ impl WgpuBackend {
         }
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
-        self.encode_matmul(&mut sc, w, a, tokens, 1, true)?;
-        self.read_back(&sc.read, n, |b| copy_f32(&b[..out.len() * 4], out))
+        self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
+        let src = if self.direct_out { &sc.out } else { &sc.read };
+        self.read_back(src, n, |b| copy_f32(&b[..out.len() * 4], out))
     }
 
     /// Encode and submit `reps` repetitions of the matmul of `tokens` tokens (the parameter
@@ -1185,11 +1202,14 @@ impl WgpuBackend {
                     pass.set_bind_group(1, &sc.group, &[0]);
                     pass.dispatch_workgroups(gx, gy, 1);
                 }
-                enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
+                if !self.direct_out {
+                    enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
+                }
                 self.queue.submit([enc.finish()]);
                 let dst = &mut out[(p.row0 + r) * w.cols..(p.row0 + r + nr) * w.cols];
                 let sc = &mut *sc;
-                self.read_back(&sc.read, n, |b| copy_f32(&b[..ne * 4], dst))?;
+                let src = if self.direct_out { &sc.out } else { &sc.read };
+                self.read_back(src, n, |b| copy_f32(&b[..ne * 4], dst))?;
                 r += nr;
             }
         }
@@ -1369,13 +1389,15 @@ fn make_layouts(device: &wgpu::Device) -> Layouts {
     Layouts { weights, acts, out, quant, matmul, dequant, quant_pl }
 }
 
-fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64) -> Scratch {
+/// `direct`: the output buffer is itself mappable (`Features::MAPPABLE_PRIMARY_BUFFERS`): the
+/// kernels write their results straight to host-visible memory and no copy pass runs.
+fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool) -> Scratch {
     use wgpu::BufferUsages as U;
     let mk = |label: &str, size: u64, usage| {
         device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
     };
-    let out = mk("qkern out", cap + PAD, U::STORAGE | U::COPY_SRC);
-    let read = mk("qkern readback", cap, U::MAP_READ | U::COPY_DST);
+    let out = mk("qkern out", cap + PAD, if direct { U::STORAGE | U::MAP_READ } else { U::STORAGE | U::COPY_SRC });
+    let read = mk("qkern readback", if direct { 16 } else { cap }, U::MAP_READ | U::COPY_DST);
     let params = mk("qkern params", SLOT * SLOTS, U::UNIFORM | U::COPY_DST);
     let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some("qkern out"),

@@ -229,7 +229,8 @@ fn pair_source(f: Format, body: &str, nt: u32, subgroups: bool, native_fma: bool
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
     let lp = match unroll {
-        0 | 1 => "let ns = nsteps();\n    for (var b = 0u; b < ns; b++) {\n        step(k0, G, b, h, &st);\n    }".to_string(),
+        0 | 1 => "let ns = nsteps();\n    for (var b = 0u; b < ns; b++) {\n        step(k0, G, b, h, &st);\n    }"
+            .to_string(),
         u => {
             let steps: String = (0..u).map(|k| format!("        step(k0, G, b + {k}u, h, &st);\n")).collect();
             format!(
