@@ -8,7 +8,7 @@
 //! variants in one process (same bits, different speed; `call` is timed for the first only):
 //! `default` (the backend's choice), `emul` (fma emulation even where `fma()` is fused),
 //! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
-//! checks without loop bounding), `u2` / `u4` (2 / 4 blocks per loop iteration), `rows`
+//! checks without loop bounding), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`
 //! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
 //! `rN` (N rows per workgroup).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
@@ -35,6 +35,7 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "full" => Tuning { checks: Checks::Full, ..d },
         "none" => Tuning { checks: Checks::None, ..d },
         "checked" => Tuning { checks: Checks::NoLoopBounding, ..d },
+        "u1" => Tuning { unroll: 1, ..d },
         "u2" => Tuning { unroll: 2, ..d },
         "u4" => Tuning { unroll: 4, ..d },
         "flat" => Tuning { flat: true, ..d },
@@ -69,20 +70,23 @@ fn main() {
         .split(',')
         .map(|v| v.trim().to_string())
         .collect();
-    let be = WgpuBackend::new(None).expect("wgpu adapter");
+    // Results copied to a device-local output buffer (no direct output, which would put the
+    // kernels' stores over the bus): `device` times the kernels as the CUDA benchmark does.
+    // `--latency` compares the two call paths.
+    let be = WgpuBackend::with_options(None, qkern_wgpu::Options { direct_out: Some(false), ..Default::default() })
+        .expect("wgpu adapter");
     let default = be.tuning();
     eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
     if args.iter().any(|a| a == "--latency") {
         latency(&be);
-        // The same with the results written straight to a mappable buffer, where offered.
-        let opts = qkern_wgpu::Options { direct_out: Some(true), ..Default::default() };
+        // The same with the default options (direct output where offered).
+        let opts = qkern_wgpu::Options::default();
         match WgpuBackend::with_options(None, opts) {
-            Ok(d) if d.name().contains("direct out") => {
+            Ok(d) => {
                 println!("{}:", d.name());
                 latency(&d)
             }
-            Ok(_) => println!("(no MAPPABLE_PRIMARY_BUFFERS: no direct-out run)"),
-            Err(e) => println!("direct-out backend: {e}"),
+            Err(e) => println!("copy-out backend: {e}"),
         }
         return;
     }

@@ -163,11 +163,11 @@ pub struct Options {
     /// Which of wgpu's shader runtime checks the kernels keep (`None`: `QKERN_WGPU_CHECKS` =
     /// `full`, `noloop` or `none`; default `none`). See [`Checks`].
     pub checks: Option<Checks>,
-    /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4 (`None`:
-    /// `QKERN_WGPU_UNROLL`, else 1); the chain's order is the same. For the formats whose
-    /// kernels copy a chunk of each row's blocks to workgroup memory (q8_0, q5_1, iq4_nl,
-    /// nvfp4, q4_K, q5_K, q6_K; `shaders::chunk_of`) it multiplies the blocks per chunk
-    /// instead (as far as the copy fits in 12 KiB).
+    /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4, or 0: the default
+    /// per kernel (2 for the pair formats' kernels of 2 or more tokens, else 1) (`None`:
+    /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same. For the formats whose
+    /// kernels copy a chunk of each row's blocks to workgroup memory (`shaders::chunk_of`;
+    /// none at present) it multiplies the blocks per chunk instead.
     pub unroll: Option<u32>,
     /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats; `None`:
     /// `QKERN_WGPU_WG_ROWS`, else 32 for the formats with lookup tables, which each workgroup
@@ -182,7 +182,7 @@ pub struct Options {
     pub flat: Option<bool>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
-    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
+    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else on).
     pub direct_out: Option<bool>,
 }
 
@@ -222,7 +222,7 @@ pub struct Tuning {
     /// Use the adapter's `fma()` (only where it was measured fused; else the emulation).
     pub native_fma: bool,
     pub checks: Checks,
-    /// Blocks per block-loop iteration (1, 2 or 4).
+    /// Blocks per block-loop iteration (1, 2 or 4; 0: the per-kernel default).
     pub unroll: u32,
     /// Rows per matmul workgroup; 0: the per-format default.
     pub wg_rows: u32,
@@ -485,8 +485,10 @@ impl WgpuBackend {
         };
         let unroll = match opts.unroll {
             Some(u) => u,
-            None => env_knob("QKERN_WGPU_UNROLL", "1, 2 or 4", |v| v.parse().ok().filter(|u| [1, 2, 4].contains(u)))?
-                .unwrap_or(1),
+            None => {
+                env_knob("QKERN_WGPU_UNROLL", "0, 1, 2 or 4", |v| v.parse().ok().filter(|u| [0, 1, 2, 4].contains(u)))?
+                    .unwrap_or(0)
+            }
         };
         let wg_rows = match opts.wg_rows {
             Some(r) => r,
@@ -511,7 +513,10 @@ impl WgpuBackend {
         env_knob("QKERN_WGPU_CHUNK", "copy or direct", |v| matches!(v, "copy" | "direct").then_some(()))?;
         let want_direct = match opts.direct_out {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(false),
+            // On where offered: on the H200 (NVIDIA Vulkan) the call's cost beyond the kernel fell
+            // from 227 to 183 us at 1 MiB of output and from 580 to 461 us at 4 MiB, the same at
+            // small outputs (run3 of benches/results/2026-12-03-h200-session5, `--latency`).
+            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(true),
         };
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
@@ -629,7 +634,8 @@ impl WgpuBackend {
         let t = Tuning {
             native_fma: t.native_fma && self.fma_measured_fused,
             unroll: match t.unroll {
-                0 | 1 => 1,
+                0 => 0,
+                1 => 1,
                 2 | 3 => 2,
                 _ => 4,
             },
@@ -699,7 +705,7 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, t.unroll, wg_rows(f, t))
+                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, unroll_of(f, nt, t), wg_rows(f, t))
                     .map(|s| if t.flat { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
@@ -1305,6 +1311,19 @@ impl WgpuBackend {
             let (sid, ss, x) = (w & 0xff, (w >> 8) & 0xff, w >> 16);
             ss >= 8 && ss.is_power_of_two() && sid as usize == lid % ss as usize && x as usize == lid ^ 5
         }))
+    }
+}
+
+/// Blocks per loop iteration of the matmul kernel of `f` for `nt` tokens under `t`.
+fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
+    match t.unroll {
+        // The pair kernels with 2..8 tokens: 2 (H200, NVIDIA Vulkan, NT 8: q8_0 1296 -> 1447
+        // GB/s, q5_1 688 -> 734, nvfp4 588 -> 631; NT 1 within +-5 % either way: run2 of
+        // benches/results/2026-12-03-h200-session5).
+        // (iq4_nl's step is already a pair of blocks.)
+        0 if layout::is_pair(f) && f != Format::IQ4_NL && nt >= 2 => 2,
+        0 => 1,
+        u => u,
     }
 }
 

@@ -6,6 +6,8 @@
 // qs bytes with the sub-blocks in the order 0, 2, 1, 3 (invocation h: 16 bytes, sub-blocks h
 // then h + 2); region B: the four UE4M3 scales.
 const AW: u32 = 8u;
+alias WV = vec4<u32>;
+const WSH: u32 = 2u;
 const ABPB: u32 = 2u;
 struct St { acc: array<vec4<f32>, NT> }
 fn nsteps() -> u32 {

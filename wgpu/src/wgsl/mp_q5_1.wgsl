@@ -1,9 +1,11 @@
 // ---- q5_1 x q8_1: ggml_vec_dot_q5_1_q8_1 (AVX2), pair layout ---------------------------------
 // Element j: nibble (j < 16: low of qs[j], else high of qs[j-16]) | bit j of qh << 4; lane l =
 // elements 4l..4l+3. Region A: the nibble repack (layout.rs; invocation h: words 2h, 2h+1, its
-// lanes' nibbles in bytes); region B: the words d | m << 16 and qh. summs += m * s (a product of
+// lanes' nibbles in bytes: one 8-byte load); region B: the words d | m << 16 and qh. summs += m * s (a product of
 // two fp16 values: exact, so contracted or not is the same) is kept by both invocations.
 const AW: u32 = 4u;
+alias WV = vec2<u32>;
+const WSH: u32 = 1u;
 const ABPB: u32 = 1u;
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NT> }
 fn nsteps() -> u32 {
@@ -11,10 +13,8 @@ fn nsteps() -> u32 {
 }
 fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
     let k = k0 + b * G;
-    let p = W[k];
-    let pp = select(p.zw, p.xy, h == 0u);
-    let hb = W[(BOFF >> 2u) + (k >> 1u)];
-    let hd = select(hb.zw, hb.xy, (k & 1u) == 0u);
+    let pp = W[2u * k + h];
+    let hd = W[(BOFF >> 1u) + k];
     let dx = f16f(hd.x & 0xffffu);
     let m = f16f(hd.x >> 16u);
     let qh = hd.y >> (16u * h);

@@ -3,6 +3,8 @@
 // (dx * dy: two fp16 values, an exact product). Region A: the 32 int8 (invocation h: bytes
 // 16h..16h+15 = lanes 4h..4h+3); region B: the fp16 d.
 const AW: u32 = 8u;
+alias WV = vec4<u32>;
+const WSH: u32 = 2u;
 const ABPB: u32 = 1u;
 struct St { acc: array<vec4<f32>, NT> }
 fn nsteps() -> u32 {

@@ -21,7 +21,9 @@ struct Params {
     groups_x: u32,   // workgroups along x (2D dispatch linearisation)
 }
 
-@group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;
+// The weights as 16-byte (WV = vec4<u32>, WSH = 2) or 8-byte (vec2<u32>, 1) elements: each
+// format's file says which (the size of an invocation's share of a block).
+@group(0) @binding(0) var<storage, read> W: array<WV>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
 @group(1) @binding(0) var<storage, read> X: array<vec4<u32>>;
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
@@ -33,7 +35,7 @@ fn zero_u() -> u32 {
 
 // Word `i` of the weights / the activations.
 fn ww(i: u32) -> u32 {
-    return W[i >> 2u][i & 3u];
+    return W[i >> WSH][i & ((1u << WSH) - 1u)];
 }
 fn xw(i: u32) -> u32 {
     return X[i >> 2u][i & 3u];

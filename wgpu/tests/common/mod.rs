@@ -37,10 +37,18 @@ pub fn backend() -> Option<&'static WgpuBackend> {
     B.get_or_init(|| open(Options::default())).as_ref()
 }
 
-/// A backend with the workgroup-memory reductions (no subgroups) and weights split into
-/// parts of at most 1 KiB, to exercise the fallback and the splitting on small matrices.
+/// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
+/// at most 1 KiB and results copied to a readback buffer (no direct output), to exercise the
+/// fallback, the splitting and the copy on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { subgroups: Some(false), max_part_bytes: Some(1024), ..Options::default() }))
-        .as_ref()
+    B.get_or_init(|| {
+        open(Options {
+            subgroups: Some(false),
+            max_part_bytes: Some(1024),
+            direct_out: Some(false),
+            ..Options::default()
+        })
+    })
+    .as_ref()
 }
