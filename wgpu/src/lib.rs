@@ -164,7 +164,7 @@ pub struct Options {
     /// `full`, `noloop` or `none`; default `none`). See [`Checks`].
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4, or 0: the default
-    /// per kernel (2 for the pair formats' kernels of 2 or more tokens, else 1) (`None`:
+    /// per kernel (2, except 1 for q5_K and for q4_K and q6_K at NT 1) (`None`:
     /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same. For the formats whose
     /// kernels copy a chunk of each row's blocks to workgroup memory (`shaders::chunk_of`;
     /// none at present) it multiplies the blocks per chunk instead.
@@ -1316,14 +1316,25 @@ impl WgpuBackend {
 
 /// Blocks per loop iteration of the matmul kernel of `f` for `nt` tokens under `t`.
 fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
-    match t.unroll {
-        // The pair kernels with 2..8 tokens: 2 (H200, NVIDIA Vulkan, NT 8: q8_0 1296 -> 1447
-        // GB/s, q5_1 688 -> 734, nvfp4 588 -> 631; NT 1 within +-5 % either way: run2 of
-        // benches/results/2026-12-03-h200-session5).
-        // (iq4_nl's step is already a pair of blocks.)
-        0 if layout::is_pair(f) && f != Format::IQ4_NL && nt >= 2 => 2,
-        0 => 1,
-        u => u,
+    if t.unroll != 0 {
+        return t.unroll;
+    }
+    // The default, from the H200 (NVIDIA Vulkan; benches/results/2026-12-03-h200-session5,
+    // run2 and run4, 2 blocks per iteration against 1, same kernels otherwise): the K-quants
+    // lose 1-3 % at NT 1; at NT 8 q4_K gains 38 % (516 -> 713 GB/s), q6_K 17 %, q5_K loses
+    // 12 %; the pair formats gain 7-12 % at NT 8 (q8_0, q5_1, nvfp4) and -2..+9 % at NT 1,
+    // iq4_nl (whose step is a pair of blocks) 5-6 % at NT 1; the IQ formats 1-6 % at NT 1,
+    // +-2 % at NT 8.
+    match f {
+        Format::Q5_K => 1,
+        Format::Q4_K | Format::Q6_K => {
+            if nt >= 2 {
+                2
+            } else {
+                1
+            }
+        }
+        _ => 2,
     }
 }
 
