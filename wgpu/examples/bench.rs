@@ -79,8 +79,8 @@ fn main() {
     eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
     if args.iter().any(|a| a == "--latency") {
         latency(&be);
-        // The same with the default options (direct output where offered).
-        let opts = qkern_wgpu::Options::default();
+        // The same with direct output (where offered).
+        let opts = qkern_wgpu::Options { direct_out: Some(true), ..Default::default() };
         match WgpuBackend::with_options(None, opts) {
             Ok(d) => {
                 println!("{}:", d.name());

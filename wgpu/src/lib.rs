@@ -182,7 +182,7 @@ pub struct Options {
     pub flat: Option<bool>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
-    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else on).
+    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
     pub direct_out: Option<bool>,
 }
 
@@ -513,10 +513,13 @@ impl WgpuBackend {
         env_knob("QKERN_WGPU_CHUNK", "copy or direct", |v| matches!(v, "copy" | "direct").then_some(()))?;
         let want_direct = match opts.direct_out {
             Some(b) => b,
-            // On where offered: on the H200 (NVIDIA Vulkan) the call's cost beyond the kernel fell
-            // from 227 to 183 us at 1 MiB of output and from 580 to 461 us at 4 MiB, the same at
-            // small outputs (run3 of benches/results/2026-12-03-h200-session5, `--latency`).
-            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(true),
+            // Off unless asked for. On the H200 (NVIDIA Vulkan) it cut the call's cost beyond the
+            // kernel from 227 to 183 us at 1 MiB of output and from 580 to 461 us at 4 MiB, the
+            // same at small outputs (run3 of benches/results/2026-12-03-h200-session5,
+            // `--latency`); but the engine's layer test died (SIGSEGV while opening its devices,
+            // 3 tests in parallel, cuda + wgpu) in the one run where it was the default, and no
+            // run could tell whether it was the cause (NOTES.md there).
+            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(false),
         };
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;

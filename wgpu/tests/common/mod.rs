@@ -38,15 +38,16 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 }
 
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
-/// at most 1 KiB and results copied to a readback buffer (no direct output), to exercise the
-/// fallback, the splitting and the copy on small matrices.
+/// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
+/// (`Options::direct_out`), to exercise the fallback, the splitting and the direct output on
+/// small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
         open(Options {
             subgroups: Some(false),
             max_part_bytes: Some(1024),
-            direct_out: Some(false),
+            direct_out: Some(true),
             ..Options::default()
         })
     })
