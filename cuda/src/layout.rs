@@ -7,7 +7,7 @@
 //! array (same block order). That keeps every 32-bit load aligned and adds no bytes. nvfp4
 //! is split too: 32-byte bodies (the sub-blocks in the order 0, 2, 1, 3: a row's thread h reads
 //! its two sub-blocks with one 16-byte load), then its four UE4M3 scales per block as a u32
-//! array. iq4_nl's bodies are nibble-repacked ([`nibble_pack`]). The other formats keep
+//! array. iq4_nl's bodies are nibble-repacked (`qkern_formats::repack::nibble_pack`). The other formats keep
 //! ggml's blocks unchanged.
 //!
 //! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are also *tiled*: rows in groups of
@@ -22,6 +22,7 @@
 //! `[t][blocks]`; q8_1 adds `s` as fp16 and f32; q8_K stores `d` as f32 and `bsums` as
 //! i16 `[t][blocks][16]`.
 
+use qkern_formats::repack::{nibble_pack, nibble_unpack, nvfp4_reorder, nvfp4_unreorder};
 use qkern_formats::{Format, ShapeError};
 
 /// How a weight format is laid out on the device.
@@ -41,42 +42,8 @@ pub struct WeightLayout {
     /// Rows per tile (1: row-major).
     pub tile: usize,
     /// iq4_nl: the 16 nibble bytes of a body repacked so that each of a row's two threads
-    /// reads its lanes' 16 nibbles as 8 contiguous bytes ([`nibble_pack`]).
+    /// reads its lanes' 16 nibbles as 8 contiguous bytes (`qkern_formats::repack::nibble_pack`).
     pub nibbles: bool,
-}
-
-/// The nibble repack of iq4_nl's 16 `qs` bytes (words w0..w3): device word `2h + p` is
-/// `nib_h(w[2p]) | nib_h(w[2p+1]) << 4`, `nib_0(w) = w & 0x0f0f0f0f` (elements 0..16),
-/// `nib_1(w) = (w >> 4) & 0x0f0f0f0f` (elements 16..32). Thread h of a row (lanes 4h..4h+3)
-/// reads words 2h and 2h + 1 and looks up both nibbles of each byte at once (`qk_lut16x2`).
-pub fn nibble_pack(qs: &[u8], out: &mut [u8]) {
-    let w: Vec<u32> = qs.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    for h in 0..2 {
-        let nib = |x: u32| if h == 0 { x & 0x0f0f_0f0f } else { (x >> 4) & 0x0f0f_0f0f };
-        for p in 0..2 {
-            let v = nib(w[2 * p]) | (nib(w[2 * p + 1]) << 4);
-            out[4 * (2 * h + p)..4 * (2 * h + p) + 4].copy_from_slice(&v.to_le_bytes());
-        }
-    }
-}
-
-/// nvfp4's sub-block order in a split body (device position -> ggml sub-block).
-const NVFP4_ORDER: [usize; 4] = [0, 2, 1, 3];
-
-/// The inverse of [`nibble_pack`].
-pub fn nibble_unpack(dev: &[u8], qs: &mut [u8]) {
-    let mut w = [0u32; 4];
-    for h in 0..2 {
-        for p in 0..2 {
-            let i = 4 * (2 * h + p);
-            let v = u32::from_le_bytes([dev[i], dev[i + 1], dev[i + 2], dev[i + 3]]);
-            w[2 * p] |= (v & 0x0f0f_0f0f) << (4 * h);
-            w[2 * p + 1] |= ((v >> 4) & 0x0f0f_0f0f) << (4 * h);
-        }
-    }
-    for (i, x) in w.iter().enumerate() {
-        qs[4 * i..4 * i + 4].copy_from_slice(&x.to_le_bytes());
-    }
 }
 
 /// Rows per tile of the tiled formats (`QK_TILE` in kernels/common.cuh).
@@ -149,9 +116,7 @@ impl WeightLayout {
                 body[o..].copy_from_slice(&blk[o + db..]);
                 ds[db * k..db * (k + 1)].copy_from_slice(&blk[o..o + db]);
                 if self.format == Format::NVFP4 {
-                    for (pos, s) in NVFP4_ORDER.into_iter().enumerate() {
-                        body[8 * pos..8 * pos + 8].copy_from_slice(&blk[4 + 8 * s..12 + 8 * s]);
-                    }
+                    nvfp4_reorder(&blk[4..], body);
                 }
                 if self.nibbles {
                     let qs: [u8; 16] = body[..16].try_into().expect("16 nibble bytes");
@@ -181,9 +146,7 @@ impl WeightLayout {
                 blk[..o].copy_from_slice(&body[..o]);
                 blk[o + db..].copy_from_slice(&body[o..]);
                 if self.format == Format::NVFP4 {
-                    for (pos, s) in NVFP4_ORDER.into_iter().enumerate() {
-                        blk[4 + 8 * s..12 + 8 * s].copy_from_slice(&body[8 * pos..8 * pos + 8]);
-                    }
+                    nvfp4_unreorder(body, &mut blk[4..]);
                 }
                 if self.nibbles {
                     nibble_unpack(body, &mut blk[o + db..]);

@@ -11,6 +11,7 @@ pub mod env;
 mod format;
 pub mod fp;
 pub mod reference;
+pub mod repack;
 pub mod tables;
 
 pub use format::{Format, FormatError};

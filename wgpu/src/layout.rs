@@ -30,6 +30,9 @@
 //! 292-byte blocks.
 
 use qkern_formats::Format;
+use qkern_formats::repack::{nibble_pack, nvfp4_reorder};
+#[cfg(test)]
+use qkern_formats::repack::{nibble_unpack, nvfp4_unreorder};
 
 /// Rows per tile.
 pub(crate) const TILE: usize = 16;
@@ -56,42 +59,6 @@ pub(crate) fn pair_regions(f: Format) -> Option<(usize, usize)> {
 pub(crate) fn is_pair(f: Format) -> bool {
     pair_regions(f).is_some()
 }
-
-fn word(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-}
-
-/// The nibble repack of q5_1 / iq4_nl: 16 `qs` bytes -> 16 device bytes.
-fn nibble_pack(qs: &[u8], out: &mut [u8]) {
-    let w = [word(qs, 0), word(qs, 1), word(qs, 2), word(qs, 3)];
-    for h in 0..2 {
-        let nib = |x: u32| if h == 0 { x & 0x0f0f_0f0f } else { (x >> 4) & 0x0f0f_0f0f };
-        for p in 0..2 {
-            let v = nib(w[2 * p]) | (nib(w[2 * p + 1]) << 4);
-            out[4 * (2 * h + p)..4 * (2 * h + p) + 4].copy_from_slice(&v.to_le_bytes());
-        }
-    }
-}
-
-/// The inverse of [`nibble_pack`] (tests).
-#[cfg(test)]
-fn nibble_unpack(dev: &[u8], qs: &mut [u8]) {
-    let mut w = [0u32; 4];
-    for h in 0..2 {
-        for p in 0..2 {
-            let v = word(dev, 2 * h + p);
-            for (q, part) in [v & 0x0f0f_0f0f, (v >> 4) & 0x0f0f_0f0f].into_iter().enumerate() {
-                w[2 * p + q] |= part << (4 * h);
-            }
-        }
-    }
-    for (i, x) in w.iter().enumerate() {
-        qs[4 * i..4 * i + 4].copy_from_slice(&x.to_le_bytes());
-    }
-}
-
-/// nvfp4's sub-block order in region A (device position -> ggml sub-block).
-const NVFP4_ORDER: [usize; 4] = [0, 2, 1, 3];
 
 /// Device bytes of `nblocks` blocks of pair format `f` (region B padded to 16 bytes).
 pub(crate) fn pair_bytes(f: Format, nblocks: usize) -> usize {
@@ -129,9 +96,7 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
             }
             Format::NVFP4 => {
                 b.copy_from_slice(&blk[..4]);
-                for (pos, &s) in NVFP4_ORDER.iter().enumerate() {
-                    a[8 * pos..8 * pos + 8].copy_from_slice(&blk[4 + 8 * s..12 + 8 * s]);
-                }
+                nvfp4_reorder(&blk[4..], a);
             }
             _ => unreachable!(),
         }
@@ -169,9 +134,7 @@ pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<
             }
             Format::NVFP4 => {
                 blk[..4].copy_from_slice(b);
-                for (pos, &s) in NVFP4_ORDER.iter().enumerate() {
-                    blk[4 + 8 * s..12 + 8 * s].copy_from_slice(&a[8 * pos..8 * pos + 8]);
-                }
+                nvfp4_unreorder(a, &mut blk[4..]);
             }
             _ => unreachable!(),
         }
