@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [parity] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -36,6 +36,13 @@ qbench) timeout 150 $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threa
     --ops matmul --seconds 0.1 --quiet --note "H200 run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
 engine) timeout 60 $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
+# The engine layer test's SIGSEGV of session 5 (benches/results/2026-12-03-h200-session5/NOTES.md):
+# run it first on a fresh machine, with wgpu's direct output off and on, in parallel and serially.
+enginediag) i=0; for v in "QKERN_WGPU_DIRECT_OUT=0|" "QKERN_WGPU_DIRECT_OUT=1|" "QKERN_WGPU_DIRECT_OUT=1|--test-threads 1"; do
+    i=$((i + 1)); e=${v%%|*}; a=${v#*|}; L="$R/enginediag$i.log"
+    env $e timeout 90 $C/t_engine_layer --nocapture $a > "$L" 2>&1
+    echo "$e $a: rc=$? $(grep -c '^devices' "$L") device lists, $(grep -h 'test result' "$L")"
+  done | tee "$R/enginediag.txt" ;;
 # The layer test's three tests in parallel (cpu + cuda + wgpu devices in one process), four
 # processes at once: the configuration that died with SIGSEGV at thread exit before the
 # process-wide wgpu instance (benches/results/2026-12-03-h200-session3/NOTES.md).

@@ -89,14 +89,22 @@
 //! picks among kernel variants that give the same bits: native or emulated fma, which of
 //! wgpu's shader runtime checks stay ([`Checks`]; default: none, every index being in bounds
 //! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
-//! blocks per loop iteration, rows per workgroup, loops unrolled in the source. `examples/bench.rs --variants`
-//! times them side by side in one process.
+//! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, loops
+//! unrolled in the source. `examples/bench.rs --variants` times them side by side in one
+//! process.
 //!
 //! # Hot path
 //!
 //! `quantize` and `matmul` create no buffers: pipelines are built once per (kernel, format,
 //! NT) and cached, bind groups are made with the buffers, and the output/readback scratch and
-//! the parameter ring are reused (grown only when a call needs more than any before).
+//! the parameter ring are reused (grown only when a call needs more than any before). A
+//! matmul whose parameters equal the previous call's does not rewrite the ring; otherwise
+//! (and for `quantize`'s input) `Queue::write_buffer` stages the bytes, which wgpu does in a
+//! staging buffer of its own.
+//!
+//! A call's cost beyond its kernel, measured on the H200 (`examples/bench.rs --latency`,
+//! benches/results/2026-12-03-h200-session5): about 75 us for a small result, plus about
+//! 100 us per MiB of result read back (`Options::direct_out` cuts the latter by about a fifth).
 
 use std::collections::HashMap;
 use std::future::Future;
