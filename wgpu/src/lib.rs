@@ -188,6 +188,9 @@ pub struct Options {
     /// Unroll the kernels' constant-count loops in the source (`None`: `QKERN_WGPU_FLAT=1`,
     /// else no). See [`Tuning::flat`].
     pub flat: Option<bool>,
+    /// Byte-pair lookup table for iq4_nl and nvfp4 (`None`: `QKERN_WGPU_LUT=pair`, else
+    /// `nibble`). See [`Tuning::lut2`].
+    pub lut2: Option<bool>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
     /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
@@ -239,6 +242,10 @@ pub struct Tuning {
     /// constant whatever the driver's compiler unrolls (`QKERN_WGPU_FLAT=1`). Off: on the H200
     /// no gain stood out of the benchmark's noise.
     pub flat: bool,
+    /// iq4_nl and nvfp4 look up both nibbles of a weight byte at once in a 256-entry
+    /// workgroup table (4 lookups per word instead of 8; `QKERN_WGPU_LUT=pair`). Off: not yet
+    /// measured on a GPU (a lead of benches/results/2026-12-03-h200-session5/NOTES.md).
+    pub lut2: bool,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -513,6 +520,15 @@ impl WgpuBackend {
             Some(f) => f,
             None => env_knob("QKERN_WGPU_FLAT", "0 or 1", bool01)?.unwrap_or(false),
         };
+        let lut2 = match opts.lut2 {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_LUT", "nibble or pair", |v| match v {
+                "nibble" => Some(false),
+                "pair" => Some(true),
+                _ => None,
+            })?
+            .unwrap_or(false),
+        };
         let want_native = match opts.native_fma {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_FMA", "native or emulate", |v| match v {
@@ -581,7 +597,7 @@ impl WgpuBackend {
             direct_out,
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat }),
+            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2 }),
             max_part,
             max_binding,
             tables,
@@ -613,7 +629,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -627,7 +643,8 @@ impl WgpuBackend {
             },
             if t.unroll > 1 { format!(", unroll {}", t.unroll) } else { String::new() },
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
-            if t.flat { ", flat" } else { "" }
+            if t.flat { ", flat" } else { "" },
+            if t.lut2 { ", byte-pair lut" } else { "" }
         )
     }
 
@@ -639,6 +656,7 @@ impl WgpuBackend {
             unroll: 1,
             wg_rows: 0,
             flat: false,
+            lut2: false,
         })
     }
 
@@ -720,7 +738,7 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, unroll_of(f, nt, t), wg_rows(f, t))
+                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, unroll_of(f, nt, t), wg_rows(f, t), t.lut2)
                     .map(|s| if t.flat { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,

@@ -120,6 +120,31 @@ fn table_src(f: Format, wg: u32) -> String {
     )
 }
 
+/// The pair kernels' table source: [`table_src`] plus `lut8(w)`, both nibbles of each byte of
+/// `w` through the 16-byte table (`.x`: the low nibbles' values, `.y`: the high nibbles'). With
+/// `lut2` a 256-entry workgroup table of byte -> (value of its low nibble, value of its high
+/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`.
+fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
+    let (off, n) = table_of(f);
+    if n == 0 {
+        return table_src(f, wg);
+    }
+    if !lut2 {
+        return format!(
+            "{}fn lut8(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(w & 0x0f0f0f0fu), lut4t((w >> 4u) & 0x0f0f0f0fu));\n}}\n",
+            table_src(f, wg)
+        );
+    }
+    format!(
+        "var<workgroup> TS: array<u32, {n}>;\n\
+         var<workgroup> TP: array<u32, 256>;\n\
+         fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        TP[i] = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n    }}\n    workgroupBarrier();\n}}\n\
+         fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
+         fn lut8(w: u32) -> vec2<u32> {{\n    var lo = 0u;\n    var hi = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let e = TP[(w >> (8u * k)) & 0xffu];\n        lo |= (e & 0xffu) << (8u * k);\n        hi |= ((e >> 16u) & 0xffu) << (8u * k);\n    }}\n    return vec2<u32>(lo, hi);\n}}\n"
+    )
+}
+
 /// Coalesced chunk mode: (blocks per chunk, block bytes) for the formats whose kernels read
 /// their blocks from a workgroup-memory copy of the row's next `blocks` blocks. The row's 8
 /// invocations copy the chunk with consecutive invocations reading consecutive u32 words
@@ -176,10 +201,11 @@ pub(crate) fn matmul_source(
     native_fma: bool,
     unroll: u32,
     rows: u32,
+    lut2: bool,
 ) -> Option<String> {
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
-        return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows));
+        return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
     }
     let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
@@ -217,13 +243,23 @@ pub(crate) fn matmul_source(
 }
 
 /// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row.
-fn pair_source(f: Format, body: &str, nt: u32, subgroups: bool, native_fma: bool, unroll: u32, rows: u32) -> String {
+#[allow(clippy::too_many_arguments)]
+fn pair_source(
+    f: Format,
+    body: &str,
+    nt: u32,
+    subgroups: bool,
+    native_fma: bool,
+    unroll: u32,
+    rows: u32,
+    lut2: bool,
+) -> String {
     let wg = 2 * rows;
     let mut s = String::with_capacity(16 * 1024);
     s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
     s.push_str(&table_consts());
     s.push_str(PAIR_HEAD);
-    s.push_str(&table_src(f, wg));
+    s.push_str(&pair_table_src(f, wg, lut2));
     s.push_str(&common_without_buffers());
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
@@ -443,9 +479,10 @@ mod tests {
                 for sg in [false, true] {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
-                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows).unwrap();
+                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
-                        sources.push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"), src));
+                        sources
+                            .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows}"), src));
                         sources.push((
                             format!("flat matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"),
                             flat,

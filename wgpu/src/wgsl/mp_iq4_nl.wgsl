@@ -12,12 +12,9 @@ struct St { acc1: array<vec4<f32>, NT>, acc2: array<vec4<f32>, NT> }
 // Block k's (row's) four lane weight words of invocation h, and its d.
 fn weights(k: u32, h: u32) -> vec4<u32> {
     let pp = W[2u * k + h];
-    return vec4<u32>(
-        lut4t(pp.x & 0x0f0f0f0fu),
-        lut4t((pp.x >> 4u) & 0x0f0f0f0fu),
-        lut4t(pp.y & 0x0f0f0f0fu),
-        lut4t((pp.y >> 4u) & 0x0f0f0f0fu),
-    );
+    let a = lut8(pp.x);
+    let c = lut8(pp.y);
+    return vec4<u32>(a.x, a.y, c.x, c.y);
 }
 fn dscale(k: u32) -> f32 {
     return f16f((ww(BOFF + (k >> 1u)) >> (16u * (k & 1u))) & 0xffffu);

@@ -20,12 +20,9 @@ fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
     for (var kk = 0u; kk < 2u; kk++) {
         let w0 = select(q.z, q.x, kk == 0u);
         let w1 = select(q.w, q.y, kk == 0u);
-        let wv = vec4<u32>(
-            lut4t(w0 & 0x0f0f0f0fu),
-            lut4t(w1 & 0x0f0f0f0fu),
-            lut4t((w0 >> 4u) & 0x0f0f0f0fu),
-            lut4t((w1 >> 4u) & 0x0f0f0f0fu),
-        );
+        let a = lut8(w0);
+        let c = lut8(w1);
+        let wv = vec4<u32>(a.x, c.x, a.y, c.y);
         let ue = ue4m3((dw >> (8u * (2u * kk + h))) & 0xffu);
         let ab = 2u * b + kk;
         for (var t = 0u; t < NT; t++) {
