@@ -156,18 +156,11 @@ mod tests {
     /// last tile, and is a permutation of the bytes (sizes add up).
     #[test]
     fn pack_roundtrips() {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = qkern_parity::inputs::Rng::new(0x9e37_79b9_7f4a_7c15);
         for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
             for (rows, nb) in [(1, 1), (3, 2), (16, 1), (17, 3), (40, 5), (33, 1)] {
                 let n = rows * nb;
-                let ggml: Vec<u8> = (0..n * f.block_bytes())
-                    .map(|_| {
-                        s ^= s << 13;
-                        s ^= s >> 7;
-                        s ^= s << 17;
-                        s as u8
-                    })
-                    .collect();
+                let ggml: Vec<u8> = (0..n * f.block_bytes()).map(|_| rng.next_u64() as u8).collect();
                 let dev = pack(f, &ggml, rows);
                 assert_eq!(dev.len(), pair_bytes(f, n));
                 assert!(pair_bytes(f, n) - n * f.block_bytes() < 16, "{f}: no byte added");

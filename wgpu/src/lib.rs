@@ -173,9 +173,7 @@ pub struct Options {
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4, or 0: the default
     /// per kernel (2, except 1 for q5_K and for q4_K and q6_K at NT 1) (`None`:
-    /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same. For the formats whose
-    /// kernels copy a chunk of each row's blocks to workgroup memory (`shaders::chunk_of`;
-    /// none at present) it multiplies the blocks per chunk instead.
+    /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same.
     pub unroll: Option<u32>,
     /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats; `None`:
     /// `QKERN_WGPU_WG_ROWS`, else 32 for the formats with lookup tables, which each workgroup
@@ -538,7 +536,6 @@ impl WgpuBackend {
             })?
             .unwrap_or(true),
         };
-        env_knob("QKERN_WGPU_CHUNK", "copy or direct", |v| matches!(v, "copy" | "direct").then_some(()))?;
         let want_direct = match opts.direct_out {
             Some(b) => b,
             // Off unless asked for. On the H200 (NVIDIA Vulkan) it cut the call's cost beyond the
@@ -1498,6 +1495,7 @@ fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// A knob with an unknown value is this backend's typed error, naming the variable (the
     /// parsing itself: `qkern_formats::env`).
@@ -1512,7 +1510,6 @@ mod tests {
         assert!(matches!(e, WgpuError::Env(_)));
         assert_eq!(e.to_string(), "QKERN_WGPU_X=\"b\": expected a");
     }
-    use super::*;
 
     #[test]
     fn widen_narrow_roundtrip_every_fp16() {

@@ -145,51 +145,22 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     )
 }
 
-/// Coalesced chunk mode: (blocks per chunk, block bytes) for the formats whose kernels read
-/// their blocks from a workgroup-memory copy of the row's next `blocks` blocks. The row's 8
-/// invocations copy the chunk with consecutive invocations reading consecutive u32 words
-/// (one contiguous span per row, every word read once); the per-lane integer and float work
-/// is unchanged (same blocks, same lanes, same order).
-// The H200 measured a gain only for q8_0 and q5_1 (benches/results/2026-12-03-h200-final:
-// q8_0 201 -> 1349 GB/s, q5_1 486 -> 590), which now run the pair kernels instead; iq4_nl,
-// nvfp4 and the K-quants were slower through the copy. Kept for formats that may need it.
-fn chunk_of(f: Format) -> Option<(u32, u32)> {
-    let _ = f;
-    None
-}
-
-/// The chunk copy of [`chunk_of`]: `chunk_load(base, b0)` (every invocation, uniform control
-/// flow: two barriers) and `cw32(o)` (the u32 at byte `o` of the row's chunk, any alignment).
-/// `mult` (the tuning's `unroll`: 1, 2, 4) multiplies the blocks per chunk, as far as the copy
-/// stays within 12 KiB of workgroup memory (WebGPU guarantees 16 KiB; the tables and the
-/// fallback reductions take the rest). `QKERN_WGPU_CHUNK=direct` keeps the same loop but reads
-/// each word from the storage buffer where it is used (no copy, no barriers): an A/B knob.
-fn chunk_src(blocks: u32, bb: u32, rows: u32, mult: u32) -> String {
-    // Words a row's chunk can touch from its first word (start misaligned by up to 3 bytes),
-    // plus one for the funnel shift, rounded up to whole rounds of 8 invocations.
-    let cwp_of = |blocks: u32| ((3 + blocks * bb).div_ceil(4) + 1).div_ceil(8) * 8;
-    let mut m = mult.max(1);
-    while m > 1 && rows * cwp_of(blocks * m) * 4 > 12 * 1024 {
-        m /= 2;
+/// The block loop of a matmul kernel's `main`: `step` for blocks `0..bound` in order, `unroll`
+/// (1, 2, 4) blocks per iteration, then the remainder one by one; `call(b)` is the step's
+/// statement for the block expression `b`. The order of the steps, hence the bits, is the same
+/// for every `unroll`.
+fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String {
+    match unroll {
+        0 | 1 => format!("for (var b = 0u; b < {bound}; b++) {{\n        {}\n    }}", call("b")),
+        u => {
+            let steps: String = (0..u).map(|k| format!("        {}\n", call(&format!("b + {k}u")))).collect();
+            format!(
+                "var b = 0u;\n    for (; b + {}u < {bound}; b += {u}u) {{\n{steps}    }}\n    for (; b < {bound}; b++) {{\n        {}\n    }}",
+                u - 1,
+                call("b")
+            )
+        }
     }
-    let blocks = blocks * m;
-    let cwp = cwp_of(blocks);
-    if std::env::var("QKERN_WGPU_CHUNK").is_ok_and(|v| v == "direct") {
-        return format!(
-            "const CB: u32 = {blocks}u;\nconst CBB: u32 = {bb}u;\n\
-             var<private> CSH: u32;\n\
-             fn chunk_load(base: u32, b0: u32) {{\n    CSH = base + b0 * CBB;\n}}\n\
-             fn cw32(o: u32) -> u32 {{\n    return w32(CSH + o);\n}}\n"
-        );
-    }
-    format!(
-        "const CB: u32 = {blocks}u;\nconst CBB: u32 = {bb}u;\nconst CWP: u32 = {cwp}u;\n\
-         var<workgroup> WC: array<u32, {n}>;\n\
-         var<private> CSH: u32;\n\
-         fn chunk_load(base: u32, b0: u32) {{\n    let r = LID >> 3u;\n    let S = base + b0 * CBB;\n    let w0 = S >> 2u;\n    let last = arrayLength(&W) - 1u;\n    workgroupBarrier();\n    for (var k = LID & 7u; k < CWP; k += 8u) {{\n        WC[r * CWP + k] = W[min(w0 + k, last)];\n    }}\n    workgroupBarrier();\n    CSH = r * CWP * 4u + (S & 3u);\n}}\n\
-         fn cw32(o: u32) -> u32 {{\n    let p = CSH + o;\n    let i = p >> 2u;\n    let sh = (p & 3u) * 8u;\n    let lo = WC[i];\n    let hi = WC[i + 1u];\n    return select((lo >> sh) | (hi << (32u - sh)), lo, sh == 0u);\n}}\n",
-        n = rows * cwp
-    )
 }
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
@@ -218,26 +189,8 @@ pub(crate) fn matmul_source(
     s.push_str(COMMON);
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
-    let chunk = chunk_of(f);
-    if let Some((blocks, bb)) = chunk {
-        s.push_str(&chunk_src(blocks, bb, rows, unroll));
-    }
     s.push_str(body);
-    let lp = match (chunk, unroll) {
-        // Chunk mode: the copy, then the chunk's blocks one by one (`unroll` scales the chunk).
-        // Whole chunks first (no per-block test), then the last partial one.
-        (Some(_), _) => "var b0 = 0u;\n    for (; b0 + CB <= P.nb; b0 += CB) {\n        chunk_load(base, b0);\n        for (var k = 0u; k < CB; k++) {\n            step(base, b0 + k, l, &st);\n        }\n    }\n    if (b0 < P.nb) {\n        chunk_load(base, b0);\n        for (var k = 0u; k < CB; k++) {\n            if (b0 + k < P.nb) {\n                step(base, b0 + k, l, &st);\n            }\n        }\n    }".to_string(),
-        (None, u) => match u {
-        0 | 1 => "for (var b = 0u; b < P.nb; b++) {\n        step(base, b, l, &st);\n    }".to_string(),
-        u => {
-            let steps: String = (0..u).map(|k| format!("        step(base, b + {k}u, l, &st);\n")).collect();
-            format!(
-                "var b = 0u;\n    for (; b + {}u < P.nb; b += {u}u) {{\n{steps}    }}\n    for (; b < P.nb; b++) {{\n        step(base, b, l, &st);\n    }}",
-                u - 1
-            )
-        }
-        },
-    };
+    let lp = block_loop("P.nb", unroll, |b| format!("step(base, {b}, l, &st);"));
     s.push_str(&MATMUL_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     Some(s)
 }
@@ -257,6 +210,13 @@ fn pair_source(
     let wg = 2 * rows;
     let mut s = String::with_capacity(16 * 1024);
     s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
+    // Region A's words per block, and the weights' element: an invocation's share of a block
+    // (half of region A: 16 bytes, vec4, or 8, vec2), from the layout.
+    let (a_bytes, _) = crate::layout::pair_regions(f).expect("a pair format");
+    let (wv, wsh) = if a_bytes / 2 == 16 { ("vec4", 2) } else { ("vec2", 1) };
+    s.push_str(&format!("const AW: u32 = {}u;\nalias WV = {wv}<u32>;\nconst WSH: u32 = {wsh}u;\n", a_bytes / 4));
+    // q8_0 / q8_1 activation blocks (32 elements) per weight block.
+    s.push_str(&format!("const ABPB: u32 = {}u;\n", f.block_elems() / 32));
     s.push_str(&table_consts());
     s.push_str(PAIR_HEAD);
     s.push_str(&pair_table_src(f, wg, lut2));
@@ -264,17 +224,7 @@ fn pair_source(
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
-    let lp = match unroll {
-        0 | 1 => "let ns = nsteps();\n    for (var b = 0u; b < ns; b++) {\n        step(k0, G, b, h, &st);\n    }"
-            .to_string(),
-        u => {
-            let steps: String = (0..u).map(|k| format!("        step(k0, G, b + {k}u, h, &st);\n")).collect();
-            format!(
-                "let ns = nsteps();\n    var b = 0u;\n    for (; b + {}u < ns; b += {u}u) {{\n{steps}    }}\n    for (; b < ns; b++) {{\n        step(k0, G, b, h, &st);\n    }}",
-                u - 1
-            )
-        }
-    };
+    let lp = format!("let ns = nsteps();\n    {}", block_loop("ns", unroll, |b| format!("step(k0, G, {b}, h, &st);")));
     s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
 }

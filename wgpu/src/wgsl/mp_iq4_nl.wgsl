@@ -4,10 +4,6 @@
 // hsum(acc1 + acc2); an odd last block is the scalar tail `sumf = fmx(d, f32(sumi1 + sumi2),
 // sumf)` (gcc contracts it; reference iq4_nl.rs), run in `finish`. Region A: the nibble repack
 // (layout.rs); region B: the fp16 d.
-const AW: u32 = 4u;
-alias WV = vec2<u32>;
-const WSH: u32 = 1u;
-const ABPB: u32 = 1u;
 struct St { acc1: array<vec4<f32>, NT>, acc2: array<vec4<f32>, NT> }
 // Block k's (row's) four lane weight words of invocation h, and its d.
 fn weights(k: u32, h: u32) -> vec4<u32> {

@@ -5,10 +5,6 @@
 // UE4M3(d[2kk + L/4]) * dy_kk, so invocation h's lanes use sub-block 2kk + h. Region A: the 32
 // qs bytes with the sub-blocks in the order 0, 2, 1, 3 (invocation h: 16 bytes, sub-blocks h
 // then h + 2); region B: the four UE4M3 scales.
-const AW: u32 = 8u;
-alias WV = vec4<u32>;
-const WSH: u32 = 2u;
-const ABPB: u32 = 2u;
 struct St { acc: array<vec4<f32>, NT> }
 fn nsteps() -> u32 {
     return P.nb;
@@ -32,9 +28,5 @@ fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
     }
 }
 fn finish(st: ptr<function, St>, k0: u32, G: u32, h: u32, lid: u32) -> array<f32, NT> {
-    var r: array<f32, NT>;
-    for (var t = 0u; t < NT; t++) {
-        r[t] = hsum_pair((*st).acc[t], lid);
-    }
-    return r;
+    return hsum_tokens((*st).acc, lid);
 }

@@ -3,10 +3,6 @@
 // elements 4l..4l+3. Region A: the nibble repack (layout.rs; invocation h: words 2h, 2h+1, its
 // lanes' nibbles in bytes: one 8-byte load); region B: the words d | m << 16 and qh. summs += m * s (a product of
 // two fp16 values: exact, so contracted or not is the same) is kept by both invocations.
-const AW: u32 = 4u;
-alias WV = vec2<u32>;
-const WSH: u32 = 1u;
-const ABPB: u32 = 1u;
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NT> }
 fn nsteps() -> u32 {
     return P.nb;

@@ -2,10 +2,6 @@
 // Lane l of a block is the sum of elements 4l..4l+3's products; acc_l = fmx(dx * dy, lane, acc_l)
 // (dx * dy: two fp16 values, an exact product). Region A: the 32 int8 (invocation h: bytes
 // 16h..16h+15 = lanes 4h..4h+3); region B: the fp16 d.
-const AW: u32 = 8u;
-alias WV = vec4<u32>;
-const WSH: u32 = 2u;
-const ABPB: u32 = 1u;
 struct St { acc: array<vec4<f32>, NT> }
 fn nsteps() -> u32 {
     return P.nb;
@@ -20,9 +16,5 @@ fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
     }
 }
 fn finish(st: ptr<function, St>, k0: u32, G: u32, h: u32, lid: u32) -> array<f32, NT> {
-    var r: array<f32, NT>;
-    for (var t = 0u; t < NT; t++) {
-        r[t] = hsum_pair((*st).acc[t], lid);
-    }
-    return r;
+    return hsum_tokens((*st).acc, lid);
 }

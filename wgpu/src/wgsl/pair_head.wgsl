@@ -21,8 +21,9 @@ struct Params {
     groups_x: u32,   // workgroups along x (2D dispatch linearisation)
 }
 
-// The weights as 16-byte (WV = vec4<u32>, WSH = 2) or 8-byte (vec2<u32>, 1) elements: each
-// format's file says which (the size of an invocation's share of a block).
+// The weights as 16-byte (WV = vec4<u32>, WSH = 2) or 8-byte (vec2<u32>, 1) elements, the size
+// of an invocation's share of a block; AW: region A's words per block (both from layout.rs,
+// written by shaders.rs `pair_source`).
 @group(0) @binding(0) var<storage, read> W: array<WV>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
 @group(1) @binding(0) var<storage, read> X: array<vec4<u32>>;
@@ -45,7 +46,7 @@ fn xw(i: u32) -> u32 {
 var<private> BOFF: u32;
 
 // The 16 activation quant bytes of half h of activation block ab of token t (of this dispatch),
-// and the block's d and (q8_1) s.
+// and the block's d and (q8_1) s (ABPB: activation blocks per weight block, from shaders.rs).
 fn aq(t: u32, ab: u32, h: u32) -> vec4<u32> {
     return X[(((P.tok0 + t) * P.act_words) >> 2u) + 2u * ab + h];
 }
@@ -86,6 +87,15 @@ fn hsum_pair(a: vec4<f32>, lid: u32) -> f32 {
     let r2 = a.z + xorf(a.z, 1u, lid);
     let r3 = a.w + xorf(a.w, 1u, lid);
     return (r0 + r2) + (r1 + r3);
+}
+
+// hsum_pair of each token's accumulators.
+fn hsum_tokens(acc: array<vec4<f32>, NT>, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        r[t] = hsum_pair(acc[t], lid);
+    }
+    return r;
 }
 
 // The wrapping integer sum of the row's 8 lanes.
