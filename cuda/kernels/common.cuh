@@ -81,7 +81,10 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #define QK_UNROLL_Q8 2  // q8_0 (H200: 4227 GB/s at NT=1 against 3627 with 4)
 #endif
 #ifndef QK_UNROLL_B
-#define QK_UNROLL_B 4  // q5_1, nvfp4 (blocks per iteration)
+#define QK_UNROLL_B 4  // q5_1 (blocks per iteration)
+#endif
+#ifndef QK_UNROLL_NV
+#define QK_UNROLL_NV 2  // nvfp4 (blocks per iteration, two steps each)
 #endif
 #ifndef QK_MINB_B
 #define QK_MINB_B 2  // 32-element formats, NTM >= 5: resident 256-thread CTAs asked of ptxas
@@ -143,11 +146,12 @@ QK_DEV u16 qk_f2bf(float f) {
 // `ggml_ue4m3_to_fp32` with ggml's x0.5 folded in (qkern_formats::fp::ue4m3_to_f32).
 QK_DEV float qk_ue4m3(u32 x) {
     x &= 0xffu;
-    if (x == 0 || x == 0x7fu) return 0.0f;
-    const u32 e = (x >> 3) & 0xfu;
-    const u32 man = x & 0x7u;
-    if (e == 0) return qk_mul((float)man, qk_u2f((u32)(127 - 10) << 23));
-    return qk_u2f(((e - 7u - 1u + 127u) << 23) | (man << 20));
+    // Branchless: bits 0-6 placed at bits 20-26 of an f32 read as its exponent field (e) and top
+    // mantissa bits (man): 2^(e-127) (1 + man/8) for e > 0, the denormal man/8 * 2^-126 for
+    // e == 0 (kept: ftz is off); times 2^119, exactly, that is ggml's 2^(e-8) (1 + man/8) and
+    // man * 2^-10. 0x7f (and 0, by itself) is 0.
+    const float v = qk_mul(qk_u2f((x & 0x7fu) << 20), qk_u2f(246u << 23));
+    return x == 0x7fu ? 0.0f : v;
 }
 
 // `_mm256_cvtps_epi32` of an already rounded value: NaN and out of range give INT_MIN.

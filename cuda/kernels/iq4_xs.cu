@@ -4,23 +4,27 @@
 // - dot: `ggml_vec_dot_iq4_xs_q8_K` (AVX2): lane L of sub-block ib is the kvalues of the
 //   low (L < 4) or high nibbles of qs[16ib + 4(L&3)..+4] times q8, scaled by ls - 32;
 //   acc = fma(xd*yd, lane, acc); hsum unscaled.
-// Device layout: ggml's 136-byte blocks (d, scales_h, scales_l[4], qs[128]).
+// Device layout: ggml's 136-byte blocks (d, scales_h, scales_l[4], qs[128]). Word-pair thread
+// mapping (mm_common.cuh `MmCtxW`): lanes l and l + 4 read the two nibbles of one qs word.
 
 #include "mm_common.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_iq4_xs(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_iq4_xs(const MmArgs& A, const MmCtxW& c, float* res) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l;
+    const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 136u;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
     u32 kv[4];
-    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
-    float acc[NTM];
 #pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
+    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
+    float acc[4][NTM];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) acc[k][t] = 0.0f;
 QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 136u * b;
@@ -28,32 +32,45 @@ QK_UNROLL(QK_UNROLL_IQ)
         const float xd = qk_h2f((u16)(hw & 0xffffu));
         const u32 sh = hw >> 16;
         const u32 sl = ld32(blk + 4);
-        i32 isum[NTM];
+        i32 isum[4][NTM];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+        for (int k = 0; k < 4; ++k)
 #pragma unroll
-        for (int ib = 0; ib < 8; ++ib) {
-            if ((u32)ib % S != c.s) continue;
-            const i32 ls = (i32)((((sl >> (8 * (ib / 2))) >> (4 * (ib & 1))) & 0xfu) | (((sh >> (2 * ib)) & 3u) << 4)) - 32;
-            const u32 qw = ld32(blk + 8 + 16 * ib + 4u * (l & 3u));
-            const i32 v = (i32)qk_lut16((l < 4 ? qw : qw >> 4) & 0x0f0f0f0fu, kv);
-u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
+            for (int t = 0; t < NTM; ++t) isum[k][t] = 0;
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(v, (i32)av[t], 0);
+        for (int i = 0; i < 8 / S; ++i) {
+            const u32 ib = (u32)(i * S) + c.s;
+            const i32 ls = (i32)(((sl >> (4u * ib)) & 0xfu) | (((sh >> (2u * ib)) & 3u) << 4)) - 32;
+            // blocks are 136 bytes, so every qs word pair is 8-byte aligned
+            const uint2 q = ld64(blk + 8u + 16u * ib + 8u * h);
+            u32 v[4];  // lanes 2h, 2h + 1 (low nibbles), 2h + 4, 2h + 5 (high nibbles)
+            qk_lut16x2(q.x, kv, &v[0], &v[2]);
+            qk_lut16x2(q.y, kv, &v[1], &v[3]);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                u32 av[NTM];
+                ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib + mm_lane_w(h, k)) * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[t], 0);
+            }
         }
-float da[NTM];
+        float da[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
+            const float dd = qk_mul(xd, da[t]);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[k][t] = qk_fma(dd, qk_i2f(mm_reduce_w<S>(isum[k][t])), acc[k][t]);
         }
     }
-    return mm_hsum_pick<NTM>(acc, l);
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) {
+        const float x[4] = {acc[0][t], acc[1][t], acc[2][t], acc[3][t]};
+        res[t] = mm_hsum_w(x);
+    }
 }
-MM_KERNELS_S(iq4_xs, mm_iq4_xs, 1)
-MM_KERNELS_S(iq4_xs, mm_iq4_xs, 4)
+MM_KERNELS_W(iq4_xs, mm_iq4_xs, 1)
+MM_KERNELS_W(iq4_xs, mm_iq4_xs, 4)
 
 QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {
     const u32 ib = e / 32, j = e % 32;

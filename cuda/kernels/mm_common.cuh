@@ -215,6 +215,87 @@ QK_DEV void mm_chain_b(float (*acc)[4], i32 (*isum)[NTM], const float* d) {
         for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d[t], qk_i2f_small(isum[i][t]), acc[t][i]);
 }
 
+// ---- Word-pair mapping of the 256-element formats whose lane l and lane l + 4 read the two
+// nibbles of one word (iq4_xs): 2 * S threads per row; thread (h, s) = (tid & 1, (tid >> 1) % S)
+// owns the words 2h, 2h + 1 of each 16-byte group, i.e. the lanes 2h, 2h + 1 (low nibbles) and
+// 2h + 4, 2h + 5 (high nibbles), of the sub-blocks s, s + S, ...: one 8-byte load and two
+// two-nibble lookups per sub-block instead of one 4-byte load and lookup per lane.
+struct MmCtxW {
+    u32 job;
+    u32 row;
+    u32 h;
+    u32 s;
+    u32 nt;
+    bool valid;
+};
+
+template <int S>
+QK_DEV MmCtxW mm_ctx_w(const MmArgs& A) {
+    MmCtxW c;
+    const u32 bid = qk_bid();
+    u32 j = 0;
+    for (u32 k = 1; k < A.njobs; ++k)
+        if (bid >= A.jobs[k].cta0) j = k;
+    c.job = j;
+    const u32 tid = qk_tid();
+    c.h = tid & 1u;
+    c.s = (tid >> 1) % (u32)S;
+    const u32 rows = A.jobs[j].rows;
+    const u32 row = (bid - A.jobs[j].cta0) * (qk_bdim() / (2u * S)) + tid / (2u * S);
+    c.valid = row < rows;
+    c.row = c.valid ? row : rows - 1u;
+    c.nt = A.jobs[j].nt;
+    mm_prefetch(A, j, c.row, tid % (2u * S), 2u * S);
+    return c;
+}
+
+// The lanes of thread h, in its accumulator order.
+QK_DEV u32 mm_lane_w(u32 h, int k) { return 2u * h + (u32)(k & 1) + 4u * (u32)(k >> 1); }
+
+// Sum of the S partial integer lane sums (threads 2s + h).
+template <int S>
+QK_DEV i32 mm_reduce_w(i32 v) {
+    if (S >= 2) v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 2));
+    if (S >= 4) v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 4));
+    return v;
+}
+
+// hsum_float_8 of the lanes (2h, 2h + 1, 2h + 4, 2h + 5) of the thread pair h = 0, 1:
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the same bits in both threads.
+QK_DEV float mm_hsum_w(const float* x) {
+    const float a = qk_add(x[0], x[2]), b = qk_add(x[1], x[3]);
+    return qk_add(qk_add(a, qk_shfl_xor(a, 1)), qk_add(b, qk_shfl_xor(b, 1)));
+}
+
+template <int NTM>
+QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
+    if (!c.valid || c.h != 0 || c.s != 0) return;
+    float* out = (float*)A.jobs[c.job].out;
+    const u32 rows = A.jobs[c.job].rows;
+#pragma unroll
+    for (int t = 0; t < NTM; ++t)
+        if ((u32)t < c.nt) out[(u64)t * rows + c.row] = res[t];
+}
+
+#define MM_KERNEL_W1(fmt, fn, NTM, S)                                                  \
+    QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) {                                   \
+        const MmCtxW c = mm_ctx_w<S>(A);                                                \
+        float res[NTM];                                                                 \
+        fn<NTM, S>(A, c, res);                                                          \
+        mm_store_w<NTM>(A, c, res);                                                     \
+    }                                                                                   \
+    QK_ENTRY(qk_mm_##fmt##_n##NTM##_s##S, MmArgs, fn##_n##NTM##_s##S)
+
+#define MM_KERNELS_W(fmt, fn, S)      \
+    MM_KERNEL_W1(fmt, fn, 1, S)       \
+    MM_KERNEL_W1(fmt, fn, 2, S)       \
+    MM_KERNEL_W1(fmt, fn, 3, S)       \
+    MM_KERNEL_W1(fmt, fn, 4, S)       \
+    MM_KERNEL_W1(fmt, fn, 5, S)       \
+    MM_KERNEL_W1(fmt, fn, 6, S)       \
+    MM_KERNEL_W1(fmt, fn, 7, S)       \
+    MM_KERNEL_W1(fmt, fn, 8, S)
+
 // ---- Two-phase kernel for 32-element formats with few blocks per row (small K, e.g. MoE
 // down projections): phase 1 spreads every (row, unit, half) of MMK_R rows over the CTA's
 // threads, which compute the units' integer lanes and chain factors at once (one round of

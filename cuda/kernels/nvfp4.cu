@@ -6,57 +6,77 @@
 //   lanes 0-3 use ue4m3(d[2k]) * dy, lanes 4-7 ue4m3(d[2k+1]) * dy: acc = fma(s, lane, acc).
 // Device layout: tiled (layout.rs) and split: 32-byte bodies (sub-blocks reordered), then the u32
 // scales. Two threads per row: in step k thread h owns lanes
-// 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share. A "unit" is one step
-// (32 elements, one q8_0 activation block), two per nvfp4 block.
+// 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share. A "unit" (of the two-phase
+// kernel) is one step (32 elements, one q8_0 activation block), two per nvfp4 block.
 
 #include "mm_common.cuh"
 
+// Step u (sub-blocks 2kk, 2kk + 1 of block b = u / 2, kk = u % 2), half h: the integer lanes
+// 4h..4h+3 from the sub-block's 8 bytes (words qx, qy), and the chain factors ue4m3 * dy.
+template <int NTM>
+QK_DEV void nvfp4_step(const MmJob& J, u32 u, u32 h, u32 qx, u32 qy, u32 scales, const u32* kv, i32 (*isum)[NTM],
+                       float* d) {
+    const u32 capw = J.capw, sb = 2u * (u & 1u) + h;
+    // lane 4h+i: word i & 1 of the sub-block, high nibbles for i >= 2
+    u32 v4[4];
+    qk_lut16x2(qx, kv, &v4[0], &v4[2]);
+    qk_lut16x2(qy, kv, &v4[1], &v4[3]);
+    const float ue = qk_ue4m3(scales >> (8u * sb));
+    const u32* aq = (const u32*)J.a_qs + (u64)(8u * u + 4u * h) * capw;
+    float da[NTM];
+    ld_tok_f<NTM>((const float*)J.a_d + (u64)u * capw, da);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const i32 v = (i32)v4[i];
+        u32 av[NTM];
+        ld_tok<NTM>(aq + (u64)i * capw, av);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], 0);
+    }
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) d[t] = qk_mul(ue, da[t]);
+}
+
+QK_DEV void nvfp4_table(const MmArgs& A, u32* kv) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_FP4 + i);
+}
+
+// Split layout (layout.rs): the 32 qs bytes with the sub-blocks in the order 0, 2, 1, 3, so
+// that thread h's sub-blocks of steps 0 and 1 (2kk + h) are the 16 bytes at 16h; the four
+// UE4M3 scales as one u32 of the scale array.
 struct UnitNvfp4 {
     static const u32 UNITS_PER_BLOCK = 2;
     template <int NTM>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
-        const u32 nb = A.nb, capw = J.capw;
         u32 kv[4];
-        for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_FP4 + i);
-        const u32 b = u / 2, kk = u % 2;
-        const u64 k = qk_wblk(J.rows, nb, row, b);
-        // Split layout (layout.rs): the 32 qs bytes with the sub-blocks in the order 0, 2, 1, 3,
-        // so that this thread's sub-block sb = 2kk + h is the 8 bytes at 16h + 8kk; the four
-        // UE4M3 scales as one u32 of the scale array.
-        const uint2 q = ld64((const u8*)J.w + k * 32u + 16u * h + 8u * kk);
-        const u32 sb = 2u * kk + h;
-        // lane 4h+i: word i & 1 of the sub-block, high nibbles for i >= 2
-        u32 v4[4];
-        qk_lut16x2(q.x, kv, &v4[0], &v4[2]);
-        qk_lut16x2(q.y, kv, &v4[1], &v4[3]);
-        const float ue = qk_ue4m3(qk_ld((const u32*)J.wd + k) >> (8u * sb));
-        const u32* aq = (const u32*)J.a_qs + (u64)(8u * u + 4u * h) * capw;
-        float da[NTM];
-        ld_tok_f<NTM>((const float*)J.a_d + (u64)u * capw, da);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const i32 v = (i32)v4[i];
-            u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)i * capw, av);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], 0);
-        }
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(ue, da[t]);
+        nvfp4_table(A, kv);
+        const u64 k = qk_wblk(J.rows, A.nb, row, u / 2);
+        const uint2 q = ld64((const u8*)J.w + k * 32u + 16u * h + 8u * (u & 1u));
+        nvfp4_step<NTM>(J, u, h, q.x, q.y, qk_ld((const u32*)J.wd + k), kv, isum, d);
     }
 };
 
+// One block (both steps) per iteration: one 16-byte load of the thread's two sub-blocks and
+// one scale word; the steps chain in order (u = 2b, then 2b + 1), as the AVX2 loop.
 template <int NTM>
 QK_DEV void mm_nvfp4(const MmArgs& A, const MmCtxB& c, float* res) {
     const MmJob& J = A.jobs[c.job];
+    u32 kv[4];
+    nvfp4_table(A, kv);
     float acc[NTM][4];
     mm_zero<NTM>(acc);
-QK_UNROLL(QK_UNROLL_B)
-    for (u32 u = 0; u < 2u * A.nb; ++u) {
+QK_UNROLL(QK_UNROLL_NV)
+    for (u32 b = 0; b < A.nb; ++b) {
+        const u64 k = qk_wblk(J.rows, A.nb, c.row, b);
+        const uint4 q = ld128((const u8*)J.w + k * 32u + 16u * c.h);
+        const u32 sc = qk_ld((const u32*)J.wd + k);
         i32 isum[4][NTM];
         float d[NTM];
-        UnitNvfp4::unit<NTM>(A, J, c.row, u, c.h, isum, d, nullptr);
+        nvfp4_step<NTM>(J, 2u * b, c.h, q.x, q.y, sc, kv, isum, d);
+        mm_chain_b<NTM>(acc, isum, d);
+        nvfp4_step<NTM>(J, 2u * b + 1u, c.h, q.z, q.w, sc, kv, isum, d);
         mm_chain_b<NTM>(acc, isum, d);
     }
 #pragma unroll

@@ -93,9 +93,14 @@ pub fn has_split(format: Format) -> bool {
     format.block_elems() == 256
 }
 
-/// Threads per weight row: 2 for the 32-element formats (4 lanes each), 8 * S otherwise.
+/// Threads per weight row: 2 for the 32-element formats (4 lanes each), 2 * S for iq4_xs (the
+/// word-pair mapping, 4 lanes each, mm_common.cuh `MmCtxW`), 8 * S otherwise.
 pub fn threads_per_row(format: Format, s: u32) -> u32 {
-    if has_split(format) { 8 * s } else { 2 }
+    match format {
+        Format::IQ4_XS => 2 * s,
+        f if has_split(f) => 8 * s,
+        _ => 2,
+    }
 }
 
 /// The NTM values instantiated.

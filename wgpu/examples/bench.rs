@@ -10,7 +10,7 @@
 //! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
 //! checks without loop bounding), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`
 //! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
-//! `rN` (N rows per workgroup), `lut2` (the byte-pair lookup table of iq4_nl and nvfp4).
+//! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
 //!
 //! `--latency` times instead the API's `matmul` call on q8_0 matrices of 256 columns and
@@ -40,6 +40,7 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "u4" => Tuning { unroll: 4, ..d },
         "flat" => Tuning { flat: true, ..d },
         "lut2" => Tuning { lut2: true, ..d },
+        "lut1" => Tuning { lut2: false, ..d },
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
         "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },
         "rows" => Tuning { wg_rows: if has_table { 8 } else { 32 }, ..d },

@@ -186,8 +186,8 @@ pub struct Options {
     /// Unroll the kernels' constant-count loops in the source (`None`: `QKERN_WGPU_FLAT=1`,
     /// else no). See [`Tuning::flat`].
     pub flat: Option<bool>,
-    /// Byte-pair lookup table for iq4_nl and nvfp4 (`None`: `QKERN_WGPU_LUT=pair`, else
-    /// `nibble`). See [`Tuning::lut2`].
+    /// Byte-pair lookup table for iq4_nl and nvfp4 (`None`: `QKERN_WGPU_LUT=nibble|pair`, else
+    /// `pair`). See [`Tuning::lut2`].
     pub lut2: Option<bool>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
@@ -241,8 +241,10 @@ pub struct Tuning {
     /// no gain stood out of the benchmark's noise.
     pub flat: bool,
     /// iq4_nl and nvfp4 look up both nibbles of a weight byte at once in a 256-entry
-    /// workgroup table (4 lookups per word instead of 8; `QKERN_WGPU_LUT=pair`). Off: not yet
-    /// measured on a GPU (a lead of benches/results/2026-12-03-h200-session5/NOTES.md).
+    /// workgroup table (4 lookups per word instead of 8; `QKERN_WGPU_LUT=pair`, the default).
+    /// On: H200 kernel-only NT 1, iq4_nl 1382 -> 1980 GB/s, nvfp4 1449 -> 2081; NT 8 606 -> 683
+    /// and 630 -> 726 (benches/results/2026-12-03-h200-session6, run1). Off: one nibble per
+    /// lookup in a 16-entry table (`QKERN_WGPU_LUT=nibble`).
     pub lut2: bool,
 }
 
@@ -525,7 +527,7 @@ impl WgpuBackend {
                 "pair" => Some(true),
                 _ => None,
             })?
-            .unwrap_or(false),
+            .unwrap_or(true),
         };
         let want_native = match opts.native_fma {
             Some(b) => b,
@@ -653,7 +655,7 @@ impl WgpuBackend {
             unroll: 1,
             wg_rows: 0,
             flat: false,
-            lut2: false,
+            lut2: true,
         })
     }
 

@@ -39,7 +39,7 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
-/// (`Options::direct_out`) and the byte-pair lookup table (`Options::lut2`), to exercise the
+/// (`Options::direct_out`) and the nibble lookup table (`Options::lut2` off), to exercise the
 /// fallback, the splitting and those two options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
@@ -48,7 +48,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             subgroups: Some(false),
             max_part_bytes: Some(1024),
             direct_out: Some(true),
-            lut2: Some(true),
+            lut2: Some(false),
             ..Options::default()
         })
     })
