@@ -169,6 +169,14 @@ QK_DEV float qk_abs(float x) { return qk_u2f(qk_f2u(x) & 0x7fffffffu); }
 // An integer known to lie in [-2^22, 2^22) to f32, exactly, with two full-rate operations
 // instead of the quarter-rate I2F (1.5 * 2^23 magic). Equal to qk_i2f on that range.
 QK_DEV float qk_i2f_small(i32 v) { return qk_add(qk_u2f((u32)(v + 0x4b400000)), -12582912.0f); }
+// The same with the magic added up front: dp4a accumulating onto QK_BIAS (the bits of
+// 1.5 * 2^23) leaves 1.5 * 2^23 + sum as an f32 bit pattern, so the conversion is one add
+// (qk_unbias(qk_dp4a(a, b, QK_BIAS)) == qk_i2f_small(qk_dp4a(a, b, 0)) for |sum| < 2^22):
+// one integer add fewer per lane, token and block in the 32-element formats' inner loops.
+#define QK_BIAS 0x4b400000
+QK_DEV float qk_unbias(i32 v) { return qk_add(qk_u2f((u32)v), -12582912.0f); }
+// A sum of n biased lane sums, unbiased as an integer (wrapping u32 arithmetic: exact).
+QK_DEV i32 qk_unbias_sum(u32 sum, u32 n) { return (i32)(sum - n * (u32)QK_BIAS); }
 
 // 0xFF in byte i of the result where bit i (0..3) of `bits4` is set.
 QK_DEV u32 qk_mask4(u32 bits4) { return ((bits4 * 0x00204081u) & 0x01010101u) * 0xffu; }

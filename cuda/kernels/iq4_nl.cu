@@ -33,7 +33,7 @@ struct UnitIq4Nl {
             u32 av[NTM];
             ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], 0);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], QK_BIAS);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], dx);
@@ -70,7 +70,7 @@ QK_UNROLL(QK_UNROLL_P)
         UnitIq4Nl::unit<NTM>(A, J, c.row, A.nb - 1u, c.h, isum, d, nullptr);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            i32 p = isum[0][t] + isum[1][t] + isum[2][t] + isum[3][t];
+            i32 p = qk_unbias_sum((u32)isum[0][t] + (u32)isum[1][t] + (u32)isum[2][t] + (u32)isum[3][t], 4);
             p += qk_shfl_xor_i(p, 1);
             res[t] = qk_fma(d[t], qk_i2f(p), res[t]);
         }

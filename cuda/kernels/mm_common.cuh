@@ -204,15 +204,15 @@ QK_DEV void mm_zero(float (*acc)[4]) {
         for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
 }
 
-// One block of the lane chains: acc[t][i] = fma(d[t], (float)isum[i][t], acc[t][i]). The
-// 32-element formats' lane sums are below 2^22 in magnitude (4 products of at most 128*127),
-// so qk_i2f_small is exact.
+// One block of the lane chains: acc[t][i] = fma(d[t], (float)isum[i][t], acc[t][i]), the lane
+// sums biased (dp4a onto QK_BIAS). The 32-element formats' lane sums are below 2^22 in
+// magnitude (4 products of at most 128*127), so qk_unbias is exact.
 template <int NTM>
 QK_DEV void mm_chain_b(float (*acc)[4], i32 (*isum)[NTM], const float* d) {
 #pragma unroll
     for (int t = 0; t < NTM; ++t)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d[t], qk_i2f_small(isum[i][t]), acc[t][i]);
+        for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d[t], qk_unbias(isum[i][t]), acc[t][i]);
 }
 
 // ---- Word-pair mapping of the 256-element formats whose lane l and lane l + 4 read the two
@@ -297,7 +297,7 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
     MM_KERNEL_W1(fmt, fn, 8, S)
 
 // ---- Two-phase kernel for 32-element formats with few blocks per row (small K, e.g. MoE
-// down projections): phase 1 spreads every (row, unit, half) of MMK_R rows over the CTA's
+// down projections; lane sums biased, as mm_chain_b's): phase 1 spreads every (row, unit, half) of MMK_R rows over the CTA's
 // threads, which compute the units' integer lanes and chain factors at once (one round of
 // loads instead of one per block) into shared memory; phase 2 gives each (row, token, lane)
 // chain to one thread, which runs it over the units in order (the same fma sequence as the
@@ -345,12 +345,12 @@ QK_DEV void mmk_body(const MmArgs& A) {
         float a1 = 0.0f, a2 = 0.0f;
         const u32 pairs = units / 2u;
         for (u32 q = 0; q < pairs; ++q) {
-            a1 = qk_fma(D[r][2 * q][l >> 2][t], qk_i2f_small(X[r][2 * q][l][t]), a1);
-            a2 = qk_fma(D[r][2 * q + 1][l >> 2][t], qk_i2f_small(X[r][2 * q + 1][l][t]), a2);
+            a1 = qk_fma(D[r][2 * q][l >> 2][t], qk_unbias(X[r][2 * q][l][t]), a1);
+            a2 = qk_fma(D[r][2 * q + 1][l >> 2][t], qk_unbias(X[r][2 * q + 1][l][t]), a2);
         }
         res = qk_hsum8(qk_add(a1, a2));
         if (units & 1u) {
-            i32 tot = X[r][units - 1][l][t];
+            i32 tot = qk_unbias_sum((u32)X[r][units - 1][l][t], 1);
             tot += qk_shfl_xor_i(tot, 4);
             tot += qk_shfl_xor_i(tot, 2);
             tot += qk_shfl_xor_i(tot, 1);
@@ -358,7 +358,7 @@ QK_DEV void mmk_body(const MmArgs& A) {
         }
     } else {
         float acc = 0.0f;
-        for (u32 u = 0; u < units; ++u) acc = qk_fma(D[r][u][l >> 2][t], qk_i2f_small(X[r][u][l][t]), acc);
+        for (u32 u = 0; u < units; ++u) acc = qk_fma(D[r][u][l >> 2][t], qk_unbias(X[r][u][l][t]), acc);
         res = qk_hsum8(acc);
         if (CH == MmSumms) {
             const float* as = (const float*)J.a_x + t;

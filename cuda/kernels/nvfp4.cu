@@ -31,7 +31,7 @@ QK_DEV void nvfp4_step(const MmJob& J, u32 u, u32 h, u32 qx, u32 qy, u32 scales,
         u32 av[NTM];
         ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], 0);
+        for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], QK_BIAS);
     }
 #pragma unroll
     for (int t = 0; t < NTM; ++t) d[t] = qk_mul(ue, da[t]);

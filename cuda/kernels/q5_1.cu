@@ -31,7 +31,7 @@ struct UnitQ5_1 {
             u32 av[NTM];
             ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(q, (i32)av[t], 0);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(q, (i32)av[t], QK_BIAS);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dx, da[t]);

@@ -27,7 +27,7 @@ struct UnitQ8_0 {
             u32 av[NTM];
             ld_tok<NTM>(aq + (u64)i * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(wv[i], (i32)av[t], 0);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(wv[i], (i32)av[t], QK_BIAS);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dw, da[t]);

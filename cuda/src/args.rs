@@ -176,7 +176,8 @@ pub struct MmLaunch {
 /// launch with its arguments. Allocates nothing.
 ///
 /// `s4_rows`: launches with fewer rows in all than this use the S = 4 kernels (where built),
-/// which put 4x more threads on each row. `min_ctas`: launches that would have fewer
+/// which put 4x more threads on each row (iq4_xs at one token always does, unless `s4_rows`
+/// is 0, which forces S = 1). `min_ctas`: launches that would have fewer
 /// 256-thread CTAs than this use 64-thread CTAs.
 pub fn plan_matmul<E>(
     format: Format,
@@ -214,7 +215,11 @@ pub fn plan_matmul<E>(
             *rows_total = 0;
             return Ok(());
         }
-        let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
+        // iq4_xs at one token takes S = 4 at every size: 1987 against 1681 GB/s with S = 1 at
+        // 1 GiB (H200, benches/results/2026-12-03-h200-session6/run2); S = 1 from 2 tokens on.
+        // (`s4_rows == 0` forces S = 1.)
+        let one = format == Format::IQ4_XS && ntm == 1 && s4_rows != 0;
+        let s = if has_split(format) && (*rows_total < s4_rows || one) { 4 } else { 1 };
         let tpr = threads_per_row(format, s);
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
