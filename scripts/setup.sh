@@ -6,7 +6,8 @@
 set -euo pipefail
 need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+# libclang itself (what bindgen loads), not libclang-cpp, which other packages bring along.
+compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null || need+=(libclang-dev)
 ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
 ls /usr/lib/x86_64-linux-gnu/libvulkan.so.1* >/dev/null 2>&1 || need+=(libvulkan1)
 if [ ${#need[@]} -gt 0 ]; then
