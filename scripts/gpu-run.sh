@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cudasweep] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -29,6 +29,12 @@ wparity) { timeout 60 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ" "$R/wparity.log" | head -20 ;;
 # The wgpu matmul call's cost beside its kernel (fixed and per output byte).
 wgpulat) timeout 60 $C/wgpu_bench --latency > "$R/wgpu_latency.txt" 2>&1; cat "$R/wgpu_latency.txt" ;;
+# Kernel-only CUDA numbers for NVRTC-option variants: CUDA_SWEEP="OPTS|formats;OPTS|formats"
+# (an empty OPTS is the default build), one table row per format and NT in sweep.md.
+cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
+  for v in "${vs[@]}"; do o=${v%%|*}; f=${v##*|}; echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f" >> "$R/sweep.md"
+    QKERN_CUDA_NVRTC_OPTS="$o" timeout 90 $C/cuda_bench --gib 1 --iters 10 --kernels-only --formats "$f" 2>&1 | grep -E '^\||regs|rror' >> "$R/sweep.md"
+  done; cat "$R/sweep.md" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-100} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

@@ -9,7 +9,9 @@
 //!   launch-to-result on the host clock (matmul into device memory, then stream sync; and
 //!   matmul into host memory), and a grouped launch of 8 distinct experts, per expert.
 //!
-//! Writes `bench_cuda.md` to `$QKERN_RESULTS_DIR` when set.
+//! Writes `bench_cuda.md` to `$QKERN_RESULTS_DIR` when set. `--formats q4_K,nvfp4` limits the
+//! formats, `--no-forced` skips the forced lane splits, `--no-experts` the experts,
+//! `--kernels-only` both the launch-to-result table and the experts (tuning sweeps).
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -82,6 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|i| args.get(i + 1))
         .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect());
 
+    let kernels_only = args.iter().any(|a| a == "--kernels-only");
     let b = CudaBackend::new(0)?;
     let t = Instant::now();
     b.warm_up()?;
@@ -158,8 +161,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each
-        // way back.
-        {
+        // way back. (`--kernels-only`: skipped, with the experts.)
+        if !kernels_only {
             let mut cells = Vec::new();
             let default_wait = b.wait_mode();
             for nt in [1usize, 8] {
@@ -234,7 +237,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for l in &stats {
         writeln!(md, "- {l}")?;
     }
-    if args.iter().any(|a| a == "--no-experts") {
+    if kernels_only || args.iter().any(|a| a == "--no-experts") {
         println!("{md}");
         return Ok(());
     }

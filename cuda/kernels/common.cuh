@@ -55,6 +55,9 @@ QK_DEV u32 qk_f2u(float f) { return __float_as_uint(f); }
 QK_DEV float qk_u2f(u32 u) { return __uint_as_float(u); }
 QK_DEV i32 qk_dp4a(i32 a, i32 b, i32 c) { return __dp4a(a, b, c); }
 QK_DEV u32 qk_perm(u32 a, u32 b, u32 s) { return __byte_perm(a, b, s); }
+// Two signed 16-bit halves of a times signed bytes 0, 1 (lo) or 2, 3 (hi) of b, plus c.
+QK_DEV i32 qk_dp2a_lo(i32 a, i32 b, i32 c) { return __dp2a_lo(a, b, c); }
+QK_DEV i32 qk_dp2a_hi(i32 a, i32 b, i32 c) { return __dp2a_hi(a, b, c); }
 QK_DEV i32 qk_popc(u32 v) { return __popc(v); }
 QK_DEV float qk_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 QK_DEV i32 qk_shfl_xor_i(i32 v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
@@ -94,6 +97,16 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #endif
 #ifndef QK_UNROLL_K
 #define QK_UNROLL_K 2  // q4_K, q5_K, q6_K
+#endif
+#ifndef QK_UNROLL_KQN
+#define QK_UNROLL_KQN 1  // K-quants, NTM >= 2 (their registers are the limit)
+#endif
+#define QK_UNROLL_KQ(ntm) ((ntm) == 1 ? QK_UNROLL_K : QK_UNROLL_KQN)
+#ifndef QK_MINB_KQ1
+#define QK_MINB_KQ1 4  // K-quants (MM_KERNELS_KQ) at NTM = 1: resident 256-thread CTAs asked of ptxas
+#endif
+#ifndef QK_MINB_KQ
+#define QK_MINB_KQ 2  // K-quants, NTM >= 2
 #endif
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq2_*, iq3_*, iq4_xs

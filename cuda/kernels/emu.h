@@ -60,6 +60,15 @@ QK_DEV int qk_dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; ++i) s += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
     return s;
 }
+// __dp2a_lo / __dp2a_hi: a's signed 16-bit halves h0, h1 times b's signed bytes (0, 1) or (2, 3).
+QK_DEV int qk_dp2a_lo(int a, int b, int c) {
+    return c + (int)(short)(a & 0xffff) * (int)(signed char)(b & 0xff) +
+           (int)(short)((unsigned)a >> 16) * (int)(signed char)((b >> 8) & 0xff);
+}
+QK_DEV int qk_dp2a_hi(int a, int b, int c) {
+    return c + (int)(short)(a & 0xffff) * (int)(signed char)((b >> 16) & 0xff) +
+           (int)(short)((unsigned)a >> 16) * (int)(signed char)((b >> 24) & 0xff);
+}
 // __byte_perm (prmt, default mode): byte k of the result is byte (s >> 4k) & 7 of {b:a},
 // sign-replicated when bit 3 of that selector nibble is set.
 QK_DEV unsigned qk_perm(unsigned a, unsigned b, unsigned s) {

@@ -27,6 +27,21 @@ QK_DEV void kq_mins_prod(const i16* bs, u32 u2, u32 u3, i32* prod) {
     }
 }
 
+// kq_mins_prod with dp2a: the 16 bsums of one token and block (32 bytes, 16-byte aligned) in
+// two loads; w * 0x10001 puts bsums[2k] + bsums[2k+1] (mod 2^16, as _mm_hadd_epi16) in the top
+// half of word k; two top halves per word (prmt); prod[m] = dp2a(q8s pair, mins bytes).
+QK_DEV void kq_mins_prod_dp2a(const i16* bs, u32 u2, u32 u3, i32* prod) {
+    const uint4 v0 = qk_ld((const uint4*)bs), v1 = qk_ld((const uint4*)bs + 1);
+    const u32 w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    u32 q[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) q[m] = qk_perm(w[2 * m] * 0x10001u, w[2 * m + 1] * 0x10001u, 0x7632u);
+    prod[0] = qk_dp2a_lo((i32)q[0], (i32)u2, 0);
+    prod[1] = qk_dp2a_hi((i32)q[1], (i32)u2, 0);
+    prod[2] = qk_dp2a_lo((i32)q[2], (i32)u3, 0);
+    prod[3] = qk_dp2a_hi((i32)q[3], (i32)u3, 0);
+}
+
 // get_scale_min_k4(j, q) on the raw scale bytes (the dequantizers' form).
 QK_DEV void kq_scale_min(const u8* q, u32 j, u32* sc, u32* m) {
     if (j < 4) {

@@ -4,64 +4,96 @@
 //   sub-blocks, scale * (4 products); acc = fma(yd*xd, lane, acc); the mins go into a 4-lane
 //   chain acc_m = fma(-yd*xdmin, prod, acc_m) (prod from the q8_K bsums), reduced
 //   (m0+m2)+(m1+m3) and added after hsum_float_8.
-// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]).
+// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]). Thread mapping: MM_KERNELS_KQ
+// (mm_common.cuh): 2 * S threads per row, thread (h, s) owns lanes 4h..4h+3 of the sub-block
+// pairs j = s, s + S, ... (one 16-byte qs load each) and the mins chain of tokens 2s + h mod 2S.
 
 #include "kquants.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_q4_k(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_q4_k(const MmArgs& A, const MmCtxW& c) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l;
+    const u32 nb = A.nb, h = c.h, q = 2u * c.s + h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 144u;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
-    const bool own = l < c.nt;
-    const i16* bs = (const i16*)J.a_x + (u64)l * nb * 16u;
-    float acc[NTM], accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_K)
+    const i16* bs = (const i16*)J.a_x;
+    constexpr int KM = (NTM + 2 * S - 1) / (2 * S);  // mins chains per thread
+    float acc[NTM][4], accm[KM][4];
+    mm_zero<NTM>(acc);
+    mm_zero<KM>(accm);
+    // The lane sums are below 2^22 in magnitude (8 x 63 x (4 x 15 x 128) = 3870720): biased
+    // onto QK_BIAS (once per lane: by the s = 0 thread), unbiased by one add.
+    const i32 bias0 = c.s == 0 ? QK_BIAS : 0;
+QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 144u * b;
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
         kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
-        i32 isum[NTM];
+        // This thread's sub-block pairs (one 16-byte load each) and their scales.
+        uint4 qv[4 / S];
+        i32 sl[4 / S], sh[4 / S];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            if ((u32)j % S != c.s) continue;
-            const u32 qw = ld32(blk + 16 + 32 * j + 4u * l);
-            const i32 lo = (i32)(qw & 0x0f0f0f0fu), hi = (i32)((qw >> 4) & 0x0f0f0f0fu);
-            const i32 sl = (i32)kq_byte(u0, u1, 2 * j), sh = (i32)kq_byte(u0, u1, 2 * j + 1);
-u32 alo[NTM], ahi[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 16u * j) * capw, alo);
-            ld_tok<NTM>(aq + (u64)(64u * b + 16u * j + 8u) * capw, ahi);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += sl * qk_dp4a(lo, (i32)alo[t], 0) + sh * qk_dp4a(hi, (i32)ahi[t], 0);
+        for (int k = 0; k < 4 / S; ++k) {
+            const u32 j = (u32)(k * S) + c.s;
+            qv[k] = ld128(blk + 16u + 32u * j + 16u * h);
+            sl[k] = (i32)kq_byte(u0, u1, 2u * j);
+            sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
         }
-float da[NTM];
+        float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(da[t], xd), qk_i2f(v), acc[t]);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
+        // One lane at a time: its sum over the pairs, then its float chain step (fewer live
+        // registers than all four lanes' sums at once).
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            i32 isum[NTM];
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[t] = bias0;
+#pragma unroll
+            for (int k = 0; k < 4 / S; ++k) {
+                const u32 j = (u32)(k * S) + c.s;
+                const u32 qw = i == 0 ? qv[k].x : i == 1 ? qv[k].y : i == 2 ? qv[k].z : qv[k].w;
+                const i32 lo = (i32)(qw & 0x0f0f0f0fu), hi = (i32)((qw >> 4) & 0x0f0f0f0fu);
+                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
+                u32 alo[NTM], ahi[NTM];
+                ld_tok<NTM>(a, alo);
+                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t)
+                    isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
+            }
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) acc[t][i] = qk_fma(d[t], qk_unbias(mm_reduce_w<S>(isum[t])), acc[t][i]);
         }
-        if (own) {
-            const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + l), xdmin);
-            i32 prod[4];
-            kq_mins_prod(bs + 16u * b, u2, u3, prod);
-            for (int m = 0; m < 4; ++m) accm[m] = qk_fma(dmin, qk_i2f(prod[m]), accm[m]);
+#pragma unroll
+        for (int k = 0; k < KM; ++k) {
+            const u32 t = (u32)(k * 2 * S) + q;
+            if (t < c.nt) {
+                const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + t), xdmin);
+                i32 prod[4];
+                kq_mins_prod_dp2a(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
+#pragma unroll
+                for (int m = 0; m < 4; ++m) accm[k][m] = qk_fma(dmin, qk_i2f(prod[m]), accm[k][m]);
+            }
         }
     }
-    const float m = qk_add(qk_add(accm[0], accm[2]), qk_add(accm[1], accm[3]));
-    return qk_add(mm_hsum_pick<NTM>(acc, l), m);
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = mm_hsum_b(acc[t]);
+#pragma unroll
+    for (int k = 0; k < KM; ++k) {
+        const u32 t = (u32)(k * 2 * S) + q;
+        const float m = qk_add(qk_add(accm[k][0], accm[k][2]), qk_add(accm[k][1], accm[k][3]));
+        mm_store_t(A, c, t, qk_add(mm_pick<NTM>(hs, t), m));
+    }
 }
-MM_KERNELS_S(q4_k, mm_q4_k, 1)
-MM_KERNELS_S(q4_k, mm_q4_k, 4)
+MM_KERNELS_KQ(q4_k, mm_q4_k, 1)
+MM_KERNELS_KQ(q4_k, mm_q4_k, 4)
 
 QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

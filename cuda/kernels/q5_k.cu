@@ -3,66 +3,93 @@
 // - dot: `ggml_vec_dot_q5_K_q8_K` (AVX2): as q4_K with the fifth bit from qh; the mins go
 //   into a scalar `summs += dmin * hsum(prod)`, which gcc contracts into an fma, added after
 //   hsum_float_8.
-// Device layout: ggml's 176-byte blocks (d, dmin, scales[12], qh[32], qs[128]).
+// Device layout: ggml's 176-byte blocks (d, dmin, scales[12], qh[32], qs[128]). Thread mapping as
+// q4_K (MM_KERNELS_KQ): lanes 4h..4h+3 of the sub-block pairs j = s, s + S, ...; the summs
+// chain of tokens 2s + h mod 2S.
 
 #include "kquants.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_q5_k(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_q5_k(const MmArgs& A, const MmCtxW& c) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l;
+    const u32 nb = A.nb, h = c.h, q = 2u * c.s + h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 176u;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
-    const bool own = l < c.nt;
-    const i16* bs = (const i16*)J.a_x + (u64)l * nb * 16u;
-    float acc[NTM], summs = 0.0f;
+    const i16* bs = (const i16*)J.a_x;
+    constexpr int KM = (NTM + 2 * S - 1) / (2 * S);  // summs chains per thread
+    float acc[NTM][4], summs[KM];
+    mm_zero<NTM>(acc);
 #pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_K)
+    for (int k = 0; k < KM; ++k) summs[k] = 0.0f;
+QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 176u * b;
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
         kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
-        const u32 qhw = ld32(blk + 16 + 4u * l);
-        i32 isum[NTM];
+        const uint4 qhv = ld128(blk + 16u + 16u * h);  // qh words of lanes 4h..4h+3
+        uint4 qv[4 / S];
+        i32 sl[4 / S], sh[4 / S];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            if ((u32)j % S != c.s) continue;
-            const u32 qw = ld32(blk + 48 + 32 * j + 4u * l);
-            const i32 lo = (i32)((qw & 0x0f0f0f0fu) | (((qhw >> (2 * j)) & 0x01010101u) << 4));
-            const i32 hi = (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2 * j + 1)) & 0x01010101u) << 4));
-            const i32 sl = (i32)kq_byte(u0, u1, 2 * j), sh = (i32)kq_byte(u0, u1, 2 * j + 1);
-u32 alo[NTM], ahi[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 16u * j) * capw, alo);
-            ld_tok<NTM>(aq + (u64)(64u * b + 16u * j + 8u) * capw, ahi);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += sl * qk_dp4a(lo, (i32)alo[t], 0) + sh * qk_dp4a(hi, (i32)ahi[t], 0);
+        for (int k = 0; k < 4 / S; ++k) {
+            const u32 j = (u32)(k * S) + c.s;
+            qv[k] = ld128(blk + 48u + 32u * j + 16u * h);
+            sl[k] = (i32)kq_byte(u0, u1, 2u * j);
+            sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
         }
-float da[NTM];
+        float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(da[t], xd), qk_i2f(v), acc[t]);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const u32 qhw = i == 0 ? qhv.x : i == 1 ? qhv.y : i == 2 ? qhv.z : qhv.w;
+            i32 isum[NTM];
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[t] = 0;
+#pragma unroll
+            for (int k = 0; k < 4 / S; ++k) {
+                const u32 j = (u32)(k * S) + c.s;
+                const u32 qw = i == 0 ? qv[k].x : i == 1 ? qv[k].y : i == 2 ? qv[k].z : qv[k].w;
+                const i32 lo = (i32)((qw & 0x0f0f0f0fu) | (((qhw >> (2u * j)) & 0x01010101u) << 4));
+                const i32 hi = (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4));
+                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
+                u32 alo[NTM], ahi[NTM];
+                ld_tok<NTM>(a, alo);
+                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t)
+                    isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
+            }
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) acc[t][i] = qk_fma(d[t], qk_i2f(mm_reduce_w<S>(isum[t])), acc[t][i]);
         }
-        if (own) {
-            const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + l), xdmin);
-            i32 prod[4];
-            kq_mins_prod(bs + 16u * b, u2, u3, prod);
-            const i32 hs = (i32)((u32)prod[0] + (u32)prod[1] + (u32)prod[2] + (u32)prod[3]);
-            summs = qk_fma(dmin, qk_i2f(hs), summs);
+#pragma unroll
+        for (int k = 0; k < KM; ++k) {
+            const u32 t = (u32)(k * 2 * S) + q;
+            if (t < c.nt) {
+                const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + t), xdmin);
+                i32 prod[4];
+                kq_mins_prod_dp2a(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
+                const i32 hsm = (i32)((u32)prod[0] + (u32)prod[1] + (u32)prod[2] + (u32)prod[3]);
+                summs[k] = qk_fma(dmin, qk_i2f(hsm), summs[k]);
+            }
         }
     }
-    return qk_add(mm_hsum_pick<NTM>(acc, l), summs);
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = mm_hsum_b(acc[t]);
+#pragma unroll
+    for (int k = 0; k < KM; ++k) {
+        const u32 t = (u32)(k * 2 * S) + q;
+        mm_store_t(A, c, t, qk_add(mm_pick<NTM>(hs, t), summs[k]));
+    }
 }
-MM_KERNELS_S(q5_k, mm_q5_k, 1)
-MM_KERNELS_S(q5_k, mm_q5_k, 4)
+MM_KERNELS_KQ(q5_k, mm_q5_k, 1)
+MM_KERNELS_KQ(q5_k, mm_q5_k, 4)
 
 QK_DEV float deq_q5_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

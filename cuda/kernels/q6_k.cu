@@ -5,61 +5,87 @@
 //   scales[2is+1]); lane -= (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) << 5; acc = fma(d, lane,
 //   acc).
 // Device layout: split (208-byte bodies ql[128] qh[64] scales[16], then the fp16 d array).
+// Thread mapping (mm_common.cuh MmCtxW, lanes as MM_KERNELS_KQ): thread (h, s) owns lanes
+// 4h..4h+3 of the sub-blocks is = s, s + S, ... (scale scales[2is + h]), 16-byte loads.
 
 #include "mm_common.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_q6_k(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_q6_k(const MmArgs& A, const MmCtxW& c) {
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l;
+    const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 208u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
     const i16* bsum = (const i16*)J.a_x;
-    float acc[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_K)
+    float acc[NTM][4];
+    mm_zero<NTM>(acc);
+QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 208u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
-        i32 isum[NTM];
+        // This thread's sub-blocks is = s, s + S, ...: ql words (16 bytes: the low nibbles for k < 2,
+        // the high ones for k >= 2), qh words, and the scale scales[2is + h] (byte 2 (is & 1) + h
+        // of scale word is >> 1).
+        const uint4 sc16 = ld128(body + 192u);
+        const u32 scv0 = h ? sc16.z : sc16.x, scv1 = h ? sc16.w : sc16.y;  // scales[8h..8h+8]
+        uint4 qlv[8 / S], qhv[8 / S];
+        i32 sc[8 / S];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
-#pragma unroll
-        for (int is = 0; is < 8; ++is) {
-            if ((u32)is % S != c.s) continue;
-            const int j = is >> 2, k = is & 3;
-            const u32 qlw = ld32(body + 64 * j + 32 * (k & 1) + 4u * l);
-            const u32 qhw = ld32(body + 128 + 32 * j + 4u * l);
-            const i32 q = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2 * k)) & 0x03030303u) << 4));
-            const i32 sc = (i32)(i8)body[192 + 2 * is + (l >= 4 ? 1 : 0)];
-u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 8u * is) * capw, av);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += sc * qk_dp4a(q, (i32)av[t], 0);
+        for (int k8 = 0; k8 < 8 / S; ++k8) {
+            const u32 is = (u32)(k8 * S) + c.s;
+            const u32 j = is >> 2, k = is & 3u;
+            qlv[k8] = ld128(body + 64u * j + 32u * (k & 1u) + 16u * h);
+            qhv[k8] = ld128(body + 128u + 32u * j + 16u * h);
+            const u32 wi = is >> 1;
+            const u32 sw = wi < 2 ? (wi == 0 ? sc16.x : sc16.y) : (wi == 2 ? sc16.z : sc16.w);
+            sc[k8] = (i32)(i8)(u8)(sw >> (16u * (is & 1u) + 8u * h));
         }
-        // q8sclsub lane l: (bsums[2l]*scales[2l] + bsums[2l+1]*scales[2l+1]) << 5
-        const u32 scw = ld16(body + 192 + 2u * l);
-        const i32 sc0 = (i32)(i8)(scw & 0xffu), sc1 = (i32)(i8)(scw >> 8);
-        float da[NTM];
+        float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            i32 v = mm_reduce<S>(isum[t]);
-            const u32 bw = qk_ld((const u32*)(bsum + ((u64)t * nb + b) * 16u) + l);
-            const i32 b0 = (i32)(i16)(bw & 0xffffu), b1 = (i32)(i16)(bw >> 16);
-            const u32 sub = ((u32)(b0 * sc0) + (u32)(b1 * sc1)) << 5;
-            v = (i32)((u32)v - sub);
-            acc[t] = qk_fma(qk_mul(da[t], xd), qk_i2f(v), acc[t]);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
+        // One lane at a time (fewer live registers): its sum over the sub-blocks, minus its
+        // q8sclsub (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]) << 5, then its
+        // float chain step.
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            i32 isum[NTM];
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[t] = 0;
+#pragma unroll
+            for (int k8 = 0; k8 < 8 / S; ++k8) {
+                const u32 is = (u32)(k8 * S) + c.s;
+                const u32 k = is & 3u;
+                const u32 qlw = i == 0 ? qlv[k8].x : i == 1 ? qlv[k8].y : i == 2 ? qlv[k8].z : qlv[k8].w;
+                const u32 qhw = i == 0 ? qhv[k8].x : i == 1 ? qhv[k8].y : i == 2 ? qhv[k8].z : qhv[k8].w;
+                const i32 qq = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
+                u32 av[NTM];
+                ld_tok<NTM>(aq + (u64)(64u * b + 8u * is + 4u * h + (u32)i) * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[t] += sc[k8] * qk_dp4a(qq, (i32)av[t], 0);
+            }
+            const u32 scp = i < 2 ? scv0 : scv1;  // scales[2l], scales[2l + 1] in bytes 2 (i & 1), +1
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                const u32 bw = qk_ld((const u32*)(bsum + ((u64)t * nb + b) * 16u) + 4u * h + (u32)i);
+                const i32 sub = (i & 1) ? qk_dp2a_hi((i32)bw, (i32)scp, 0) : qk_dp2a_lo((i32)bw, (i32)scp, 0);
+                const i32 v = (i32)((u32)mm_reduce_w<S>(isum[t]) - ((u32)sub << 5));
+                acc[t][i] = qk_fma(d[t], qk_i2f(v), acc[t][i]);
+            }
         }
     }
-    return mm_hsum_pick<NTM>(acc, l);
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = mm_hsum_b(acc[t]);
+    if (h == 0 && c.s == 0)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
-MM_KERNELS_S(q6_k, mm_q6_k, 1)
-MM_KERNELS_S(q6_k, mm_q6_k, 4)
+MM_KERNELS_KQ(q6_k, mm_q6_k, 1)
+MM_KERNELS_KQ(q6_k, mm_q6_k, 4)
 
 QK_DEV float deq_q6_k(const u8* body, u32 d16, u32 e, const u32*) {
     const u32 n = e / 128, r = e % 128, quarter = r / 32, l = r % 32, is = l / 16;
