@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cudasweep] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -23,6 +23,10 @@ parity)
     timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
+# The CUDA half of `parity` alone.
+cparity) { QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
+    timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1
+  grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/cparity.log" | head -20 ;;
 # The wgpu half of `parity` alone.
 wparity) { timeout 60 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_vectors --nocapture
     timeout 40 $C/qkern parity --backend wgpu; } > "$R/wparity.log" 2>&1

@@ -86,17 +86,24 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #ifndef QK_UNROLL_B
 #define QK_UNROLL_B 4  // q5_1 (blocks per iteration)
 #endif
+#ifndef QK_UNROLL_BN
+#define QK_UNROLL_BN 1  // q5_1 at NTM >= 3 (session 7 run2: NT4 1858 GB/s against 1513 with 4, NT8 1004 against 1010)
+#endif
+#define QK_UNROLL_B5(ntm) ((ntm) <= 2 ? QK_UNROLL_B : QK_UNROLL_BN)
 #ifndef QK_UNROLL_NV
-#define QK_UNROLL_NV 2  // nvfp4 (blocks per iteration, two steps each)
+#define QK_UNROLL_NV 1  // nvfp4 (blocks per iteration, two steps each; H200 session 7 run1: NT1 2451 GB/s, NT8 963, against 1622 / 833 with 2)
 #endif
 #ifndef QK_MINB_B
 #define QK_MINB_B 2  // 32-element formats, NTM >= 5: resident 256-thread CTAs asked of ptxas
 #endif
+#ifndef QK_MINB_B1
+#define QK_MINB_B1 1  // 32-element formats, NTM = 1: resident 256-thread CTAs asked of ptxas
+#endif
 #ifndef QK_UNROLL_P
-#define QK_UNROLL_P 2  // iq4_nl (block pairs)
+#define QK_UNROLL_P 1  // iq4_nl (block pairs; session 7 run1: NT1 2448, NT4 1551, NT8 875, against 2348 / 1142 / 766 with 2)
 #endif
 #ifndef QK_UNROLL_K
-#define QK_UNROLL_K 2  // q4_K, q5_K, q6_K
+#define QK_UNROLL_K 1  // q4_K, q5_K, q6_K at NTM = 1 (session 7 run1, with QK_MINB_KQ1 4: q4_K 2881 GB/s against 2196 with 2)
 #endif
 #ifndef QK_UNROLL_KQN
 #define QK_UNROLL_KQN 1  // K-quants, NTM >= 2 (their registers are the limit)
@@ -104,6 +111,7 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #define QK_UNROLL_KQ(ntm) ((ntm) == 1 ? QK_UNROLL_K : QK_UNROLL_KQN)
 #ifndef QK_MINB_KQ1
 #define QK_MINB_KQ1 4  // K-quants (MM_KERNELS_KQ) at NTM = 1: resident 256-thread CTAs asked of ptxas
+                       // (64 registers; with 2 (128): q4_K 2774 GB/s against 3034, q5_K 3068, q6_K 3143; 3: 2773, 2952, 3155)
 #endif
 #ifndef QK_MINB_KQ
 #define QK_MINB_KQ 2  // K-quants, NTM >= 2

@@ -181,7 +181,7 @@ QK_DEV void mm_store_b(const MmArgs& A, const MmCtxB& c, const float* res) {
         fn<NTM>(A, c, res);                                                             \
         mm_store_b<NTM>(A, c, res);                                                     \
     }                                                                                   \
-    QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s1, MmArgs, fn##_n##NTM##_s1, (NTM) >= 5 ? QK_MINB_B : 1)
+    QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s1, MmArgs, fn##_n##NTM##_s1, (NTM) >= 5 ? QK_MINB_B : (NTM) == 1 ? QK_MINB_B1 : 1)
 
 #define MM_KERNELS_B(fmt, fn)  \
     MM_KERNEL_B1(fmt, fn, 1)   \

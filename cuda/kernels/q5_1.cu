@@ -46,7 +46,7 @@ QK_DEV void mm_q5_1(const MmArgs& A, const MmCtxB& c, float* res) {
     mm_zero<NTM>(acc);
 #pragma unroll
     for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_B)
+QK_UNROLL(QK_UNROLL_B5(NTM))
     for (u32 b = 0; b < A.nb; ++b) {
         i32 isum[4][NTM];
         float d[NTM], m;
