@@ -4,61 +4,82 @@
 // - dot: `ggml_vec_dot_iq2_s_q8_K` (AVX2): signs applied as (s ^ q8) - s (a negation),
 //   lanes 0-3 of sub-block ib scale 2*(scales[ib]&15)+1, lanes 4-7 2*(scales[ib]>>4)+1;
 //   acc = fma(xd*yd, lane, acc); 0.125 * hsum_float_8(acc).
-// Device layout: split (80-byte bodies qs[64] qh[8] scales[8], then the fp16 d array).
+// Device layout: split (80-byte bodies qs[64] qh[8] scales[8], then the fp16 d array). Thread
+// mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks
+// ib = s, s + S, ...: grid entries 2h, 2h + 1 of the sub-block (8 bytes each: two lanes).
 
 #include "mm_common.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_iq2_s(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_iq2_s(const MmArgs& A, const MmCtxW& c) {
     QK_SHARED u32 grid[2048];
     mm_load_table(grid, A, TAB_IQ2S, 2048);
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l, lp = l >> 1, h = l & 1u;
+    const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 80u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
-    float acc[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_IQ)
+    float acc[NTM][4];
+    mm_zero<NTM>(acc);
+QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 80u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
-        u32 bw[20];
-        ld_body<20, 16>(body, bw);
-        i32 isum[NTM];
+        // S = 1: the whole body in registers; S = 4: the words loaded where needed.
+        u32 bw[S == 1 ? 20 : 1];
+        if (S == 1) ld_body<S == 1 ? 20 : 1, 16>(body, bw);
+        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
+        i32 isum[4][NTM];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int ib = 0; ib < 8; ++ib) {
-            if ((u32)ib % S != c.s) continue;
-            const u32 qsb = wbyte(bw[ib], lp);
-            const u32 qhb = wbyte(bw[16 + ib / 4], ib % 4);
-            const u32 idx = qsb | ((qhb << (8u - 2u * lp)) & 0x300u);
-            const u32 g = grid[2u * idx + h];
-            const u32 bits = (wbyte(bw[8 + ib], lp) >> (4u * h)) & 0xfu;
-            const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            const u32 scb = wbyte(bw[18 + ib / 4], ib % 4);
-            const i32 ls = (i32)(2u * (l < 4 ? (scb & 0xfu) : (scb >> 4)) + 1u);
-u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+        for (int k = 0; k < 8 / S; ++k) {
+            const u32 ib = (u32)(k * S) + c.s;
+            const u32 qsw = W(ib), sgw = W(8u + ib);
+            const u32 qhb = wbyte(W(16u + ib / 4u), ib % 4u);
+            const u32 scb = wbyte(W(18u + ib / 4u), ib % 4u);
+            const i32 ls = (i32)(2u * (h ? (scb >> 4) : (scb & 0xfu)) + 1u);
+            i32 sg[4];
+#pragma unroll
+            for (int i2 = 0; i2 < 2; ++i2) {
+                const u32 lp = 2u * h + (u32)i2;
+                const u32 idx = wbyte(qsw, lp) | ((qhb << (8u - 2u * lp)) & 0x300u);
+                const uint2 g = ((const uint2*)grid)[idx];
+                const u32 sgn = wbyte(sgw, lp);
+                sg[2 * i2] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
+                sg[2 * i2 + 1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
+            }
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                u32 av[NTM];
+                ld_tok<NTM>(a + (u64)i * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
+            }
         }
-float da[NTM];
+        float da[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
+            const float d = qk_mul(xd, da[t]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
         }
     }
-    return qk_mul(0.125f, mm_hsum_pick<NTM>(acc, l));
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = qk_mul(0.125f, mm_hsum_b(acc[t]));
+    if (h == 0 && c.s == 0)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
-MM_KERNELS_S(iq2_s, mm_iq2_s, 1)
-MM_KERNELS_S(iq2_s, mm_iq2_s, 4)
+MM_KERNELS_L4(iq2_s, mm_iq2_s, 1)
+MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 
 QK_DEV float deq_iq2_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;

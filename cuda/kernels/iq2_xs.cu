@@ -3,60 +3,79 @@
 //   y = +-(db * iq2xs_grid[q & 511] byte), signs ksigns_iq2xs[q >> 9]
 // - dot: `ggml_vec_dot_iq2_xs_q8_K` (AVX2): lanes 0-3 of sub-block ib take 2*(scales[ib]&15)+1,
 //   lanes 4-7 2*(scales[ib]>>4)+1; acc = fma(xd*yd, lane, acc); 0.125 * hsum_float_8(acc).
-// Device layout: split (72-byte bodies qs[64] scales[8], then the fp16 d array).
+// Device layout: split (72-byte bodies qs[64] scales[8], then the fp16 d array). Thread mapping
+// MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks
+// ib = s, s + S, ...: the two grid indices of qs word 2ib + h, one 8-byte grid entry each.
 
 #include "mm_common.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_iq2_xs(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_iq2_xs(const MmArgs& A, const MmCtxW& c) {
     QK_SHARED u32 grid[1024];
     mm_load_table(grid, A, TAB_IQ2XS, 1024);
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l, lp = l >> 1, h = l & 1u;
+    const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 72u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
-    float acc[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_IQ)
+    float acc[NTM][4];
+    mm_zero<NTM>(acc);
+QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 72u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
-        u32 bw[18];
-        ld_body<18, 8>(body, bw);
-        i32 isum[NTM];
+        // S = 1: the whole body in registers; S = 4: the words loaded where needed.
+        u32 bw[S == 1 ? 18 : 1];
+        if (S == 1) ld_body<S == 1 ? 18 : 1, 8>(body, bw);
+        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
+        i32 isum[4][NTM];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int ib = 0; ib < 8; ++ib) {
-            if ((u32)ib % S != c.s) continue;
-            const u32 qw = sel2(bw[2 * ib], bw[2 * ib + 1], lp >> 1);
-            const u32 q = (lp & 1u) ? (qw >> 16) : (qw & 0xffffu);
-            const u32 g = grid[2u * (q & 511u) + h];
-            const u32 bits = (ksigns(q >> 9) >> (4u * h)) & 0xfu;
-            const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            const u32 scb = wbyte(bw[16 + ib / 4], ib % 4);
-            const i32 ls = (i32)(2u * (l < 4 ? (scb & 0xfu) : (scb >> 4)) + 1u);
-u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+        for (int k = 0; k < 8 / S; ++k) {
+            const u32 ib = (u32)(k * S) + c.s;
+            const u32 qsw = S == 1 ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
+            const u32 scb = wbyte(W(16u + ib / 4u), ib % 4u);
+            const i32 ls = (i32)(2u * (h ? (scb >> 4) : (scb & 0xfu)) + 1u);
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
+#pragma unroll
+            for (int i2 = 0; i2 < 2; ++i2) {
+                const u32 q = (qsw >> (16 * i2)) & 0xffffu;
+                const uint2 g = ((const uint2*)grid)[q & 511u];
+                const u32 sgn = ksigns(q >> 9);
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int i = 2 * i2 + e;
+                    const i32 sg = (i32)qk_negate_bytes(e ? g.y : g.x, qk_mask4((sgn >> (4 * e)) & 0xfu));
+                    u32 av[NTM];
+                    ld_tok<NTM>(a + (u64)i * capw, av);
+#pragma unroll
+                    for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+                }
+            }
         }
-float da[NTM];
+        float da[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
+            const float d = qk_mul(xd, da[t]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
         }
     }
-    return qk_mul(0.125f, mm_hsum_pick<NTM>(acc, l));
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = qk_mul(0.125f, mm_hsum_b(acc[t]));
+    if (h == 0 && c.s == 0)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
-MM_KERNELS_S(iq2_xs, mm_iq2_xs, 1)
-MM_KERNELS_S(iq2_xs, mm_iq2_xs, 4)
+MM_KERNELS_L4(iq2_xs, mm_iq2_xs, 1)
+MM_KERNELS_L4(iq2_xs, mm_iq2_xs, 4)
 
 QK_DEV float deq_iq2_xs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;

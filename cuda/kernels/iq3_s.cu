@@ -5,59 +5,77 @@
 //   qs[8ib+L] | ((qh[ib] << (8-L)) & 256), signed by bits 4(L&1).. of signs[4ib + L/2]
 //   ((s ^ q8) - s, a negation), scaled 2*ls+1; acc = fma(xd*yd, lane, acc); hsum unscaled.
 // Device layout: split (108-byte bodies qs[64] qh[8] signs[32] scales[4], then the d array).
+// Thread mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the
+// sub-blocks ib = s, s + S, ...: the qs word 2ib + h, signs half h of word ib.
 
 #include "mm_common.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_iq3_s(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_iq3_s(const MmArgs& A, const MmCtxW& c) {
     QK_SHARED u32 grid[512];
     mm_load_table(grid, A, TAB_IQ3S, 512);
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l;
+    const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 108u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
-    float acc[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_IQ)
+    float acc[NTM][4];
+    mm_zero<NTM>(acc);
+QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 108u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
-        u32 bw[27];
-        ld_body<27, 4>(body, bw);
-        i32 isum[NTM];
+        // S = 1: the whole body in registers (compile-time word indices); S = 4: a thread's
+        // sub-block words loaded where needed (its sub-block index is known at run time only).
+        u32 bw[S == 1 ? 27 : 1];
+        if (S == 1) ld_body<S == 1 ? 27 : 1, 4>(body, bw);
+        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
+        const u32 sc = W(26);
+        i32 isum[4][NTM];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int ib = 0; ib < 8; ++ib) {
-            if ((u32)ib % S != c.s) continue;
-            const u32 idx = ((wbyte(bw[16 + ib / 4], ib % 4) << (8u - l)) & 256u) |
-                            wbyte(sel2(bw[2 * ib], bw[2 * ib + 1], l >> 2), l & 3u);
-            const u32 g = grid[idx];
-            const u32 bits = (wbyte(bw[18 + ib], l >> 1) >> (4u * (l & 1u))) & 0xfu;
-            const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            const u32 scb = wbyte(bw[26], ib / 2);
-            const i32 ls = (i32)(2u * ((ib & 1) ? (scb >> 4) : (scb & 0xfu)) + 1u);
-u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
+            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+        for (int k = 0; k < 8 / S; ++k) {
+            const u32 ib = (u32)(k * S) + c.s;
+            const u32 qsw = S == 1 ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
+            const u32 qh = wbyte(W(16u + ib / 4u), ib % 4u);
+            const u32 sg16 = W(18u + ib) >> (16u * h);
+            const u32 scb = wbyte(sc, ib / 2u);
+            const i32 ls = (i32)(2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u);
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const u32 L = 4u * h + (u32)i;
+                const u32 g = grid[((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i)];
+                const i32 sg = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
+                u32 av[NTM];
+                ld_tok<NTM>(a + (u64)i * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+            }
         }
-float da[NTM];
+        float da[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
+            const float d = qk_mul(xd, da[t]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
         }
     }
-    return mm_hsum_pick<NTM>(acc, l);
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = mm_hsum_b(acc[t]);
+    if (h == 0 && c.s == 0)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
-MM_KERNELS_S(iq3_s, mm_iq3_s, 1)
-MM_KERNELS_S(iq3_s, mm_iq3_s, 4)
+MM_KERNELS_L4(iq3_s, mm_iq3_s, 1)
+MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)
 
 QK_DEV float deq_iq3_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;

@@ -4,58 +4,78 @@
 // - dot: `ggml_vec_dot_iq3_xxs_q8_K` (AVX2): lane L of sub-block ib is grid entry
 //   qs[8ib+L] (4 bytes), signed by keven_signs[(aux >> 7(L>>1)) & 127], scaled 2*ls+1;
 //   acc = fma(xd*yd, lane, acc); 0.25 * hsum_float_8(acc).
-// Device layout: split (96-byte bodies qs[64] scales_and_signs[32], then the fp16 d array).
+// Device layout: split (96-byte bodies qs[64] aux[32], then the fp16 d array). Thread mapping
+// MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks
+// ib = s, s + S, ...: the grid bytes of qs word 2ib + h.
 
 #include "mm_common.cuh"
 
 template <int NTM, int S>
-QK_DEV float mm_iq3_xxs(const MmArgs& A, const MmCtx& c) {
+QK_DEV void mm_iq3_xxs(const MmArgs& A, const MmCtxW& c) {
     QK_SHARED u32 grid[256];
     mm_load_table(grid, A, TAB_IQ3XXS, 256);
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, l = c.l;
+    const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * 96u;
     const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + (u64)l * capw;
+    const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
-    float acc[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) acc[t] = 0.0f;
-QK_UNROLL(QK_UNROLL_IQ)
+    float acc[NTM][4];
+    mm_zero<NTM>(acc);
+QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 96u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
-        u32 bw[24];
-        ld_body<24, 16>(body, bw);
-        i32 isum[NTM];
+        // S = 1: the whole body in registers; S = 4: the words loaded where needed.
+        u32 bw[S == 1 ? 24 : 1];
+        if (S == 1) ld_body<S == 1 ? 24 : 1, 16>(body, bw);
+        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
+        i32 isum[4][NTM];
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[t] = 0;
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int ib = 0; ib < 8; ++ib) {
-            if ((u32)ib % S != c.s) continue;
-            const u32 aux = bw[16 + ib];
-            const u32 g = grid[wbyte(sel2(bw[2 * ib], bw[2 * ib + 1], l >> 2), l & 3u)];
-            const u32 bits = (ksigns((aux >> (7u * (l >> 1))) & 127u) >> (4u * (l & 1u))) & 0xfu;
-            const i32 sg = (i32)qk_negate_bytes(g, qk_mask4(bits));
+            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
+#pragma unroll
+        for (int k = 0; k < 8 / S; ++k) {
+            const u32 ib = (u32)(k * S) + c.s;
+            const u32 qsw = S == 1 ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
+            const u32 aux = W(16u + ib);
             const i32 ls = (i32)(2u * (aux >> 28) + 1u);
-u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib) * capw, av);
+            i32 sg[4];
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+            for (int i = 0; i < 4; ++i) {
+                const u32 g = grid[wbyte(qsw, (u32)i)];
+                const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
+                sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
+            }
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                u32 av[NTM];
+                ld_tok<NTM>(a + (u64)i * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
+            }
         }
-float da[NTM];
+        float da[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const i32 v = mm_reduce<S>(isum[t]);
-            acc[t] = qk_fma(qk_mul(xd, da[t]), qk_i2f(v), acc[t]);
+            const float d = qk_mul(xd, da[t]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
         }
     }
-    return qk_mul(0.25f, mm_hsum_pick<NTM>(acc, l));
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = qk_mul(0.25f, mm_hsum_b(acc[t]));
+    if (h == 0 && c.s == 0)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
-MM_KERNELS_S(iq3_xxs, mm_iq3_xxs, 1)
-MM_KERNELS_S(iq3_xxs, mm_iq3_xxs, 4)
+MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 1)
+MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)
 
 QK_DEV float deq_iq3_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;

@@ -302,19 +302,19 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
 // reduce over s (mm_reduce_w), the lanes' hsum_float_8 is mm_hsum_b. A format with per-token
 // extra chains (the mins of q4_K and q5_K) gives token t's chain to thread 2s + h = t mod 2S,
 // which also stores token t: `fn` stores its results itself.
-#define MM_KERNEL_KQ1(fmt, fn, NTM, S)                                                 \
+#define MM_KERNEL_L41(fmt, fn, NTM, S)                                                 \
     QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) { fn<NTM, S>(A, mm_ctx_w<S>(A)); }  \
     QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s##S, MmArgs, fn##_n##NTM##_s##S, (NTM) == 1 ? QK_MINB_KQ1 : QK_MINB_KQ)
 
-#define MM_KERNELS_KQ(fmt, fn, S)      \
-    MM_KERNEL_KQ1(fmt, fn, 1, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 2, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 3, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 4, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 5, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 6, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 7, S)       \
-    MM_KERNEL_KQ1(fmt, fn, 8, S)
+#define MM_KERNELS_L4(fmt, fn, S)      \
+    MM_KERNEL_L41(fmt, fn, 1, S)       \
+    MM_KERNEL_L41(fmt, fn, 2, S)       \
+    MM_KERNEL_L41(fmt, fn, 3, S)       \
+    MM_KERNEL_L41(fmt, fn, 4, S)       \
+    MM_KERNEL_L41(fmt, fn, 5, S)       \
+    MM_KERNEL_L41(fmt, fn, 6, S)       \
+    MM_KERNEL_L41(fmt, fn, 7, S)       \
+    MM_KERNEL_L41(fmt, fn, 8, S)
 
 // Token t's result, stored by the thread that owns its extra chain (t = 2s + h mod 2S).
 QK_DEV void mm_store_t(const MmArgs& A, const MmCtxW& c, u32 t, float v) {

@@ -4,7 +4,7 @@
 //   sub-blocks, scale * (4 products); acc = fma(yd*xd, lane, acc); the mins go into a 4-lane
 //   chain acc_m = fma(-yd*xdmin, prod, acc_m) (prod from the q8_K bsums), reduced
 //   (m0+m2)+(m1+m3) and added after hsum_float_8.
-// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]). Thread mapping: MM_KERNELS_KQ
+// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]). Thread mapping: MM_KERNELS_L4
 // (mm_common.cuh): 2 * S threads per row, thread (h, s) owns lanes 4h..4h+3 of the sub-block
 // pairs j = s, s + S, ... (one 16-byte qs load each) and the mins chain of tokens 2s + h mod 2S.
 
@@ -92,8 +92,8 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         mm_store_t(A, c, t, qk_add(mm_pick<NTM>(hs, t), m));
     }
 }
-MM_KERNELS_KQ(q4_k, mm_q4_k, 1)
-MM_KERNELS_KQ(q4_k, mm_q4_k, 4)
+MM_KERNELS_L4(q4_k, mm_q4_k, 1)
+MM_KERNELS_L4(q4_k, mm_q4_k, 4)
 
 QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

@@ -4,7 +4,7 @@
 //   into a scalar `summs += dmin * hsum(prod)`, which gcc contracts into an fma, added after
 //   hsum_float_8.
 // Device layout: ggml's 176-byte blocks (d, dmin, scales[12], qh[32], qs[128]). Thread mapping as
-// q4_K (MM_KERNELS_KQ): lanes 4h..4h+3 of the sub-block pairs j = s, s + S, ...; the summs
+// q4_K (MM_KERNELS_L4): lanes 4h..4h+3 of the sub-block pairs j = s, s + S, ...; the summs
 // chain of tokens 2s + h mod 2S.
 
 #include "kquants.cuh"
@@ -88,8 +88,8 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         mm_store_t(A, c, t, qk_add(mm_pick<NTM>(hs, t), summs[k]));
     }
 }
-MM_KERNELS_KQ(q5_k, mm_q5_k, 1)
-MM_KERNELS_KQ(q5_k, mm_q5_k, 4)
+MM_KERNELS_L4(q5_k, mm_q5_k, 1)
+MM_KERNELS_L4(q5_k, mm_q5_k, 4)
 
 QK_DEV float deq_q5_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

@@ -5,7 +5,7 @@
 //   scales[2is+1]); lane -= (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) << 5; acc = fma(d, lane,
 //   acc).
 // Device layout: split (208-byte bodies ql[128] qh[64] scales[16], then the fp16 d array).
-// Thread mapping (mm_common.cuh MmCtxW, lanes as MM_KERNELS_KQ): thread (h, s) owns lanes
+// Thread mapping (mm_common.cuh MmCtxW, lanes as MM_KERNELS_L4): thread (h, s) owns lanes
 // 4h..4h+3 of the sub-blocks is = s, s + S, ... (scale scales[2is + h]), 16-byte loads.
 
 #include "mm_common.cuh"
@@ -84,8 +84,8 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
 #pragma unroll
         for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
-MM_KERNELS_KQ(q6_k, mm_q6_k, 1)
-MM_KERNELS_KQ(q6_k, mm_q6_k, 4)
+MM_KERNELS_L4(q6_k, mm_q6_k, 1)
+MM_KERNELS_L4(q6_k, mm_q6_k, 4)
 
 QK_DEV float deq_q6_k(const u8* body, u32 d16, u32 e, const u32*) {
     const u32 n = e / 128, r = e % 128, quarter = r / 32, l = r % 32, is = l / 16;

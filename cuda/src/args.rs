@@ -93,13 +93,12 @@ pub fn has_split(format: Format) -> bool {
     format.block_elems() == 256
 }
 
-/// Threads per weight row: 2 for the 32-element formats (4 lanes each), 2 * S for iq4_xs (the
-/// word-pair mapping, 4 lanes each, mm_common.cuh `MmCtxW`) and the K-quants (`MM_KERNELS_KQ`),
-/// 8 * S otherwise.
+/// Threads per weight row: 2 for the 32-element formats (4 lanes each), 2 * S for the
+/// 256-element ones (mm_common.cuh `MmCtxW`: iq4_xs's word pairs, `MM_KERNELS_L4` for the
+/// others; 4 lanes each).
 pub fn threads_per_row(format: Format, s: u32) -> u32 {
     match format {
-        Format::IQ4_XS | Format::Q4_K | Format::Q5_K | Format::Q6_K => 2 * s,
-        f if has_split(f) => 8 * s,
+        f if has_split(f) => 2 * s,
         _ => 2,
     }
 }
