@@ -110,17 +110,17 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #endif
 #define QK_UNROLL_KQ(ntm) ((ntm) == 1 ? QK_UNROLL_K : QK_UNROLL_KQN)
 #ifndef QK_MINB_KQ1
-#define QK_MINB_KQ1 4  // K-quants (MM_KERNELS_L4) at NTM = 1: resident 256-thread CTAs asked of ptxas
+#define QK_MINB_KQ1 4  // MM_KERNELS_L4 formats at NTM = 1: resident 256-thread CTAs asked of ptxas
                        // (64 registers; with 2 (128): q4_K 2774 GB/s against 3034, q5_K 3068, q6_K 3143; 3: 2773, 2952, 3155)
 #endif
 #ifndef QK_MINB_KQ
-#define QK_MINB_KQ 2  // K-quants, NTM >= 2
+#define QK_MINB_KQ 2  // MM_KERNELS_L4 formats, NTM >= 2 (IQ2/IQ3 with 3: NT8 348-487 against 377-531 GB/s)
 #endif
 #ifndef QK_UNROLL_P4
-#define QK_UNROLL_P4 1  // iq2_*, iq3_* on thread pairs (MM_KERNELS_L4)
+#define QK_UNROLL_P4 1  // iq2_*, iq3_* (session 7 run3: 2 within 1 % at NT1, NT8 up to 7 % slower)
 #endif
 #ifndef QK_UNROLL_IQ
-#define QK_UNROLL_IQ 2  // iq2_*, iq3_*, iq4_xs
+#define QK_UNROLL_IQ 2  // iq4_xs
 #endif
 
 // ------------------------------------------------------------------------- shared helpers

@@ -1,13 +1,13 @@
 // Shared structure of the matmul and dequantize kernels.
 //
-// Matmul thread mapping: a row is handled by a group of 8*S consecutive threads; thread
-// (lane l = 0..8, split s = 0..S) owns ggml's AVX2 lane l of that row for every token.
-// Integer lane sums are exact, so the S threads of a lane split a block's sub-blocks and add
-// their partial sums with shuffles (any order); then every thread of the lane runs the same
-// float chain `acc[t] = fma(d_b, (float)lane_b, acc[t])` over the blocks b in order, which
-// is the AVX2 kernel's per-lane sequence. The weights are read once for all NT tokens. At the
-// end the 8 lanes' accumulators are summed with shuffles in `hsum_float_8` order, and lane l
-// writes token l (lane l also owns the per-token extra chains of q5_1, q4_K and q5_K).
+// Matmul thread mapping: a row is handled by 2 threads (32-element formats, MmCtxB) or 2 * S
+// (256-element formats, MmCtxW); each thread owns 4 of ggml's 8 AVX2 lanes of that row for
+// every token. Integer lane sums are exact, so the S threads of a lane split a block's
+// sub-blocks and add their partial sums with shuffles (any order); then every thread of the
+// lane runs the same float chain `acc[t] = fma(d_b, (float)lane_b, acc[t])` over the blocks b
+// in order, which is the AVX2 kernel's per-lane sequence. The weights are read once for all NT
+// tokens. At the end the 8 lanes' accumulators are summed with one shuffle per lane pair in
+// `hsum_float_8` order (mm_hsum_b, mm_hsum_w).
 //
 // Jobs: one launch runs up to QK_MAX_JOBS (weights, activations, out) triples of one format
 // and width (a layer's experts, or token chunks); CTAs [cta0, next cta0) belong to a job.
@@ -25,36 +25,6 @@ QK_DEV void mm_prefetch(const MmArgs& A, u32 j, u32 row, u32 k, u32 tpr) {
     for (u32 o = 128u * k; o < A.pf; o += 128u * tpr) qk_prefetch_l2(base + o);
 }
 
-struct MmCtx {
-    u32 job;
-    u32 row;
-    u32 l;
-    u32 s;
-    u32 nt;
-    bool valid;
-};
-
-template <int S>
-QK_DEV MmCtx mm_ctx(const MmArgs& A) {
-    MmCtx c;
-    const u32 bid = qk_bid();
-    u32 j = 0;
-    for (u32 k = 1; k < A.njobs; ++k)
-        if (bid >= A.jobs[k].cta0) j = k;
-    c.job = j;
-    const u32 tid = qk_tid();
-    c.l = tid & 7u;
-    c.s = (tid >> 3) % (u32)S;
-    const u32 rpc = qk_bdim() / (8u * S);
-    const u32 rows = A.jobs[j].rows;
-    u32 row = (bid - A.jobs[j].cta0) * rpc + tid / (8u * S);
-    c.valid = row < rows;
-    c.row = c.valid ? row : rows - 1u;
-    c.nt = A.jobs[j].nt;
-    mm_prefetch(A, j, c.row, tid % (8u * S), 8u * S);
-    return c;
-}
-
 // h[l] for a lane index known only at run time, without indexing a register array.
 template <int NTM>
 QK_DEV float mm_pick(const float* h, u32 l) {
@@ -63,36 +33,6 @@ QK_DEV float mm_pick(const float* h, u32 l) {
     for (int t = 0; t < NTM; ++t)
         if ((u32)t == l) r = h[t];
     return r;
-}
-
-template <int NTM>
-QK_DEV float mm_hsum_pick(const float* acc, u32 l) {
-    float h[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) h[t] = qk_hsum8(acc[t]);
-    return mm_pick<NTM>(h, l);
-}
-
-template <int NTM>
-QK_DEV i32 mm_pick_i(const i32* h, u32 l) {
-    i32 r = 0;
-#pragma unroll
-    for (int t = 0; t < NTM; ++t)
-        if ((u32)t == l) r = h[t];
-    return r;
-}
-
-// Sum of the S partial integer lane sums of a lane (threads l + 8k).
-template <int S>
-QK_DEV i32 mm_reduce(i32 v) {
-    if (S >= 2) v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 8));
-    if (S >= 4) v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 16));
-    return v;
-}
-
-QK_DEV void mm_store(const MmArgs& A, const MmCtx& c, float v) {
-    if (c.valid && c.s == 0 && c.l < c.nt)
-        ((float*)A.jobs[c.job].out)[(u64)c.l * A.jobs[c.job].rows + c.row] = v;
 }
 
 // The words of NTM consecutive tokens at p (token-interleaved activation regions; p is
@@ -296,12 +236,13 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
     MM_KERNEL_W1(fmt, fn, 7, S)       \
     MM_KERNEL_W1(fmt, fn, 8, S)
 
-// ---- The K-quants (q4_K, q5_K, q6_K) on the MmCtxW thread pairs, with the lanes of the
-// 32-element formats: thread (h, s) owns lanes 4h..4h+3 (h = 0: 0-3, h = 1: 4-7) of its
-// sub-blocks, so that a sub-block's 4 lane words are one 16-byte load; partial lane sums
-// reduce over s (mm_reduce_w), the lanes' hsum_float_8 is mm_hsum_b. A format with per-token
-// extra chains (the mins of q4_K and q5_K) gives token t's chain to thread 2s + h = t mod 2S,
-// which also stores token t: `fn` stores its results itself.
+// ---- The 256-element formats but iq4_xs (q4_K, q5_K, q6_K, iq2_*, iq3_*) on the MmCtxW thread
+// pairs, with the lanes of the 32-element formats: thread (h, s) owns lanes 4h..4h+3 (h = 0:
+// 0-3, h = 1: 4-7) of its sub-blocks, so that a sub-block's 4 lane words are one 16-byte load
+// (two 8-byte grid entries for the IQ formats); partial lane sums reduce over s
+// (mm_reduce_w), the lanes' hsum_float_8 is mm_hsum_b. A format with per-token extra chains
+// (the mins of q4_K and q5_K) gives token t's chain to thread 2s + h = t mod 2S, which also
+// stores token t: `fn` stores its results itself (mm_store_t).
 #define MM_KERNEL_L41(fmt, fn, NTM, S)                                                 \
     QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) { fn<NTM, S>(A, mm_ctx_w<S>(A)); }  \
     QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s##S, MmArgs, fn##_n##NTM##_s##S, (NTM) == 1 ? QK_MINB_KQ1 : QK_MINB_KQ)
@@ -444,24 +385,6 @@ QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
     for (u32 i = qk_tid(); i < n; i += qk_bdim()) dst[i] = qk_ld(src + i);
     qk_sync();
 }
-
-// Matmul entry points: NTM (max tokens per job) in 1..=8, and S lane splits.
-#define MM_KERNEL_1(fmt, fn, NTM, S)                                                   \
-    QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) {                                   \
-        const MmCtx c = mm_ctx<S>(A);                                                   \
-        mm_store(A, c, fn<NTM, S>(A, c));                                               \
-    }                                                                                   \
-    QK_ENTRY(qk_mm_##fmt##_n##NTM##_s##S, MmArgs, fn##_n##NTM##_s##S)
-
-#define MM_KERNELS_S(fmt, fn, S)      \
-    MM_KERNEL_1(fmt, fn, 1, S)        \
-    MM_KERNEL_1(fmt, fn, 2, S)        \
-    MM_KERNEL_1(fmt, fn, 3, S)        \
-    MM_KERNEL_1(fmt, fn, 4, S)        \
-    MM_KERNEL_1(fmt, fn, 5, S)        \
-    MM_KERNEL_1(fmt, fn, 6, S)        \
-    MM_KERNEL_1(fmt, fn, 7, S)        \
-    MM_KERNEL_1(fmt, fn, 8, S)
 
 // Dequantize: one thread per element (grid-stride), `deq(body, d16, e, tab)` gives element
 // e of a block; formats stored split read their fp16 `d` from the separate array.

@@ -861,17 +861,14 @@ impl CudaBackend {
     }
 
     /// Rows below which the S = 4 kernels (4x more threads per row) are used for the
-    /// 256-element formats, or the two-phase small-K kernel for the 32-element ones. On the
-    /// H200, for the formats with 8 threads per row at S = 1 (IQ2/IQ3), S = 1 won at 466k rows
-    /// (5x) and at a 640-row expert (benches/results/2026-12-03-h200-cuda/run3-minb-final):
-    /// S = 4 only for launches of fewer than 4 rows per SM. The formats with 2 threads per row
-    /// at S = 1 (the K-quants, iq4_xs) take S = 4 below 64 rows per SM (128 threads): a
-    /// 640-row q4_K expert ran in 9.2 us with S = 4 against 15.7 with S = 1, 1 GiB (466k rows)
-    /// at 3034 against 1599 GB/s (benches/results/2026-12-04-h200-session7/run2).
+    /// 256-element formats, or the two-phase small-K kernel for the 32-element ones. The
+    /// 256-element formats run 2 threads per row at S = 1 and take S = 4 below 64 rows per SM
+    /// (128 threads): on the H200 a 640-row q4_K expert ran in 9.2 us with S = 4 against 15.7
+    /// with S = 1, and 1 GiB (466k rows) at 3034 against 1599 GB/s
+    /// (benches/results/2026-12-04-h200-session7/run2).
     fn s4_rows(&self, format: Format) -> u64 {
         match self.s4_override.load(Ordering::Relaxed) {
-            NO_OVERRIDE if args::threads_per_row(format, 1) == 2 && args::has_split(format) => self.sms as u64 * 64,
-            NO_OVERRIDE if args::has_split(format) => self.sms as u64 * 4,
+            NO_OVERRIDE if args::has_split(format) => self.sms as u64 * 64,
             NO_OVERRIDE => self.sms as u64 * 128,
             v => v,
         }

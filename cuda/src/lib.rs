@@ -5,10 +5,11 @@
 //! - Kernels are CUDA C++ sources in `cuda/kernels/`, compiled once per process with NVRTC
 //!   for the device's architecture with `--fmad=false`; every fused step is an explicit
 //!   `__fmaf_rn`, every other float operation a single IEEE operation.
-//! - Each weight row is handled by 8 (or 8 x 4) threads, one per AVX2 lane: integer lane
-//!   sums are exact and split freely; each lane's float accumulator runs over the blocks in
-//!   ggml's order; the end is `hsum_float_8`'s order (see `kernels/mm_common.cuh`). Weights
-//!   are read once for up to 8 tokens per launch.
+//! - Each weight row is handled by 2 (or 2 x 4) threads, each owning 4 of the 8 AVX2 lanes
+//!   and reading its share of a block with 16- or 8-byte loads: integer lane sums are exact
+//!   and split freely; each lane's float accumulator runs over the blocks in ggml's order; the
+//!   end is `hsum_float_8`'s order (see `kernels/mm_common.cuh`). Weights are read once for up
+//!   to 8 tokens per launch.
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
 //!   backend; `matmul` allocates nothing once its output buffers have grown to size, and
