@@ -41,20 +41,21 @@ QK_UNROLL(QK_UNROLL_P4)
             const u32 qsw = S == 1 ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
             const u32 scb = wbyte(W(16u + ib / 4u), ib % 4u);
             const i32 ls = (i32)(2u * (h ? (scb >> 4) : (scb & 0xfu)) + 1u);
-            i32 sg[4];
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
 #pragma unroll
             for (int i2 = 0; i2 < 2; ++i2) {
                 const u32 q = (qsw >> (16 * i2)) & 0xffffu;
                 const uint2 g = ((const uint2*)grid)[q & 511u];
                 const u32 sgn = ksigns(q >> 9);
-                sg[2 * i2] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
-                sg[2 * i2 + 1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
-            }
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const uint4 av = ld_aq(aq, 16u * b + 2u * ib + h, capw, (u32)t);  // lanes 4h..4h+3
+                for (int e = 0; e < 2; ++e) {
+                    const int i = 2 * i2 + e;
+                    const i32 sg = (i32)qk_negate_bytes(e ? g.y : g.x, qk_mask4((sgn >> (4 * e)) & 0xfu));
+                    u32 av[NTM];
+                    ld_tok<NTM>(a + (u64)i * capw, av);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) isum[i][t] += ls * qk_dp4a(sg[i], (i32)q4w(av, i), 0);
+                    for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+                }
             }
         }
         float da[NTM];

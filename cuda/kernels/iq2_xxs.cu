@@ -51,11 +51,13 @@ QK_UNROLL(QK_UNROLL_P4)
                 sg[2 * i2] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
                 sg[2 * i2 + 1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
             }
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const uint4 av = ld_aq(aq, 16u * b + 2u * ib + h, capw, (u32)t);  // lanes 4h..4h+3
+            for (int i = 0; i < 4; ++i) {
+                u32 av[NTM];
+                ld_tok<NTM>(a + (u64)i * capw, av);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) isum[i][t] += ls * qk_dp4a(sg[i], (i32)q4w(av, i), 0);
+                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
             }
         }
         float da[NTM];

@@ -46,18 +46,16 @@ QK_UNROLL(QK_UNROLL_P4)
             const u32 sg16 = W(18u + ib) >> (16u * h);
             const u32 scb = wbyte(sc, ib / 2u);
             const i32 ls = (i32)(2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u);
-            i32 sg[4];
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const u32 L = 4u * h + (u32)i;
                 const u32 g = grid[((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i)];
-                sg[i] = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
-            }
+                const i32 sg = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
+                u32 av[NTM];
+                ld_tok<NTM>(a + (u64)i * capw, av);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const uint4 av = ld_aq(aq, 16u * b + 2u * ib + h, capw, (u32)t);  // lanes 4h..4h+3
-#pragma unroll
-                for (int i = 0; i < 4; ++i) isum[i][t] += ls * qk_dp4a(sg[i], (i32)q4w(av, i), 0);
+                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg, (i32)av[t], 0);
             }
         }
         float da[NTM];

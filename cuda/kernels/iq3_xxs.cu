@@ -49,11 +49,13 @@ QK_UNROLL(QK_UNROLL_P4)
                 const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
                 sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
             }
+            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const uint4 av = ld_aq(aq, 16u * b + 2u * ib + h, capw, (u32)t);  // lanes 4h..4h+3
+            for (int i = 0; i < 4; ++i) {
+                u32 av[NTM];
+                ld_tok<NTM>(a + (u64)i * capw, av);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) isum[i][t] += ls * qk_dp4a(sg[i], (i32)q4w(av, i), 0);
+                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
             }
         }
         float da[NTM];

@@ -47,14 +47,11 @@ QK_UNROLL(QK_UNROLL_IQ)
             qk_lut16x2(q.x, kv, &v[0], &v[2]);
             qk_lut16x2(q.y, kv, &v[1], &v[3]);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                // lanes 2h, 2h + 1: half h of quad 16b + 2ib; lanes 2h + 4, 2h + 5: of the next quad
-                const uint2 a0 = ld_aq2(aq, 16u * b + 2u * ib, capw, (u32)t, h);
-                const uint2 a1 = ld_aq2(aq, 16u * b + 2u * ib + 1u, capw, (u32)t, h);
-                isum[0][t] += ls * qk_dp4a((i32)v[0], (i32)a0.x, 0);
-                isum[1][t] += ls * qk_dp4a((i32)v[1], (i32)a0.y, 0);
-                isum[2][t] += ls * qk_dp4a((i32)v[2], (i32)a1.x, 0);
-                isum[3][t] += ls * qk_dp4a((i32)v[3], (i32)a1.y, 0);
+            for (int k = 0; k < 4; ++k) {
+                u32 av[NTM];
+                ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib + mm_lane_w(h, k)) * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[t], 0);
             }
         }
         float da[NTM];

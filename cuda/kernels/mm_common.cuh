@@ -35,7 +35,7 @@ QK_DEV float mm_pick(const float* h, u32 l) {
     return r;
 }
 
-// The words of NTM consecutive tokens at p (token-interleaved per-block scale regions; p is
+// The words of NTM consecutive tokens at p (token-interleaved activation regions; p is
 // 16-byte aligned for NTM > 2): whole 16-byte loads, the extra lanes unused.
 template <int NTM>
 QK_DEV void ld_tok(const u32* p, u32* w) {
@@ -56,16 +56,6 @@ QK_DEV void ld_tok(const u32* p, u32* w) {
         }
     }
 }
-
-// Activation quad q (quant words 4q..4q+3, elements 16q..16q+15) of token t: one 16-byte load
-// (layout.rs `ActLayout`: the quads of the tokens interleaved, quad q of token t at q*capw + t).
-QK_DEV uint4 ld_aq(const u32* aq, u64 q, u32 capw, u32 t) { return qk_ld((const uint4*)aq + q * capw + t); }
-// Half h (words 2h, 2h + 1) of activation quad q of token t: one 8-byte load.
-QK_DEV uint2 ld_aq2(const u32* aq, u64 q, u32 capw, u32 t, u32 h) {
-    return qk_ld((const uint2*)aq + 2u * (q * capw + t) + h);
-}
-// Word i (compile-time) of a quad.
-QK_DEV u32 q4w(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 template <int NTM>
 QK_DEV void ld_tok_f(const float* p, float* f) {

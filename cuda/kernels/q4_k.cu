@@ -33,39 +33,42 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
         kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
-        i32 isum[4][NTM];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = bias0;
+        // This thread's sub-block pairs (one 16-byte load each) and their scales.
+        uint4 qv[4 / S];
+        i32 sl[4 / S], sh[4 / S];
 #pragma unroll
         for (int k = 0; k < 4 / S; ++k) {
             const u32 j = (u32)(k * S) + c.s;
-            const uint4 qv = ld128(blk + 16u + 32u * j + 16u * h);  // lanes 4h..4h+3 of pair j
-            const i32 sl = (i32)kq_byte(u0, u1, 2u * j), sh = (i32)kq_byte(u0, u1, 2u * j + 1u);
-            i32 lo[4], hi[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                lo[i] = (i32)(q4w(qv, i) & 0x0f0f0f0fu);
-                hi[i] = (i32)((q4w(qv, i) >> 4) & 0x0f0f0f0fu);
-            }
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                // sub-blocks 2j (quads 16b + 4j, + 1) and 2j + 1 (16b + 4j + 2, + 3): half h
-                const uint4 al = ld_aq(aq, 16u * b + 4u * j + h, capw, (u32)t);
-                const uint4 ah = ld_aq(aq, 16u * b + 4u * j + 2u + h, capw, (u32)t);
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    isum[i][t] += sl * qk_dp4a(lo[i], (i32)q4w(al, i), 0) + sh * qk_dp4a(hi[i], (i32)q4w(ah, i), 0);
-            }
+            qv[k] = ld128(blk + 16u + 32u * j + 16u * h);
+            sl[k] = (i32)kq_byte(u0, u1, 2u * j);
+            sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
         }
-        float da[NTM];
+        float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const float d = qk_mul(da[t], xd);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
+        // One lane at a time: its sum over the pairs, then its float chain step (fewer live
+        // registers than all four lanes' sums at once).
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_unbias(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
+        for (int i = 0; i < 4; ++i) {
+            i32 isum[NTM];
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[t] = bias0;
+#pragma unroll
+            for (int k = 0; k < 4 / S; ++k) {
+                const u32 j = (u32)(k * S) + c.s;
+                const u32 qw = i == 0 ? qv[k].x : i == 1 ? qv[k].y : i == 2 ? qv[k].z : qv[k].w;
+                const i32 lo = (i32)(qw & 0x0f0f0f0fu), hi = (i32)((qw >> 4) & 0x0f0f0f0fu);
+                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
+                u32 alo[NTM], ahi[NTM];
+                ld_tok<NTM>(a, alo);
+                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t)
+                    isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
+            }
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) acc[t][i] = qk_fma(d[t], qk_unbias(mm_reduce_w<S>(isum[t])), acc[t][i]);
         }
 #pragma unroll
         for (int k = 0; k < KM; ++k) {

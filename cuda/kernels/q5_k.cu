@@ -31,39 +31,41 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         u32 u0, u1, u2, u3;
         kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
         const uint4 qhv = ld128(blk + 16u + 16u * h);  // qh words of lanes 4h..4h+3
-        i32 isum[4][NTM];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
+        uint4 qv[4 / S];
+        i32 sl[4 / S], sh[4 / S];
 #pragma unroll
         for (int k = 0; k < 4 / S; ++k) {
             const u32 j = (u32)(k * S) + c.s;
-            const uint4 qv = ld128(blk + 48u + 32u * j + 16u * h);  // lanes 4h..4h+3 of pair j
-            const i32 sl = (i32)kq_byte(u0, u1, 2u * j), sh = (i32)kq_byte(u0, u1, 2u * j + 1u);
-            i32 lo[4], hi[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const u32 qw = q4w(qv, i), qhw = q4w(qhv, i);
-                lo[i] = (i32)((qw & 0x0f0f0f0fu) | (((qhw >> (2u * j)) & 0x01010101u) << 4));
-                hi[i] = (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4));
-            }
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const uint4 al = ld_aq(aq, 16u * b + 4u * j + h, capw, (u32)t);
-                const uint4 ah = ld_aq(aq, 16u * b + 4u * j + 2u + h, capw, (u32)t);
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    isum[i][t] += sl * qk_dp4a(lo[i], (i32)q4w(al, i), 0) + sh * qk_dp4a(hi[i], (i32)q4w(ah, i), 0);
-            }
+            qv[k] = ld128(blk + 48u + 32u * j + 16u * h);
+            sl[k] = (i32)kq_byte(u0, u1, 2u * j);
+            sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
         }
-        float da[NTM];
+        float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const float d = qk_mul(da[t], xd);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
+        for (int i = 0; i < 4; ++i) {
+            const u32 qhw = i == 0 ? qhv.x : i == 1 ? qhv.y : i == 2 ? qhv.z : qhv.w;
+            i32 isum[NTM];
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[t] = 0;
+#pragma unroll
+            for (int k = 0; k < 4 / S; ++k) {
+                const u32 j = (u32)(k * S) + c.s;
+                const u32 qw = i == 0 ? qv[k].x : i == 1 ? qv[k].y : i == 2 ? qv[k].z : qv[k].w;
+                const i32 lo = (i32)((qw & 0x0f0f0f0fu) | (((qhw >> (2u * j)) & 0x01010101u) << 4));
+                const i32 hi = (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4));
+                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
+                u32 alo[NTM], ahi[NTM];
+                ld_tok<NTM>(a, alo);
+                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t)
+                    isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
+            }
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) acc[t][i] = qk_fma(d[t], qk_i2f(mm_reduce_w<S>(isum[t])), acc[t][i]);
         }
 #pragma unroll
         for (int k = 0; k < KM; ++k) {

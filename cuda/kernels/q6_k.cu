@@ -26,51 +26,54 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 208u * b;
         const float xd = qk_h2f(qk_ld(wd + b));
-        // Scales: scales[2is + h] is byte 2 (is & 1) + h of scale word is >> 1; the q8sclsub
-        // of lanes 4h..4h+3 take scales[8h..8h+8] (words 2h, 2h + 1).
+        // This thread's sub-blocks is = s, s + S, ...: ql words (16 bytes: the low nibbles for k < 2,
+        // the high ones for k >= 2), qh words, and the scale scales[2is + h] (byte 2 (is & 1) + h
+        // of scale word is >> 1).
         const uint4 sc16 = ld128(body + 192u);
-        const u32 scv0 = h ? sc16.z : sc16.x, scv1 = h ? sc16.w : sc16.y;
-        i32 isum[4][NTM];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
+        const u32 scv0 = h ? sc16.z : sc16.x, scv1 = h ? sc16.w : sc16.y;  // scales[8h..8h+8]
+        uint4 qlv[8 / S], qhv[8 / S];
+        i32 sc[8 / S];
 #pragma unroll
         for (int k8 = 0; k8 < 8 / S; ++k8) {
             const u32 is = (u32)(k8 * S) + c.s;
             const u32 j = is >> 2, k = is & 3u;
-            // ql words (the low nibbles for k < 2, the high ones for k >= 2) and qh words of lanes 4h..
-            const uint4 qlv = ld128(body + 64u * j + 32u * (k & 1u) + 16u * h);
-            const uint4 qhv = ld128(body + 128u + 32u * j + 16u * h);
+            qlv[k8] = ld128(body + 64u * j + 32u * (k & 1u) + 16u * h);
+            qhv[k8] = ld128(body + 128u + 32u * j + 16u * h);
             const u32 wi = is >> 1;
             const u32 sw = wi < 2 ? (wi == 0 ? sc16.x : sc16.y) : (wi == 2 ? sc16.z : sc16.w);
-            const i32 sc = (i32)(i8)(u8)(sw >> (16u * (is & 1u) + 8u * h));
-            i32 qq[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const u32 qlw = q4w(qlv, i), qhw = q4w(qhv, i);
-                qq[i] = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
-            }
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const uint4 av = ld_aq(aq, 16u * b + 2u * is + h, capw, (u32)t);  // lanes 4h..4h+3
-#pragma unroll
-                for (int i = 0; i < 4; ++i) isum[i][t] += sc * qk_dp4a(qq[i], (i32)q4w(av, i), 0);
-            }
+            sc[k8] = (i32)(i8)(u8)(sw >> (16u * (is & 1u) + 8u * h));
         }
-        float da[NTM];
+        float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            // q8sclsub of lane 4h + i: (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]) << 5
-            const uint4 bv = qk_ld((const uint4*)(bsum + ((u64)t * nb + b) * 16u) + h);
-            const float d = qk_mul(da[t], xd);
+        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
+        // One lane at a time (fewer live registers): its sum over the sub-blocks, minus its
+        // q8sclsub (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]) << 5, then its
+        // float chain step.
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const u32 scp = i < 2 ? scv0 : scv1;  // scales[2l], scales[2l + 1] in bytes 2 (i & 1), +1
-                const i32 sub = (i & 1) ? qk_dp2a_hi((i32)q4w(bv, i), (i32)scp, 0) : qk_dp2a_lo((i32)q4w(bv, i), (i32)scp, 0);
-                const i32 v = (i32)((u32)mm_reduce_w<S>(isum[i][t]) - ((u32)sub << 5));
-                acc[t][i] = qk_fma(d, qk_i2f(v), acc[t][i]);
+        for (int i = 0; i < 4; ++i) {
+            i32 isum[NTM];
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[t] = 0;
+#pragma unroll
+            for (int k8 = 0; k8 < 8 / S; ++k8) {
+                const u32 is = (u32)(k8 * S) + c.s;
+                const u32 k = is & 3u;
+                const u32 qlw = i == 0 ? qlv[k8].x : i == 1 ? qlv[k8].y : i == 2 ? qlv[k8].z : qlv[k8].w;
+                const u32 qhw = i == 0 ? qhv[k8].x : i == 1 ? qhv[k8].y : i == 2 ? qhv[k8].z : qhv[k8].w;
+                const i32 qq = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
+                u32 av[NTM];
+                ld_tok<NTM>(aq + (u64)(64u * b + 8u * is + 4u * h + (u32)i) * capw, av);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isum[t] += sc[k8] * qk_dp4a(qq, (i32)av[t], 0);
+            }
+            const u32 scp = i < 2 ? scv0 : scv1;  // scales[2l], scales[2l + 1] in bytes 2 (i & 1), +1
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                const u32 bw = qk_ld((const u32*)(bsum + ((u64)t * nb + b) * 16u) + 4u * h + (u32)i);
+                const i32 sub = (i & 1) ? qk_dp2a_hi((i32)bw, (i32)scp, 0) : qk_dp2a_lo((i32)bw, (i32)scp, 0);
+                const i32 v = (i32)((u32)mm_reduce_w<S>(isum[t]) - ((u32)sub << 5));
+                acc[t][i] = qk_fma(d[t], qk_i2f(v), acc[t][i]);
             }
         }
     }

@@ -8,7 +8,7 @@
 //   first element of largest |x|), `iscale = -127/max`, `nearest_int` (+12582912 magic, not
 //   fused), `MIN(127, v)` stored into int8_t (wrapping), `bsums` per 16, `d = 1/iscale`.
 //
-// Output layout (layout.rs `ActLayout`, token-interleaved): quant quads [cols/16][capw],
+// Output layout (layout.rs `ActLayout`, token-interleaved): quant words [cols/4][capw],
 // d as fp16 and f32 [blocks][capw]; q8_1 also s (fp16 and f32); q8_K: d f32 [blocks][capw]
 // and bsums i16 [t][blocks][16].
 
@@ -49,9 +49,8 @@ QK_DEV void quant_q8(const QuantArgs& A) {
             }
             words[w] = word;
         }
-        uint4* qs = (uint4*)A.qs + (u64)(2u * b) * A.capw + t;  // quads 2b, 2b + 1
-        qs[0] = make_u4(words[0], words[1], words[2], words[3]);
-        qs[A.capw] = make_u4(words[4], words[5], words[6], words[7]);
+        u32* qs = (u32*)A.qs + (u64)(8u * b) * A.capw + t;
+        for (int w = 0; w < 8; ++w) qs[(u64)w * A.capw] = words[w];
         const u64 si = (u64)b * A.capw + t;
         ((u16*)A.d16)[si] = dh;
         ((float*)A.d32)[si] = qk_h2f_soft(dh);
@@ -120,13 +119,12 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
                 idx = oi;
             }
         }
-        // words 64b + 2 lane, + 1: half (lane & 1) of quad 16b + lane / 2
-        u32* qs = (u32*)A.qs + 4u * ((u64)(16u * b + lane / 2u) * A.capw + t) + 2u * (lane & 1u);
+        u32* qs = (u32*)A.qs + (u64)(64u * b + 2u * lane) * A.capw + t;
         i16* bs = (i16*)A.x16 + (u64)i * 16u;
         const u64 si = (u64)b * A.capw + t;
         if (amax == 0.0f) {
             qs[0] = 0;
-            qs[1] = 0;
+            qs[A.capw] = 0;
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
             if (lane == 0) ((float*)A.d32)[si] = 0.0f;
             continue;
@@ -143,7 +141,7 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
             else w1 |= ((u32)q8 & 0xffu) << (8 * (j - 4));
         }
         qs[0] = w0;
-        qs[1] = w1;
+        qs[A.capw] = w1;
         s += qk_shfl_xor_i(s, 1);
         if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
         if (lane == 0) ((float*)A.d32)[si] = qk_div(1.0f, iscale);

@@ -166,12 +166,10 @@ fn align(x: usize) -> usize {
     x.div_ceil(ALIGN) * ALIGN
 }
 
-/// Region offsets of an activation buffer. Token-interleaved: token t's quant quad `q`
-/// (16 bytes, elements `16*q..16*q+16`) is quad `q * capw + t` of the `qs` region, so that a
-/// matmul thread, which owns 4 consecutive lanes (words) of a sub-block, reads them with one
-/// 16-byte load per token; its scale of block `b` is element `b * capw + t` of the `d`
-/// regions, so that one 16-byte load brings 4 tokens' scales. q8_K `bsums` stay per token
-/// (`[t][blocks][16]`).
+/// Region offsets of an activation buffer. Token-interleaved: token t's quant word `e4`
+/// (elements `4*e4..4*e4+4`) is word `e4 * capw + t` of the `qs` region, and its scale of
+/// block `b` is element `b * capw + t` of the `d` regions, so that one 16-byte load brings
+/// 4 tokens' words to a matmul thread. q8_K `bsums` stay per token (`[t][blocks][16]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActLayout {
     pub format: Format,
@@ -238,11 +236,8 @@ impl ActLayout {
         Ok(ActLayout { format, cols, capacity, capw, blocks, qs, d16, d32, x16, x32, total: at })
     }
 
-    /// Byte offset of quant word `e4` (elements 4 e4..4 e4 + 4) of token `t`: the 16-byte quads
-    /// of the tokens interleaved (quad q of token t at quad q * capw + t), so that a kernel
-    /// thread reads 4 consecutive words of one token with one 16-byte load.
     fn qword(&self, t: usize, e4: usize) -> usize {
-        self.qs + 16 * ((e4 / 4) * self.capw + t) + 4 * (e4 % 4)
+        self.qs + 4 * (e4 * self.capw + t)
     }
 
     /// ggml activation rows (`tokens` rows, validated) to the region image of a whole
