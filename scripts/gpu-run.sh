@@ -67,5 +67,6 @@ avx512) { timeout 60 $C/t_cpu_paths --test-threads 14; timeout 30 $C/qkern parit
 # The default CPU path on the host (AVX-512 where present): which it is, and its bits.
 cpudefault) { timeout 20 $C/qkern formats | grep -i "cpu"; timeout 60 $C/t_cpu_paths --test-threads 14 | tail -3
     timeout 30 $C/qkern parity --backend cpu | tail -2; } > "$R/cpudefault.log" 2>&1; cat "$R/cpudefault.log" ;;
-esac; done
-tar czf "${OUT:-/tmp}/results.tgz" -C "$R" .
+esac
+# packed after every step, so that a run stopped at its time limit still brings back the steps done
+tar czf "${OUT:-/tmp}/results.tgz" -C "$R" .; done
