@@ -51,30 +51,11 @@ QK_UNROLL(QK_UNROLL_P4)
                 sg[2 * i2] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
                 sg[2 * i2 + 1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
             }
-            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                u32 av[NTM];
-                ld_tok<NTM>(a + (u64)i * capw, av);
-#pragma unroll
-                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
-            }
+            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
         }
-        float da[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const float d = qk_mul(xd, da[t]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
-        }
+        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    float hs[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) hs[t] = qk_mul(0.125f, mm_hsum_b(acc[t]));
-    if (h == 0 && c.s == 0)
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
+    mm_l4_finish<NTM, true>(A, c, acc, 0.125f);
 }
 MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 1)
 MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 4)

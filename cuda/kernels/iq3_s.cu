@@ -46,33 +46,18 @@ QK_UNROLL(QK_UNROLL_P4)
             const u32 sg16 = W(18u + ib) >> (16u * h);
             const u32 scb = wbyte(sc, ib / 2u);
             const i32 ls = (i32)(2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u);
-            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
+            i32 sg[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const u32 L = 4u * h + (u32)i;
                 const u32 g = grid[((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i)];
-                const i32 sg = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
-                u32 av[NTM];
-                ld_tok<NTM>(a + (u64)i * capw, av);
-#pragma unroll
-                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg, (i32)av[t], 0);
+                sg[i] = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
             }
+            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
         }
-        float da[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const float d = qk_mul(xd, da[t]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
-        }
+        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    float hs[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) hs[t] = mm_hsum_b(acc[t]);
-    if (h == 0 && c.s == 0)
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
+    mm_l4_finish<NTM, false>(A, c, acc, 1.0f);
 }
 MM_KERNELS_L4(iq3_s, mm_iq3_s, 1)
 MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)

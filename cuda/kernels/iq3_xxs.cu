@@ -49,30 +49,11 @@ QK_UNROLL(QK_UNROLL_P4)
                 const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
                 sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
             }
-            const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                u32 av[NTM];
-                ld_tok<NTM>(a + (u64)i * capw, av);
-#pragma unroll
-                for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
-            }
+            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
         }
-        float da[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const float d = qk_mul(xd, da[t]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
-        }
+        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    float hs[NTM];
-#pragma unroll
-    for (int t = 0; t < NTM; ++t) hs[t] = qk_mul(0.25f, mm_hsum_b(acc[t]));
-    if (h == 0 && c.s == 0)
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
+    mm_l4_finish<NTM, true>(A, c, acc, 0.25f);
 }
 MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 1)
 MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)

@@ -257,9 +257,49 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
     MM_KERNEL_L41(fmt, fn, 7, S)       \
     MM_KERNEL_L41(fmt, fn, 8, S)
 
+// The IQ2/IQ3 formats' sub-block step on the L4 lanes: isum[i][t] += ls * dp4a(sg[i], word
+// 64b + 8ib + 4h + i of token t), sg[i] being lane 4h + i's signed grid bytes.
+template <int NTM>
+QK_DEV void mm_l4_dot(i32 (*isum)[NTM], const i32* sg, i32 ls, const u32* aq, u32 capw, u32 b, u32 ib, u32 h) {
+    const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        u32 av[NTM];
+        ld_tok<NTM>(a + (u64)i * capw, av);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
+    }
+}
+
+// Their block's float step: the lane sums reduced over the split, then
+// acc[t][i] = fma(xd * d_t, (float)lane, acc[t][i]) (ggml: `d = xd * y.d`, one fmadd per block).
+template <int NTM, int S>
+QK_DEV void mm_l4_chain(float (*acc)[4], i32 (*isum)[NTM], float xd, const float* ad, u32 capw, u32 b) {
+    float da[NTM];
+    ld_tok_f<NTM>(ad + (u64)b * capw, da);
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) {
+        const float d = qk_mul(xd, da[t]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][i] = qk_fma(d, qk_i2f(mm_reduce_w<S>(isum[i][t])), acc[t][i]);
+    }
+}
+
 // Token t's result, stored by the thread that owns its extra chain (t = 2s + h mod 2S).
 QK_DEV void mm_store_t(const MmArgs& A, const MmCtxW& c, u32 t, float v) {
     if (c.valid && t < c.nt) ((float*)A.jobs[c.job].out)[(u64)t * A.jobs[c.job].rows + c.row] = v;
+}
+
+// The end of a kernel without extra chains: hsum_float_8 of each token's lanes (times `scale`
+// where SCALED: ggml's 0.125 or 0.25 of the IQ2/IQ3 dots), stored by thread (0, 0) of the row.
+template <int NTM, bool SCALED>
+QK_DEV void mm_l4_finish(const MmArgs& A, const MmCtxW& c, float (*acc)[4], float scale) {
+    float hs[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) hs[t] = SCALED ? qk_mul(scale, mm_hsum_b(acc[t])) : mm_hsum_b(acc[t]);
+    if (c.h == 0 && c.s == 0)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) mm_store_t(A, c, (u32)t, hs[t]);
 }
 
 // ---- Two-phase kernel for 32-element formats with few blocks per row (small K, e.g. MoE
