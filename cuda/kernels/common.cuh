@@ -125,6 +125,12 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 
 // ------------------------------------------------------------------------- shared helpers
 
+QK_DEV uint4 make_u4(u32 a, u32 b, u32 c, u32 d) {
+    uint4 v;
+    v.x = a, v.y = b, v.z = c, v.w = d;
+    return v;
+}
+
 // fp16 -> f32 in software (exact, for the quantizers' read-back; same bits as qk_h2f on
 // every non-NaN input).
 QK_DEV float qk_h2f_soft(u16 h) {
@@ -276,7 +282,7 @@ QK_DEV u8 ld8(const u8* p) { return qk_ld(p); }
 struct MmJob {
     u64 w;     // weight bodies, row 0 (device layout, see layout.rs)
     u64 wd;    // the fp16 `d` array for formats stored split (0 otherwise)
-    u64 a_qs;  // activation int8 quants of token 0: [token][cols]
+    u64 a_qs;  // activation int8 quants of token 0: q8_0/q8_1 quads [cols/16][capw], q8_K words [cols/4][capw]
     u64 a_d;   // activation f32 scales of token 0: [token][blocks]
     u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16]
     u64 out;   // f32 out[t * rows + r]
@@ -295,12 +301,13 @@ struct MmArgs {
     MmJob jobs[QK_MAX_JOBS];
 };
 
-// Activation regions are token-interleaved (layout.rs `ActLayout`): quant word e4 (elements
-// 4*e4..4*e4+4) of token t at word e4*capw + t; per-block scales at block*capw + t; q8_K
-// bsums per token [t][blocks][16].
+// Activation regions are token-interleaved (layout.rs `ActLayout`): q8_0 / q8_1 quant quad q
+// (16 bytes, elements 16q..16q+16) of token t at quad q*capw + t, q8_K quant word e4 (elements
+// 4*e4..4*e4+4) at word e4*capw + t; per-block scales at block*capw + t; q8_K bsums per token
+// [t][blocks][16].
 struct QuantArgs {
     u64 x;     // f32 [tokens][cols]
-    u64 qs;    // u32 words [cols/4][capw]
+    u64 qs;    // q8_0 / q8_1: 16-byte quads [cols/16][capw]; q8_K: u32 words [cols/4][capw]
     u64 d16;   // u16 [blocks][capw]
     u64 d32;   // f32 [blocks][capw]
     u64 x16;   // q8_1: s as u16 [blocks][capw]; q8_K: bsums i16 [tokens][blocks][16]

@@ -24,16 +24,13 @@ struct UnitIq4Nl {
         qk_lut16x2(qq.x, kv, &v4[0], &v4[1]);
         qk_lut16x2(qq.y, kv, &v4[2], &v4[3]);
         const float dx = qk_h2f(qk_ld((const u16*)J.wd + k));
-        const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const i32 v = (i32)v4[i];
-            u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)i * capw, av);
+        for (int t = 0; t < NTM; ++t) {
+            const uint4 av = ld_aq((const u32*)J.a_qs, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(v, (i32)av[t], QK_BIAS);
+            for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a((i32)v4[i], (i32)q4w(av, i), QK_BIAS);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], dx);

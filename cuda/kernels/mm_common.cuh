@@ -35,8 +35,8 @@ QK_DEV float mm_pick(const float* h, u32 l) {
     return r;
 }
 
-// The words of NTM consecutive tokens at p (token-interleaved activation regions; p is
-// 16-byte aligned for NTM > 2): whole 16-byte loads, the extra lanes unused.
+// The words of NTM consecutive tokens at p (token-interleaved q8_K quant words or per-block
+// scales; p is 16-byte aligned for NTM > 2): whole 16-byte loads, the extra lanes unused.
 template <int NTM>
 QK_DEV void ld_tok(const u32* p, u32* w) {
     if (NTM == 1) {
@@ -56,6 +56,12 @@ QK_DEV void ld_tok(const u32* p, u32* w) {
         }
     }
 }
+
+// q8_0 / q8_1 activation quad q (quant words 4q..4q+3, elements 16q..16q+15) of token t: one
+// 16-byte load (layout.rs `ActLayout`: quad q of token t at q*capw + t).
+QK_DEV uint4 ld_aq(const u32* aq, u64 q, u32 capw, u32 t) { return qk_ld((const uint4*)aq + q * capw + t); }
+// Word i (compile-time) of a quad.
+QK_DEV u32 q4w(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 template <int NTM>
 QK_DEV void ld_tok_f(const float* p, float* f) {

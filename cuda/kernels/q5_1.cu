@@ -21,17 +21,19 @@ struct UnitQ5_1 {
         *m = qk_h2f((u16)(hd.x >> 16));
         const uint2 q0 = ld64(blk + 8), q1 = ld64(blk + 16);
         const u32 qw[4] = {q0.x, q0.y, q1.x, q1.y};
-        const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
+        i32 q[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const u32 nib = (h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu;
-            const i32 q = (i32)(nib | (qk_mask4((hd.y >> (16u * h + 4u * i)) & 0xfu) & 0x10101010u));
-            u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)i * capw, av);
+            q[i] = (i32)(nib | (qk_mask4((hd.y >> (16u * h + 4u * i)) & 0xfu) & 0x10101010u));
+        }
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(q, (i32)av[t], QK_BIAS);
+        for (int t = 0; t < NTM; ++t) {
+            const uint4 av = ld_aq((const u32*)J.a_qs, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
+#pragma unroll
+            for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a(q[i], (i32)q4w(av, i), QK_BIAS);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dx, da[t]);

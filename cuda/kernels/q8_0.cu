@@ -19,15 +19,13 @@ struct UnitQ8_0 {
         const uint4 wq = ld128((const u8*)J.w + k * 32u + 16u * h);
         const i32 wv[4] = {(i32)wq.x, (i32)wq.y, (i32)wq.z, (i32)wq.w};
         const float dw = qk_h2f(qk_ld((const u16*)J.wd + k));
-        const u32* aq = (const u32*)J.a_qs + (u64)(8u * b + 4u * h) * capw;
         float da[NTM];
         ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            u32 av[NTM];
-            ld_tok<NTM>(aq + (u64)i * capw, av);
+        for (int t = 0; t < NTM; ++t) {
+            const uint4 av = ld_aq((const u32*)J.a_qs, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = qk_dp4a(wv[i], (i32)av[t], QK_BIAS);
+            for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a(wv[i], (i32)q4w(av, i), QK_BIAS);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dw, da[t]);

@@ -8,9 +8,9 @@
 //   first element of largest |x|), `iscale = -127/max`, `nearest_int` (+12582912 magic, not
 //   fused), `MIN(127, v)` stored into int8_t (wrapping), `bsums` per 16, `d = 1/iscale`.
 //
-// Output layout (layout.rs `ActLayout`, token-interleaved): quant words [cols/4][capw],
-// d as fp16 and f32 [blocks][capw]; q8_1 also s (fp16 and f32); q8_K: d f32 [blocks][capw]
-// and bsums i16 [t][blocks][16].
+// Output layout (layout.rs `ActLayout`, token-interleaved): q8_0 / q8_1 quant quads
+// [cols/16][capw] (16 bytes), d as fp16 and f32 [blocks][capw], q8_1 also s (fp16 and f32);
+// q8_K quant words [cols/4][capw], d f32 [blocks][capw] and bsums i16 [t][blocks][16].
 
 #include "common.cuh"
 
@@ -49,8 +49,9 @@ QK_DEV void quant_q8(const QuantArgs& A) {
             }
             words[w] = word;
         }
-        u32* qs = (u32*)A.qs + (u64)(8u * b) * A.capw + t;
-        for (int w = 0; w < 8; ++w) qs[(u64)w * A.capw] = words[w];
+        uint4* qs = (uint4*)A.qs + (u64)(2u * b) * A.capw + t;  // quads 2b, 2b + 1
+        qs[0] = make_u4(words[0], words[1], words[2], words[3]);
+        qs[A.capw] = make_u4(words[4], words[5], words[6], words[7]);
         const u64 si = (u64)b * A.capw + t;
         ((u16*)A.d16)[si] = dh;
         ((float*)A.d32)[si] = qk_h2f_soft(dh);

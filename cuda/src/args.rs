@@ -249,13 +249,14 @@ pub fn plan_matmul<E>(
             if args.njobs as usize == MAX_JOBS {
                 flush(&mut args, &mut max_nt, &mut rows_total)?;
             }
-            // Token-interleaved regions: token t0's words start 4*t0 bytes in; q8_K bsums
-            // are per token (32 bytes per block).
+            // Token-interleaved regions: token t0's quants start 16*t0 bytes in (q8_0 / q8_1
+            // quads) or 4*t0 (q8_K words), its scales 4*t0; q8_K bsums are per token (32
+            // bytes per block).
             let t = t0 as u64;
             args.jobs[args.njobs as usize] = MmJob {
                 w: j.w,
                 wd: j.wd,
-                a_qs: j.a_qs + 4 * t,
+                a_qs: j.a_qs + crate::layout::ActLayout::quant_unit(act) as u64 * t,
                 a_d: j.a_d + 4 * t,
                 a_x: match act {
                     Format::Q8_1 => j.a_x + 4 * t,

@@ -166,10 +166,15 @@ fn align(x: usize) -> usize {
     x.div_ceil(ALIGN) * ALIGN
 }
 
-/// Region offsets of an activation buffer. Token-interleaved: token t's quant word `e4`
-/// (elements `4*e4..4*e4+4`) is word `e4 * capw + t` of the `qs` region, and its scale of
-/// block `b` is element `b * capw + t` of the `d` regions, so that one 16-byte load brings
-/// 4 tokens' words to a matmul thread. q8_K `bsums` stay per token (`[t][blocks][16]`).
+/// Region offsets of an activation buffer. Token-interleaved, in units of [`ActLayout::quant_unit`]
+/// bytes: q8_0 / q8_1 quant quad `q` (16 bytes, elements `16*q..16*q+16`) of token t is quad
+/// `q * capw + t` of the `qs` region, so that a matmul thread of their weight formats, which
+/// owns 4 consecutive lanes (words) of a block, reads them with one 16-byte load per token;
+/// q8_K quant word `e4` (elements `4*e4..4*e4+4`) is word `e4 * capw + t`, so that one 16-byte
+/// load brings 4 tokens' words (its kernels, iq4_xs's word pairs and the K-quants' lane-at-a-
+/// time loops, measured faster so: benches/results/2026-12-04-h200-session7/NOTES.md). Token
+/// t's scale of block `b` is element `b * capw + t` of the `d` regions; q8_K `bsums` stay per
+/// token (`[t][blocks][16]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActLayout {
     pub format: Format,
@@ -236,8 +241,17 @@ impl ActLayout {
         Ok(ActLayout { format, cols, capacity, capw, blocks, qs, d16, d32, x16, x32, total: at })
     }
 
+    /// Bytes of one token's quants that stay together in the `qs` region: 16 (quads) for q8_0
+    /// and q8_1, 4 (words) for q8_K.
+    pub fn quant_unit(format: Format) -> usize {
+        if format == Format::Q8_K { 4 } else { 16 }
+    }
+
+    /// Byte offset of quant word `e4` (elements 4 e4..4 e4 + 4) of token `t`.
     fn qword(&self, t: usize, e4: usize) -> usize {
-        self.qs + 4 * (e4 * self.capw + t)
+        let u = Self::quant_unit(self.format);
+        let per = u / 4; // words per unit
+        self.qs + u * ((e4 / per) * self.capw + t) + 4 * (e4 % per)
     }
 
     /// ggml activation rows (`tokens` rows, validated) to the region image of a whole
