@@ -119,6 +119,9 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #ifndef QK_UNROLL_P4
 #define QK_UNROLL_P4 1  // iq2_*, iq3_* (session 7 run3: 2 within 1 % at NT1, NT8 up to 7 % slower)
 #endif
+#ifndef QK_IQ3S_BODY_NTM
+#define QK_IQ3S_BODY_NTM 8  // iq3_s: from this NTM on, the whole body is loaded up front (iq3_s.cu)
+#endif
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq4_xs
 #endif
