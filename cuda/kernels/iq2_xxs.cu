@@ -48,8 +48,7 @@ QK_UNROLL(QK_UNROLL_P4)
                 const u32 lp = 2u * h + (u32)i2;
                 const uint2 g = ((const uint2*)grid)[(a0 >> (8u * lp)) & 0xffu];
                 const u32 sgn = ksigns((a1 >> (7u * lp)) & 127u);
-                sg[2 * i2] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
-                sg[2 * i2 + 1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
+                mm_sign_pair(g, sgn, sg + 2 * i2);
             }
             mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
         }

@@ -1,4 +1,4 @@
-// Shared pieces of q4_K and q5_K.
+// Shared pieces of q4_K and q5_K (their AVX2 dots differ only in q5_K's fifth bit and mins sum).
 #pragma once
 #include "mm_common.cuh"
 
@@ -16,21 +16,10 @@ QK_DEV u32 kq_byte(u32 lo, u32 hi, u32 k) { return ((k < 4 ? lo : hi) >> (8 * (k
 
 // `prod = _mm_madd_epi16(mins, _mm_hadd_epi16(bsums[0..8], bsums[8..16]))` for one token:
 // q8s[k] = (i16)(bsums[2k] + bsums[2k+1]); prod[m] = mins[2m]*q8s[2m] + mins[2m+1]*q8s[2m+1].
+// The 16 bsums of the token and block (32 bytes, 16-byte aligned) in two loads; w * 0x10001
+// puts bsums[2k] + bsums[2k+1] (mod 2^16, as _mm_hadd_epi16) in the top half of word k; two top
+// halves per word (prmt); prod[m] = dp2a(q8s pair, mins bytes).
 QK_DEV void kq_mins_prod(const i16* bs, u32 u2, u32 u3, i32* prod) {
-    for (int m = 0; m < 4; ++m) {
-        const u32 w0 = qk_ld((const u32*)bs + 2 * m);      // bsums 4m, 4m+1
-        const u32 w1 = qk_ld((const u32*)bs + 2 * m + 1);  // bsums 4m+2, 4m+3
-        const i32 q0 = (i32)(i16)(u16)(((w0 & 0xffffu) + (w0 >> 16)) & 0xffffu);
-        const i32 q1 = (i32)(i16)(u16)(((w1 & 0xffffu) + (w1 >> 16)) & 0xffffu);
-        const i32 m0 = (i32)kq_byte(u2, u3, 2 * m), m1 = (i32)kq_byte(u2, u3, 2 * m + 1);
-        prod[m] = (i32)((u32)(m0 * q0) + (u32)(m1 * q1));
-    }
-}
-
-// kq_mins_prod with dp2a: the 16 bsums of one token and block (32 bytes, 16-byte aligned) in
-// two loads; w * 0x10001 puts bsums[2k] + bsums[2k+1] (mod 2^16, as _mm_hadd_epi16) in the top
-// half of word k; two top halves per word (prmt); prod[m] = dp2a(q8s pair, mins bytes).
-QK_DEV void kq_mins_prod_dp2a(const i16* bs, u32 u2, u32 u3, i32* prod) {
     const uint4 v0 = qk_ld((const uint4*)bs), v1 = qk_ld((const uint4*)bs + 1);
     const u32 w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     u32 q[4];
@@ -40,6 +29,62 @@ QK_DEV void kq_mins_prod_dp2a(const i16* bs, u32 u2, u32 u3, i32* prod) {
     prod[1] = qk_dp2a_hi((i32)q[1], (i32)u2, 0);
     prod[2] = qk_dp2a_lo((i32)q[2], (i32)u3, 0);
     prod[3] = qk_dp2a_hi((i32)q[3], (i32)u3, 0);
+}
+
+// One super-block's lane step of q4_K (Q5 false) or q5_K (Q5 true) on the MM_KERNELS_L4
+// lanes: thread (h, s) sums, one lane at a time (fewer live registers than all four at once),
+// sl * dot(low nibbles, q8) + sh * dot(high nibbles, q8) over its sub-block pairs
+// j = s, s + S, ... (`qs`: the block's 128 quant bytes; q5_K adds bit 2j / 2j + 1 of the lane's
+// qh word from `qhv`), then acc[t][i] = fma(d_t * xd, lane, acc[t][i]) after the split
+// reduction (d_t: token t's q8_K scale of block b, from `ad`).
+// q4_K's lane sums stay below 2^22 in magnitude (8 x 63 x (4 x 15 x 128) = 3870720), so they are
+// biased onto QK_BIAS (by the s = 0 thread) and unbiased by one add; q5_K's (31 for 15) need
+// the conversion.
+template <int NTM, int S, bool Q5>
+QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, float xd, const float* ad, const u32* aq,
+                     u32 capw, u32 b, u32 h, u32 s) {
+    uint4 qv[4 / S];
+    i32 sl[4 / S], sh[4 / S];
+#pragma unroll
+    for (int k = 0; k < 4 / S; ++k) {
+        const u32 j = (u32)(k * S) + s;
+        qv[k] = ld128(qs + 32u * j + 16u * h);  // lanes 4h..4h+3 of pair j
+        sl[k] = (i32)kq_byte(u0, u1, 2u * j);
+        sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
+    }
+    float da[NTM], d[NTM];
+    ld_tok_f<NTM>(ad + (u64)b * capw, da);
+#pragma unroll
+    for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
+    const i32 bias0 = !Q5 && s == 0 ? QK_BIAS : 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u32 qhw = q4w(qhv, i);
+        i32 isum[NTM];
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) isum[t] = bias0;
+#pragma unroll
+        for (int k = 0; k < 4 / S; ++k) {
+            const u32 j = (u32)(k * S) + s;
+            const u32 qw = q4w(qv[k], i);
+            const i32 lo = Q5 ? (i32)((qw & 0x0f0f0f0fu) | (((qhw >> (2u * j)) & 0x01010101u) << 4))
+                              : (i32)(qw & 0x0f0f0f0fu);
+            const i32 hi = Q5 ? (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4))
+                              : (i32)((qw >> 4) & 0x0f0f0f0fu);
+            const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
+            u32 alo[NTM], ahi[NTM];
+            ld_tok<NTM>(a, alo);
+            ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t)
+                isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            const i32 v = mm_reduce_w<S>(isum[t]);
+            acc[t][i] = qk_fma(d[t], Q5 ? qk_i2f(v) : qk_unbias(v), acc[t][i]);
+        }
+    }
 }
 
 // get_scale_min_k4(j, q) on the raw scale bytes (the dequantizers' form).

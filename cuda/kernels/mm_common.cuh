@@ -60,7 +60,7 @@ QK_DEV void ld_tok(const u32* p, u32* w) {
 // q8_0 / q8_1 activation quad q (quant words 4q..4q+3, elements 16q..16q+15) of token t: one
 // 16-byte load (layout.rs `ActLayout`: quad q of token t at q*capw + t).
 QK_DEV uint4 ld_aq(const u32* aq, u64 q, u32 capw, u32 t) { return qk_ld((const uint4*)aq + q * capw + t); }
-// Word i (compile-time) of a quad.
+// Word i of a quad (a select chain: no local memory when i is known at run time only).
 QK_DEV u32 q4w(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 template <int NTM>
@@ -275,6 +275,13 @@ QK_DEV void mm_l4_dot(i32 (*isum)[NTM], const i32* sg, i32 ls, const u32* aq, u3
 #pragma unroll
         for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
     }
+}
+
+// Two lanes' signed grid bytes from one 8-byte grid entry (the IQ2 formats) and its 8 sign bits
+// (bit k negates byte k): sg[0] from g.x with bits 0-3, sg[1] from g.y with bits 4-7.
+QK_DEV void mm_sign_pair(uint2 g, u32 sgn, i32* sg) {
+    sg[0] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
+    sg[1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
 }
 
 // Their block's float step: the lane sums reduced over the split, then

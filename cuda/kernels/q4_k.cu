@@ -23,9 +23,6 @@ QK_DEV void mm_q4_k(const MmArgs& A, const MmCtxW& c) {
     float acc[NTM][4], accm[KM][4];
     mm_zero<NTM>(acc);
     mm_zero<KM>(accm);
-    // The lane sums are below 2^22 in magnitude (8 x 63 x (4 x 15 x 128) = 3870720): biased
-    // onto QK_BIAS (once per lane: by the s = 0 thread), unbiased by one add.
-    const i32 bias0 = c.s == 0 ? QK_BIAS : 0;
 QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 144u * b;
@@ -33,50 +30,14 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
         kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
-        // This thread's sub-block pairs (one 16-byte load each) and their scales.
-        uint4 qv[4 / S];
-        i32 sl[4 / S], sh[4 / S];
-#pragma unroll
-        for (int k = 0; k < 4 / S; ++k) {
-            const u32 j = (u32)(k * S) + c.s;
-            qv[k] = ld128(blk + 16u + 32u * j + 16u * h);
-            sl[k] = (i32)kq_byte(u0, u1, 2u * j);
-            sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
-        }
-        float da[NTM], d[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
-        // One lane at a time: its sum over the pairs, then its float chain step (fewer live
-        // registers than all four lanes' sums at once).
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            i32 isum[NTM];
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] = bias0;
-#pragma unroll
-            for (int k = 0; k < 4 / S; ++k) {
-                const u32 j = (u32)(k * S) + c.s;
-                const u32 qw = i == 0 ? qv[k].x : i == 1 ? qv[k].y : i == 2 ? qv[k].z : qv[k].w;
-                const i32 lo = (i32)(qw & 0x0f0f0f0fu), hi = (i32)((qw >> 4) & 0x0f0f0f0fu);
-                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
-                u32 alo[NTM], ahi[NTM];
-                ld_tok<NTM>(a, alo);
-                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
-#pragma unroll
-                for (int t = 0; t < NTM; ++t)
-                    isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
-            }
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) acc[t][i] = qk_fma(d[t], qk_unbias(mm_reduce_w<S>(isum[t])), acc[t][i]);
-        }
+        kq_lanes<NTM, S, false>(acc, blk + 16u, uint4(), u0, u1, xd, ad, aq, capw, b, h, c.s);  // no qh
 #pragma unroll
         for (int k = 0; k < KM; ++k) {
             const u32 t = (u32)(k * 2 * S) + q;
             if (t < c.nt) {
                 const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + t), xdmin);
                 i32 prod[4];
-                kq_mins_prod_dp2a(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
+                kq_mins_prod(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
 #pragma unroll
                 for (int m = 0; m < 4; ++m) accm[k][m] = qk_fma(dmin, qk_i2f(prod[m]), accm[k][m]);
             }

@@ -31,49 +31,14 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         u32 u0, u1, u2, u3;
         kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
         const uint4 qhv = ld128(blk + 16u + 16u * h);  // qh words of lanes 4h..4h+3
-        uint4 qv[4 / S];
-        i32 sl[4 / S], sh[4 / S];
-#pragma unroll
-        for (int k = 0; k < 4 / S; ++k) {
-            const u32 j = (u32)(k * S) + c.s;
-            qv[k] = ld128(blk + 48u + 32u * j + 16u * h);
-            sl[k] = (i32)kq_byte(u0, u1, 2u * j);
-            sh[k] = (i32)kq_byte(u0, u1, 2u * j + 1u);
-        }
-        float da[NTM], d[NTM];
-        ld_tok_f<NTM>(ad + (u64)b * capw, da);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const u32 qhw = i == 0 ? qhv.x : i == 1 ? qhv.y : i == 2 ? qhv.z : qhv.w;
-            i32 isum[NTM];
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] = 0;
-#pragma unroll
-            for (int k = 0; k < 4 / S; ++k) {
-                const u32 j = (u32)(k * S) + c.s;
-                const u32 qw = i == 0 ? qv[k].x : i == 1 ? qv[k].y : i == 2 ? qv[k].z : qv[k].w;
-                const i32 lo = (i32)((qw & 0x0f0f0f0fu) | (((qhw >> (2u * j)) & 0x01010101u) << 4));
-                const i32 hi = (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4));
-                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
-                u32 alo[NTM], ahi[NTM];
-                ld_tok<NTM>(a, alo);
-                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
-#pragma unroll
-                for (int t = 0; t < NTM; ++t)
-                    isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
-            }
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) acc[t][i] = qk_fma(d[t], qk_i2f(mm_reduce_w<S>(isum[t])), acc[t][i]);
-        }
+        kq_lanes<NTM, S, true>(acc, blk + 48u, qhv, u0, u1, xd, ad, aq, capw, b, h, c.s);
 #pragma unroll
         for (int k = 0; k < KM; ++k) {
             const u32 t = (u32)(k * 2 * S) + q;
             if (t < c.nt) {
                 const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + t), xdmin);
                 i32 prod[4];
-                kq_mins_prod_dp2a(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
+                kq_mins_prod(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
                 const i32 hsm = (i32)((u32)prod[0] + (u32)prod[1] + (u32)prod[2] + (u32)prod[3]);
                 summs[k] = qk_fma(dmin, qk_i2f(hsm), summs[k]);
             }

@@ -59,8 +59,8 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
             for (int k8 = 0; k8 < 8 / S; ++k8) {
                 const u32 is = (u32)(k8 * S) + c.s;
                 const u32 k = is & 3u;
-                const u32 qlw = i == 0 ? qlv[k8].x : i == 1 ? qlv[k8].y : i == 2 ? qlv[k8].z : qlv[k8].w;
-                const u32 qhw = i == 0 ? qhv[k8].x : i == 1 ? qhv[k8].y : i == 2 ? qhv[k8].z : qhv[k8].w;
+                const u32 qlw = q4w(qlv[k8], i);
+                const u32 qhw = q4w(qhv[k8], i);
                 const i32 qq = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
                 u32 av[NTM];
                 ld_tok<NTM>(aq + (u64)(64u * b + 8u * is + 4u * h + (u32)i) * capw, av);
