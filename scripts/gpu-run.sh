@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [callpath] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -33,6 +33,14 @@ wparity) { timeout 60 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ" "$R/wparity.log" | head -20 ;;
 # The wgpu matmul call's cost beside its kernel (fixed and per output byte).
 wgpulat) timeout 60 $C/wgpu_bench --latency > "$R/wgpu_latency.txt" 2>&1; cat "$R/wgpu_latency.txt" ;;
+# Where the call path's time goes: wgpu's call split into phases (`--latency`), then `qkern bench`
+# of a few formats with each backend alone and with both interleaved in one process.
+callpath) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}
+  { timeout 120 $C/wgpu_bench --latency
+    for b in wgpu cuda cuda,wgpu; do echo "## qkern bench --backends $b"
+      timeout 120 $C/qkern_gpu bench --backends $b --formats $F --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
+        --ops matmul --seconds 0.1 --quiet --note "callpath $b" --md "$R/callpath_$(echo $b | tr , _).md" > /dev/null 2>&1
+      grep -E '^\| (q|iq|nv)' "$R/callpath_$(echo $b | tr , _).md"; done; } > "$R/callpath.txt" 2>&1; cat "$R/callpath.txt" ;;
 # Kernel-only CUDA numbers for NVRTC-option variants: CUDA_SWEEP="OPTS|formats;OPTS|formats"
 # (an empty OPTS is the default build), one table row per format and NT in sweep.md.
 cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"

@@ -41,6 +41,8 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "flat" => Tuning { flat: true, ..d },
         "lut2" => Tuning { lut2: true, ..d },
         "lut1" => Tuning { lut2: false, ..d },
+        "k8" => Tuning { kpair: false, ..d },
+        "kp" => Tuning { kpair: true, ..d },
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
         "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },
         "rows" => Tuning { wg_rows: if has_table { 8 } else { 32 }, ..d },
@@ -225,6 +227,25 @@ fn latency(be: &WgpuBackend) {
             (0..5).map(|_| be.bench_matmul(&gw, &ga, 1, reps).expect("bench").as_secs_f64() / reps as f64).collect();
         k.sort_by(f64::total_cmp);
         let (c, kk) = (calls[50] * 1e6, k[2] * 1e6);
-        println!("{rows:>8} {:>10.1} {c:>10.1} {kk:>10.1} {:>10.1}", rows as f64 * 4.0 / 1024.0, c - kk);
+        print!("{rows:>8} {:>10.1} {c:>10.1} {kk:>10.1} {:>10.1}", rows as f64 * 4.0 / 1024.0, c - kk);
+        // The copy-out call's phases one at a time (median of 21 of each): kernel submitted
+        // and waited, copy, map, host copy, unmap.
+        let mut ph: Vec<[f64; 5]> = (0..21)
+            .filter_map(|_| be.call_phases(&gw, &ga, 1, &mut out).ok())
+            .map(|p| p.map(|d| d.as_secs_f64() * 1e6))
+            .collect();
+        if ph.is_empty() {
+            println!();
+            continue;
+        }
+        let med = |i: usize, ph: &mut Vec<[f64; 5]>| {
+            ph.sort_by(|a, b| a[i].total_cmp(&b[i]));
+            ph[ph.len() / 2][i]
+        };
+        let m: Vec<f64> = (0..5).map(|i| med(i, &mut ph)).collect();
+        println!(
+            "   phases us: kernel+wait {:.1} copy {:.1} map {:.1} host {:.1} unmap {:.1}",
+            m[0], m[1], m[2], m[3], m[4]
+        );
     }
 }

@@ -189,6 +189,9 @@ pub struct Options {
     /// Byte-pair lookup table for iq4_nl and nvfp4 (`None`: `QKERN_WGPU_LUT=nibble|pair`, else
     /// `pair`). See [`Tuning::lut2`].
     pub lut2: Option<bool>,
+    /// Thread pairs for the K-quants (`None`: `QKERN_WGPU_KPAIR=0|1`, else on). See
+    /// [`Tuning::kpair`].
+    pub kpair: Option<bool>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
     /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
@@ -246,6 +249,10 @@ pub struct Tuning {
     /// and 630 -> 726 (benches/results/2026-12-03-h200-session6, run1). Off: one nibble per
     /// lookup in a 16-entry table (`QKERN_WGPU_LUT=nibble`).
     pub lut2: bool,
+    /// q4_K, q5_K and q6_K run 2 invocations per row, each owning 4 AVX2 lanes and reading 16
+    /// bytes of a sub-block at once (`kpair_head.wgsl`, the CUDA backend's mapping), instead of
+    /// 8 invocations with one lane each (`QKERN_WGPU_KPAIR=1`, the default).
+    pub kpair: bool,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -529,6 +536,10 @@ impl WgpuBackend {
             })?
             .unwrap_or(true),
         };
+        let kpair = match opts.kpair {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_KPAIR", "0 or 1", bool01)?.unwrap_or(true),
+        };
         let want_native = match opts.native_fma {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_FMA", "native or emulate", |v| match v {
@@ -596,7 +607,7 @@ impl WgpuBackend {
             direct_out,
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2 }),
+            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, kpair }),
             max_part,
             max_binding,
             tables,
@@ -628,7 +639,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -643,7 +654,8 @@ impl WgpuBackend {
             if t.unroll > 1 { format!(", unroll {}", t.unroll) } else { String::new() },
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
-            if t.lut2 { ", byte-pair lut" } else { "" }
+            if t.lut2 { ", byte-pair lut" } else { "" },
+            if t.kpair { "" } else { ", K-quants 8 per row" }
         )
     }
 
@@ -656,6 +668,7 @@ impl WgpuBackend {
             wg_rows: 0,
             flat: false,
             lut2: true,
+            kpair: true,
         })
     }
 
@@ -737,8 +750,17 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, unroll_of(f, nt, t), wg_rows(f, t), t.lut2)
-                    .map(|s| if t.flat { shaders::flatten_loops(&s, nt, 8) } else { s }),
+                shaders::matmul_source(
+                    f,
+                    nt,
+                    self.subgroups,
+                    t.native_fma,
+                    unroll_of(f, nt, t),
+                    wg_rows(f, t),
+                    t.lut2,
+                    t.kpair,
+                )
+                .map(|s| if t.flat { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
             ),
@@ -1186,6 +1208,57 @@ impl WgpuBackend {
         Ok(())
     }
 
+    /// The copy-out call path of [`WgpuBackend::matmul`] run one phase at a time, each waited
+    /// for: (kernel submitted and waited, copy to the readback buffer submitted and waited,
+    /// `map_async` resolved, host copy out of the mapped range, unmap). A diagnostic for
+    /// `examples/bench.rs --latency` (the real call overlaps nothing either, but waits once).
+    #[doc(hidden)]
+    pub fn call_phases(
+        &self,
+        w: &WgpuWeights,
+        a: &WgpuActs,
+        tokens: usize,
+        out: &mut [f32],
+    ) -> Result<[std::time::Duration; 5]> {
+        let _op = self.lock_op()?;
+        self.check_acts(a)?;
+        if self.direct_out || tokens == 0 || tokens > a.capacity || out.len() != tokens * w.rows {
+            return Err(WgpuError::Unsupported("call_phases: copy-out backend, tokens x rows output".into()));
+        }
+        let n = (out.len() * 4) as u64;
+        let wait = || self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()));
+        let mut sc = self.scratch(n)?;
+        let t = std::time::Instant::now();
+        self.encode_matmul(&mut sc, w, a, tokens, 1, false)?;
+        wait()?;
+        let t1 = t.elapsed();
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
+        self.queue.submit([enc.finish()]);
+        wait()?;
+        let t2 = t.elapsed();
+        let done: Arc<Mutex<Option<bool>>> = Arc::default();
+        let d2 = done.clone();
+        sc.read.map_async(wgpu::MapMode::Read, 0..n, move |r| {
+            if let Ok(mut g) = d2.lock() {
+                *g = Some(r.is_ok());
+            }
+        });
+        wait()?;
+        let t3 = t.elapsed();
+        if done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false) {
+            {
+                let view = sc.read.get_mapped_range(0..n).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+                copy_f32(&view, out);
+            }
+        }
+        let t4 = t.elapsed();
+        sc.read.unmap();
+        let t5 = t.elapsed();
+        self.check_errors()?;
+        Ok([t1, t2 - t1, t3 - t2, t4 - t3, t5 - t4])
+    }
+
     /// Device time of `reps` back-to-back matmuls of `tokens` tokens (one submission, one
     /// wait; no readback): for benchmarks of the kernels alone. The result stays on the
     /// device.
@@ -1380,7 +1453,7 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
 
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
-    let pair = layout::is_pair(f);
+    let pair = layout::is_pair(f) || (t.kpair && shaders::has_kpair(f));
     if t.wg_rows != 0 {
         // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };

@@ -14,6 +14,8 @@ const MATMUL_HEAD: &str = include_str!("wgsl/matmul_head.wgsl");
 const MATMUL_MAIN: &str = include_str!("wgsl/matmul_main.wgsl");
 const PAIR_HEAD: &str = include_str!("wgsl/pair_head.wgsl");
 const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
+const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
+const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
 const FMA: &str = include_str!("wgsl/fma.wgsl");
@@ -82,6 +84,22 @@ fn matmul_body(f: Format) -> Option<&'static str> {
         Format::NVFP4 => include_str!("wgsl/mp_nvfp4.wgsl"),
         _ => return None,
     })
+}
+
+/// The WGSL file of a K-quant's thread-pair matmul kernel (`kpair_main.wgsl`'s `step` and
+/// `finish`), and whether its blocks are multiples of 16 bytes (weights read as `vec4<u32>`).
+fn kpair_body(f: Format) -> Option<(&'static str, bool)> {
+    Some(match f {
+        Format::Q4_K => (include_str!("wgsl/kp_q4_k.wgsl"), true),
+        Format::Q5_K => (include_str!("wgsl/kp_q5_k.wgsl"), true),
+        Format::Q6_K => (include_str!("wgsl/kp_q6_k.wgsl"), false),
+        _ => return None,
+    })
+}
+
+/// Whether `f` has a thread-pair kernel (2 invocations per row) besides its 8-invocation one.
+pub(crate) fn has_kpair(f: Format) -> bool {
+    kpair_body(f).is_some()
 }
 
 /// The lookup table a format's matmul kernel copies into workgroup memory: (word offset in
@@ -164,7 +182,8 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
 }
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
-/// (8 invocations each).
+/// (8 invocations each; 2 for the pair formats and, with `kpair`, the K-quants).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_source(
     f: Format,
     nt: u32,
@@ -173,10 +192,14 @@ pub(crate) fn matmul_source(
     unroll: u32,
     rows: u32,
     lut2: bool,
+    kpair: bool,
 ) -> Option<String> {
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
         return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
+    }
+    if kpair && let Some((body, wide)) = kpair_body(f) {
+        return Some(kpair_source(body, wide, nt, subgroups, native_fma, unroll, rows));
     }
     let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
@@ -226,6 +249,30 @@ fn pair_source(
     s.push_str(body);
     let lp = format!("let ns = nsteps();\n    {}", block_loop("ns", unroll, |b| format!("step(k0, G, {b}, h, &st);")));
     s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    s
+}
+
+/// A K-quant's thread-pair matmul kernel (kpair_head.wgsl): 2 invocations per row, ggml's
+/// blocks read as `vec4<u32>` (`wide`) or words.
+fn kpair_source(body: &str, wide: bool, nt: u32, subgroups: bool, native_fma: bool, unroll: u32, rows: u32) -> String {
+    let wg = 2 * rows;
+    let mut s = String::with_capacity(16 * 1024);
+    s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
+    s.push_str(&format!("alias WV = {};\n", if wide { "vec4<u32>" } else { "u32" }));
+    s.push_str(&table_consts());
+    s.push_str(KPAIR_HEAD);
+    s.push_str("fn load_tab(lid: u32) {}\n");
+    // The word-addressed helpers (w32, w16, w8) only where the weights are words.
+    if wide {
+        s.push_str(&common_without_buffers());
+    } else {
+        s.push_str(&common_without(&["fn lut4("]));
+    }
+    s.push_str(&fma_src(native_fma));
+    s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+    s.push_str(body);
+    let lp = block_loop("P.nb", unroll, |b| format!("step(base, {b}, h, &st);"));
+    s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
 }
 
@@ -292,11 +339,16 @@ pub(crate) fn probe_source(native_fma: bool) -> String {
 
 /// common.wgsl without the functions that read the weight buffer `W` or the tables `T`.
 fn common_without_buffers() -> String {
+    common_without(&["fn w32(", "fn w16(", "fn w8(", "fn lut4("])
+}
+
+/// common.wgsl without the functions whose first line starts with one of `drop`.
+fn common_without(drop: &[&str]) -> String {
     let mut out = String::new();
     let mut skip = false;
     for line in COMMON.lines() {
         if line.starts_with("fn ") {
-            skip = ["fn w32(", "fn w16(", "fn w8(", "fn lut4("].iter().any(|p| line.starts_with(p));
+            skip = drop.iter().any(|p| line.starts_with(p));
         }
         if !skip {
             out.push_str(line);
@@ -429,7 +481,7 @@ mod tests {
                 for sg in [false, true] {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
-                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf).unwrap();
+                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf, !nf).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
                         sources
                             .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows}"), src));

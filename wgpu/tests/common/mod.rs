@@ -54,3 +54,10 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     })
     .as_ref()
 }
+
+/// A backend with the K-quants' 8-invocation kernels (`Options::kpair` off) instead of the
+/// default thread pairs.
+pub fn backend_k8() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| open(Options { kpair: Some(false), ..Options::default() })).as_ref()
+}

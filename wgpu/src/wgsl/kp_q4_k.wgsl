@@ -1,0 +1,70 @@
+// ---- q4_K x q8_K: ggml_vec_dot_q4_K_q8_K (AVX2), thread pairs ------------------------------
+// Block (144 bytes = 9 x 16): element 0 d | dmin << 16, scales[12]; element 1 + 2j + h the qs
+// words 8j + 4h .. 8j + 4h + 3 (lanes 4h..4h+3 of 64-element group j). Lane k: sum over j of
+// sc[2j] * dot(low nibbles of qs word 8j+k, q8 word 16j+k) + sc[2j+1] * dot(high nibbles, q8
+// word 16j+8+k): at most 8 * 63 * 4 * 15 * 128 < 2^22 in magnitude (i2fs is exact).
+// Mins: per token the 4-lane acc_m, `fmx(dmin, f32(prod), acc_m)`, reduced (m0+m2)+(m1+m3),
+// run by the token's owner. q8_K device layout = ggml's (73 words): d, qs[256], bsums[16] (i16).
+const ACT_BW: u32 = 73u;
+const KM1: u32 = 0x3f3f3f3fu;
+const KM2: u32 = 0x0f0f0f0fu;
+const KM3: u32 = 0x03030303u;
+struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
+// f32(x) for |x| < 2^22, exactly, without a conversion instruction (see pair_head.wgsl).
+fn i2fs(x: i32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x + 0x4b400000i)) - 12582912.0;
+}
+fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
+    let i0 = (base + b * 144u) >> 4u;
+    let hd = W[i0];
+    let dx = f16f(hd.x & 0xffffu);
+    let dmx = f16f(hd.x >> 16u);
+    // The kmask unpacking (utmp): scales 0..3, 4..7 and mins 0..3, 4..7 as bytes.
+    let s03 = hd.y & KM1;
+    let s47 = (hd.w & KM2) | (((hd.y >> 6u) & KM3) << 4u);
+    let m03 = hd.z & KM1;
+    let m47 = ((hd.w >> 4u) & KM2) | (((hd.z >> 6u) & KM3) << 4u);
+    var q: array<vec4<u32>, 4>;
+    for (var j = 0u; j < 4u; j++) {
+        q[j] = W[i0 + 1u + 2u * j + h];
+    }
+    for (var t = 0u; t < NT; t++) {
+        let d = af(t, b, 0u) * dx;
+        var s = vec4<i32>(0);
+        for (var j = 0u; j < 4u; j++) {
+            let sw = select(s47, s03, j < 2u);
+            let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
+            let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
+            let lo = q[j] & vec4<u32>(0x0f0f0f0fu);
+            let hi = (q[j] >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
+            s += sc0 * dot4x4(lo, aw4(t, b, 1u + 16u * j + 4u * h));
+            s += sc1 * dot4x4(hi, aw4(t, b, 9u + 16u * j + 4u * h));
+        }
+        (*st).acc[t] = chain4(d, vec4<f32>(i2fs(s.x), i2fs(s.y), i2fs(s.z), i2fs(s.w)), (*st).acc[t]);
+    }
+    for (var i = 0u; i < NTH; i++) {
+        let t = slot_token(i, h);
+        let dmin = -af(t, b, 0u) * dmx;
+        // prod[k] = mins[2k]*q8s[2k] + mins[2k+1]*q8s[2k+1], q8s[k] = bsums[2k]+bsums[2k+1] (i16)
+        var p: vec4<i32>;
+        for (var k = 0u; k < 4u; k++) {
+            let mw = select(m47, m03, k < 2u);
+            let mn0 = i32((mw >> (16u * (k & 1u))) & 0xffu);
+            let mn1 = i32((mw >> (16u * (k & 1u) + 8u)) & 0xffu);
+            let bs0 = aw(t, b, 65u + 2u * k);
+            let bs1 = aw(t, b, 66u + 2u * k);
+            let q8s0 = sext16(bitcast<u32>(sext16(bs0) + (bitcast<i32>(bs0) >> 16u)));
+            let q8s1 = sext16(bitcast<u32>(sext16(bs1) + (bitcast<i32>(bs1) >> 16u)));
+            p[k] = mn0 * q8s0 + mn1 * q8s1;
+        }
+        (*st).accm[i] = chain4(dmin, vec4<f32>(p), (*st).accm[i]);
+    }
+}
+fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        let m = (*st).accm[t / 2u];
+        r[t] = hsum_pair((*st).acc[t], lid) + ((m.x + m.z) + (m.y + m.w));
+    }
+    return r;
+}

@@ -1,0 +1,66 @@
+// ---- q5_K x q8_K: ggml_vec_dot_q5_K_q8_K (AVX2), thread pairs ------------------------------
+// Block (176 bytes = 11 x 16): element 0 d | dmin << 16, scales[12]; element 1 + h the qh words
+// 4h..4h+3; element 3 + 2j + h the qs words 8j + 4h .. 8j + 4h + 3. As q4_K, plus the fifth
+// bits: element 32*(2j) + e takes bit 2j of qh[e], element 32*(2j+1) + e bit 2j+1. The mins go
+// to a scalar `summs = fmx(dmin, hsum(prod), summs)` (gcc contracts it into vfmadd231ss;
+// formats/src/reference/q5_k.rs), run by the token's owner and added after the hsum.
+const ACT_BW: u32 = 73u;
+const KM1: u32 = 0x3f3f3f3fu;
+const KM2: u32 = 0x0f0f0f0fu;
+const KM3: u32 = 0x03030303u;
+struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NTH> }
+fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
+    let i0 = (base + b * 176u) >> 4u;
+    let hd = W[i0];
+    let dx = f16f(hd.x & 0xffffu);
+    let dmx = f16f(hd.x >> 16u);
+    let s03 = hd.y & KM1;
+    let s47 = (hd.w & KM2) | (((hd.y >> 6u) & KM3) << 4u);
+    let m03 = hd.z & KM1;
+    let m47 = ((hd.w >> 4u) & KM2) | (((hd.z >> 6u) & KM3) << 4u);
+    let qh = W[i0 + 1u + h];
+    var lo: array<vec4<u32>, 4>;
+    var hi: array<vec4<u32>, 4>;
+    for (var j = 0u; j < 4u; j++) {
+        let qs = W[i0 + 3u + 2u * j + h];
+        lo[j] = (qs & vec4<u32>(0x0f0f0f0fu)) | (((qh >> vec4<u32>(2u * j)) & vec4<u32>(0x01010101u)) << vec4<u32>(4u));
+        hi[j] = ((qs >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu))
+            | (((qh >> vec4<u32>(2u * j + 1u)) & vec4<u32>(0x01010101u)) << vec4<u32>(4u));
+    }
+    for (var t = 0u; t < NT; t++) {
+        let d = af(t, b, 0u) * dx;
+        var s = vec4<i32>(0);
+        for (var j = 0u; j < 4u; j++) {
+            let sw = select(s47, s03, j < 2u);
+            let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
+            let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
+            s += sc0 * dot4x4(lo[j], aw4(t, b, 1u + 16u * j + 4u * h));
+            s += sc1 * dot4x4(hi[j], aw4(t, b, 9u + 16u * j + 4u * h));
+        }
+        (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
+    }
+    for (var i = 0u; i < NTH; i++) {
+        let t = slot_token(i, h);
+        let dmin = -af(t, b, 0u) * dmx;
+        // hsum of prod[0..4] (wrapping, order-free)
+        var hs = 0i;
+        for (var k = 0u; k < 4u; k++) {
+            let mw = select(m47, m03, k < 2u);
+            let mn0 = i32((mw >> (16u * (k & 1u))) & 0xffu);
+            let mn1 = i32((mw >> (16u * (k & 1u) + 8u)) & 0xffu);
+            let bs0 = aw(t, b, 65u + 2u * k);
+            let bs1 = aw(t, b, 66u + 2u * k);
+            let q8s0 = sext16(bitcast<u32>(sext16(bs0) + (bitcast<i32>(bs0) >> 16u)));
+            let q8s1 = sext16(bitcast<u32>(sext16(bs1) + (bitcast<i32>(bs1) >> 16u)));
+            hs += mn0 * q8s0 + mn1 * q8s1;
+        }
+        (*st).summs[i] = fmx(dmin, f32(hs), (*st).summs[i]);
+    }
+}
+fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        r[t] = hsum_pair((*st).acc[t], lid) + (*st).summs[t / 2u];
+    }
+    return r;
+}

@@ -1,0 +1,78 @@
+// ---- kpair_head.wgsl: bindings and the row skeleton of the K-quants' thread-pair kernels --
+//
+// q4_K, q5_K, q6_K in ggml's own blocks. One workgroup of 2 * ROWS invocations computes ROWS
+// weight rows; invocation `lid` works on row `lid / 2` and owns AVX2 lanes 4h..4h+3, h = lid % 2,
+// of every block (the CUDA backend's thread pairs): for each of the NT tokens it keeps the four
+// lanes' f32 accumulators and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)`
+// over the row's blocks in order; integer lane sums are exact. The block's header and scales
+// are decoded by 2 invocations instead of 8. A format's per-token scalar chain (q4_K's mins
+// lanes, q5_K's `summs`) of token t is run by invocation t % 2 alone (`NTH` token slots, slot i
+// holding token 2i + h), so that the pair shares that work. The 8 lanes are reduced in
+// `hsum_float_8`'s order: r_i = l_i + l_{i+4} by one exchange with the partner invocation (IEEE
+// addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
+
+struct Params {
+    rows: u32,       // rows of this weight part
+    nb: u32,         // weight blocks per row
+    row_bytes: u32,  // bytes per weight row
+    act_words: u32,  // u32 words per activation row (device layout)
+    tok0: u32,       // first token of this dispatch
+    out_stride: u32, // rows of the whole matrix (the output's row stride)
+    row0: u32,       // first row of this part in the whole matrix
+    zero: u32,       // always 0; the compiler cannot know it
+    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
+}
+
+// The weights as 16-byte elements (WV = vec4<u32>: q4_K's and q5_K's blocks are multiples of
+// 16 bytes) or words (WV = u32: q6_K's 210-byte blocks are only 2-byte aligned).
+@group(0) @binding(0) var<storage, read> W: array<WV>;
+@group(0) @binding(1) var<storage, read> T: array<u32>;
+@group(1) @binding(0) var<storage, read> X: array<u32>;
+@group(2) @binding(0) var<storage, read_write> O: array<f32>;
+@group(2) @binding(1) var<uniform> P: Params;
+
+// Token slots of a format's per-token scalar chain per invocation.
+const NTH: u32 = (NT + 1u) / 2u;
+
+fn zero_u() -> u32 {
+    return P.zero;
+}
+
+// Activation word `w` of activation block `ab` of token `t` (of this dispatch).
+fn aw(t: u32, ab: u32, w: u32) -> u32 {
+    return X[(P.tok0 + t) * P.act_words + ab * ACT_BW + w];
+}
+fn af(t: u32, ab: u32, w: u32) -> f32 {
+    return bitcast<f32>(aw(t, ab, w));
+}
+
+// The token of slot i of invocation h (the last token where 2i + h is past the end: computed,
+// never stored).
+fn slot_token(i: u32, h: u32) -> u32 {
+    return min(2u * i + h, NT - 1u);
+}
+
+// The 4 lanes' activation words w0..w0+3 of token t, block ab.
+fn aw4(t: u32, ab: u32, w0: u32) -> vec4<u32> {
+    let i = (P.tok0 + t) * P.act_words + ab * ACT_BW + w0;
+    return vec4<u32>(X[i], X[i + 1u], X[i + 2u], X[i + 3u]);
+}
+
+// The four lanes' packed 4x8 dot products.
+fn dot4x4(q: vec4<u32>, a: vec4<u32>) -> vec4<i32> {
+    return vec4<i32>(dot4I8Packed(q.x, a.x), dot4I8Packed(q.y, a.y), dot4I8Packed(q.z, a.z), dot4I8Packed(q.w, a.w));
+}
+
+// acc_i = fmx(d, li_i, acc_i) for the four lanes.
+fn chain4(d: f32, li: vec4<f32>, acc: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(fmx(d, li.x, acc.x), fmx(d, li.y, acc.y), fmx(d, li.z, acc.z), fmx(d, li.w, acc.w));
+}
+
+// hsum_float_8 of the row's 8 lanes (this invocation's 4 and its partner's); both get it.
+fn hsum_pair(a: vec4<f32>, lid: u32) -> f32 {
+    let r0 = a.x + xorf(a.x, 1u, lid);
+    let r1 = a.y + xorf(a.y, 1u, lid);
+    let r2 = a.z + xorf(a.z, 1u, lid);
+    let r3 = a.w + xorf(a.w, 1u, lid);
+    return (r0 + r2) + (r1 + r3);
+}

@@ -1,0 +1,20 @@
+// ---- kpair_main.wgsl ----------------------------------------------------------------------
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    load_tab(lid);
+    let h = lid & 1u;
+    let row = (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 1u);
+    // Rows past the end compute on the last row (every invocation must reach the exchanges).
+    let base = min(row, P.rows - 1u) * P.row_bytes;
+    var st: St;
+    UNROLL_LOOP
+    // r[t] is valid in invocation t % 2 (the owner of token t's scalar chain), which stores it.
+    let r = finish(&st, h, lid);
+    if (row < P.rows) {
+        for (var t = 0u; t < NT; t++) {
+            if ((t & 1u) == h) {
+                O[(P.tok0 + t) * P.out_stride + P.row0 + row] = r[t];
+            }
+        }
+    }
+}
