@@ -37,7 +37,7 @@ wgpulat) timeout 60 $C/wgpu_bench --latency > "$R/wgpu_latency.txt" 2>&1; cat "$
 # of a few formats with each backend alone and with both interleaved in one process.
 callpath) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}
   { timeout 120 $C/wgpu_bench --latency
-    for b in wgpu cuda cuda,wgpu; do echo "## qkern bench --backends $b"
+    for b in ${CALLPATH_BACKENDS:-wgpu cuda cuda,wgpu}; do echo "## qkern bench --backends $b"
       timeout 120 $C/qkern_gpu bench --backends $b --formats $F --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
         --ops matmul --seconds 0.1 --quiet --note "callpath $b" --md "$R/callpath_$(echo $b | tr , _).md" > /dev/null 2>&1
       grep -E '^\| (q|iq|nv)' "$R/callpath_$(echo $b | tr , _).md"; done; } > "$R/callpath.txt" 2>&1; cat "$R/callpath.txt" ;;

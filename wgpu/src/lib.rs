@@ -192,6 +192,12 @@ pub struct Options {
     /// Thread pairs for the K-quants (`None`: `QKERN_WGPU_KPAIR=0|1`, else on). See
     /// [`Tuning::kpair`].
     pub kpair: Option<bool>,
+    /// How a call waits for its result: polling the device in a loop (`true`) or blocking in
+    /// the driver (`None`: `QKERN_WGPU_WAIT=spin|block`, else spin on discrete and integrated
+    /// GPUs, block on CPU adapters such as lavapipe, whose work needs the cores). Spinning,
+    /// which also is what CUDA does by default, cut the H200's submit-and-wait round trip from
+    /// about 60 us; it yields the core between polls and blocks after 20 ms.
+    pub spin_wait: Option<bool>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
     /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
@@ -335,6 +341,8 @@ pub struct WgpuBackend {
     subgroups: bool,
     /// Results written straight to a mappable output buffer (see [`Options::direct_out`]).
     direct_out: bool,
+    /// Calls wait for their results by polling (see [`Options::spin_wait`]).
+    spin_wait: bool,
     fma_measured_fused: bool,
     ftz: bool,
     tuning: Mutex<Tuning>,
@@ -559,6 +567,15 @@ impl WgpuBackend {
             // run could tell whether it was the cause (NOTES.md there).
             None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(false),
         };
+        let spin_wait = match opts.spin_wait {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_WAIT", "spin or block", |v| match v {
+                "spin" => Some(true),
+                "block" => Some(false),
+                _ => None,
+            })?
+            .unwrap_or(!matches!(info.device_type, wgpu::DeviceType::Cpu)),
+        };
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
         let mut features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
@@ -605,6 +622,7 @@ impl WgpuBackend {
             limits: Box::new(limits),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             direct_out,
+            spin_wait,
             fma_measured_fused: false,
             ftz: false,
             tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, kpair }),
@@ -639,7 +657,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -655,7 +673,8 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
-            if t.kpair { "" } else { ", K-quants 8 per row" }
+            if t.kpair { "" } else { ", K-quants 8 per row" },
+            if self.spin_wait { ", spin wait" } else { "" }
         )
     }
 
@@ -820,6 +839,24 @@ impl WgpuBackend {
         Ok(b)
     }
 
+    /// Wait until the mapping callback has set `done` (every submission before it complete):
+    /// by polling with `spin_wait` (for at most 20 ms, then blocking), else blocking.
+    fn wait_mapped(&self, done: &Mutex<Option<bool>>) -> Result<()> {
+        let gpu = |e: wgpu::PollError| WgpuError::Gpu(e.to_string());
+        if self.spin_wait {
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < std::time::Duration::from_millis(20) {
+                self.device.poll(wgpu::PollType::Poll).map_err(gpu)?;
+                if done.lock().map(|g| g.is_some()).unwrap_or(true) {
+                    return Ok(());
+                }
+                std::thread::yield_now();
+            }
+        }
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(gpu)?;
+        Ok(())
+    }
+
     /// Map `read[..n]`, hand the bytes to `f`, unmap.
     fn read_back<R>(&self, read: &wgpu::Buffer, n: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let n = n.next_multiple_of(4);
@@ -830,7 +867,7 @@ impl WgpuBackend {
                 *g = Some(r.is_ok());
             }
         });
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        self.wait_mapped(&done)?;
         let ok = done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false);
         if !ok {
             read.unmap();
@@ -1438,6 +1475,21 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     // 12 %; the pair formats gain 7-12 % at NT 8 (q8_0, q5_1, nvfp4) and -2..+9 % at NT 1,
     // iq4_nl (whose step is a pair of blocks) 5-6 % at NT 1; the IQ formats 1-6 % at NT 1,
     // +-2 % at NT 8.
+    // The K-quants' thread pairs (run1 of benches/results/2026-12-04-h200-session8, same
+    // kernels otherwise): NT 1 the same within 1 %; NT 8 q5_K 655 -> 972 GB/s with 2, q6_K
+    // 831 -> 803.
+    if t.kpair && shaders::has_kpair(f) {
+        return match f {
+            Format::Q6_K => 1,
+            _ => {
+                if nt >= 2 {
+                    2
+                } else {
+                    1
+                }
+            }
+        };
+    }
     match f {
         Format::Q5_K => 1,
         Format::Q4_K | Format::Q6_K => {

@@ -405,7 +405,12 @@ fn flatten_one(s: &str, start: usize, nt: u32, max: u32) -> Option<(usize, Strin
         return None;
     }
     let bound = bound.trim();
-    let n = if bound == "NT" { nt } else { bound.strip_suffix('u')?.parse::<u32>().ok()? };
+    let n = match bound {
+        "NT" => nt,
+        // kpair_head.wgsl's token slots per invocation
+        "NTH" => nt.div_ceil(2),
+        _ => bound.strip_suffix('u')?.parse::<u32>().ok()?,
+    };
     if n > max.max(nt) {
         return None;
     }

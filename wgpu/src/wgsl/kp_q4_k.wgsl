@@ -45,19 +45,7 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
         let dmin = -af(t, b, 0u) * dmx;
-        // prod[k] = mins[2k]*q8s[2k] + mins[2k+1]*q8s[2k+1], q8s[k] = bsums[2k]+bsums[2k+1] (i16)
-        var p: vec4<i32>;
-        for (var k = 0u; k < 4u; k++) {
-            let mw = select(m47, m03, k < 2u);
-            let mn0 = i32((mw >> (16u * (k & 1u))) & 0xffu);
-            let mn1 = i32((mw >> (16u * (k & 1u) + 8u)) & 0xffu);
-            let bs0 = aw(t, b, 65u + 2u * k);
-            let bs1 = aw(t, b, 66u + 2u * k);
-            let q8s0 = sext16(bitcast<u32>(sext16(bs0) + (bitcast<i32>(bs0) >> 16u)));
-            let q8s1 = sext16(bitcast<u32>(sext16(bs1) + (bitcast<i32>(bs1) >> 16u)));
-            p[k] = mn0 * q8s0 + mn1 * q8s1;
-        }
-        (*st).accm[i] = chain4(dmin, vec4<f32>(p), (*st).accm[i]);
+        (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(m03, m47, t, b)), (*st).accm[i]);
     }
 }
 fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {

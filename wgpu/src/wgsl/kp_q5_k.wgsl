@@ -43,18 +43,8 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
         let t = slot_token(i, h);
         let dmin = -af(t, b, 0u) * dmx;
         // hsum of prod[0..4] (wrapping, order-free)
-        var hs = 0i;
-        for (var k = 0u; k < 4u; k++) {
-            let mw = select(m47, m03, k < 2u);
-            let mn0 = i32((mw >> (16u * (k & 1u))) & 0xffu);
-            let mn1 = i32((mw >> (16u * (k & 1u) + 8u)) & 0xffu);
-            let bs0 = aw(t, b, 65u + 2u * k);
-            let bs1 = aw(t, b, 66u + 2u * k);
-            let q8s0 = sext16(bitcast<u32>(sext16(bs0) + (bitcast<i32>(bs0) >> 16u)));
-            let q8s1 = sext16(bitcast<u32>(sext16(bs1) + (bitcast<i32>(bs1) >> 16u)));
-            hs += mn0 * q8s0 + mn1 * q8s1;
-        }
-        (*st).summs[i] = fmx(dmin, f32(hs), (*st).summs[i]);
+        let p = kmins_prod(m03, m47, t, b);
+        (*st).summs[i] = fmx(dmin, f32((p.x + p.y) + (p.z + p.w)), (*st).summs[i]);
     }
 }
 fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {

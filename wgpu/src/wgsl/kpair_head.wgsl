@@ -76,3 +76,19 @@ fn hsum_pair(a: vec4<f32>, lid: u32) -> f32 {
     let r3 = a.w + xorf(a.w, 1u, lid);
     return (r0 + r2) + (r1 + r3);
 }
+
+// q4_K / q5_K mins: prod[k] = mins[2k] * q8s[2k] + mins[2k+1] * q8s[2k+1] for k = 0..3, with
+// q8s[k] = bsums[2k] + bsums[2k+1] wrapped to i16 (ggml's _mm_hadd_epi16, then
+// _mm_madd_epi16), for token t, activation block ab; m03, m47: mins 0..3 and 4..7 as bytes.
+// Whole vectors, no component indexed by a loop variable.
+fn kmins_prod(m03: u32, m47: u32, t: u32, ab: u32) -> vec4<i32> {
+    let i = (P.tok0 + t) * P.act_words + ab * ACT_BW + 65u;
+    let we = bitcast<vec4<i32>>(vec4<u32>(X[i], X[i + 2u], X[i + 4u], X[i + 6u]));
+    let wo = bitcast<vec4<i32>>(vec4<u32>(X[i + 1u], X[i + 3u], X[i + 5u], X[i + 7u]));
+    let s16 = vec4<u32>(16u);
+    let qe = ((((we << s16) >> s16) + (we >> s16)) << s16) >> s16;
+    let qo = ((((wo << s16) >> s16) + (wo >> s16)) << s16) >> s16;
+    let me = bitcast<vec4<i32>>(vec4<u32>(m03, m03 >> 16u, m47, m47 >> 16u) & vec4<u32>(0xffu));
+    let mo = bitcast<vec4<i32>>(vec4<u32>(m03 >> 8u, m03 >> 24u, m47 >> 8u, m47 >> 24u) & vec4<u32>(0xffu));
+    return me * qe + mo * qo;
+}
