@@ -42,6 +42,10 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "lut2" => Tuning { lut2: true, ..d },
         "lut1" => Tuning { lut2: false, ..d },
         "k8" => Tuning { kpair: false, ..d },
+        // `cN`: the call's readback in N row chunks (c1: none)
+        c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
+            Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }
+        }
         "kp" => Tuning { kpair: true, ..d },
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
         "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },
@@ -148,7 +152,7 @@ fn main() {
                 let mut out = vec![0f32; nt * rows];
                 be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
                 let mut times = Vec::with_capacity(reps);
-                for _ in 0..if vi == 0 { reps.clamp(3, 50) } else { 0 } {
+                for _ in 0..reps.clamp(3, 50) {
                     let t = Instant::now();
                     be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
                     times.push(t.elapsed().as_secs_f64());

@@ -198,6 +198,9 @@ pub struct Options {
     /// which also is what CUDA does by default, cut the H200's submit-and-wait round trip from
     /// about 60 us; it yields the core between polls and blocks after 20 ms.
     pub spin_wait: Option<bool>,
+    /// Readback chunks of a matmul call (`None`: `QKERN_WGPU_CHUNKS`, else 0: by size). See
+    /// [`Tuning::chunks`].
+    pub chunks: Option<u8>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
     /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
@@ -259,6 +262,10 @@ pub struct Tuning {
     /// bytes of a sub-block at once (`kpair_head.wgsl`, the CUDA backend's mapping), instead of
     /// 8 invocations with one lane each (`QKERN_WGPU_KPAIR=1`, the default).
     pub kpair: bool,
+    /// Row chunks of a `matmul` call's result readback, each its own submission and buffer so
+    /// that the host copies one chunk's results while the device computes the next (0: by the
+    /// result's size, see `readback_chunks`; 1: none; `QKERN_WGPU_CHUNKS`).
+    pub chunks: u8,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -329,6 +336,9 @@ struct Scratch {
     /// are the same (the same weights, activation layout and token count as the call before)
     /// skips the write, and with it a staging buffer and a copy per call.
     written: Vec<u8>,
+    /// The readback buffers of a chunked call (`matmul_chunked`), `read_cap` bytes each.
+    reads: Vec<wgpu::Buffer>,
+    read_cap: u64,
 }
 
 /// A wgpu device with qkern's kernels.
@@ -544,6 +554,12 @@ impl WgpuBackend {
             })?
             .unwrap_or(true),
         };
+        let chunks = match opts.chunks {
+            Some(c) => c,
+            None => {
+                env_knob("QKERN_WGPU_CHUNKS", "0 to 64", |v| v.parse().ok().filter(|c: &u8| *c <= 64))?.unwrap_or(0)
+            }
+        };
         let kpair = match opts.kpair {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_KPAIR", "0 or 1", bool01)?.unwrap_or(true),
@@ -625,7 +641,7 @@ impl WgpuBackend {
             spin_wait,
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, kpair }),
+            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, kpair, chunks }),
             max_part,
             max_binding,
             tables,
@@ -688,6 +704,7 @@ impl WgpuBackend {
             flat: false,
             lut2: true,
             kpair: true,
+            chunks: 0,
         })
     }
 
@@ -1157,6 +1174,10 @@ impl WgpuBackend {
         }
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
+        let chunks = readback_chunks(n, w.rows, self.tuning());
+        if chunks > 1 && !self.direct_out && self.matmul_chunked(&mut sc, w, a, tokens, chunks, out)?.is_some() {
+            return Ok(());
+        }
         self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
         let src = if self.direct_out { &sc.out } else { &sc.read };
         self.read_back(src, n, |b| copy_f32(&b[..out.len() * 4], out))
@@ -1175,66 +1196,19 @@ impl WgpuBackend {
         copy: bool,
     ) -> Result<()> {
         let n = (tokens * w.rows * 4) as u64;
-        let nb = (w.cols / w.format.block_elems()) as u32;
-        // (part, token offset, nt) in dispatch order
-        let mut jobs = Vec::new();
-        for pi in 0..w.parts.len() {
-            for t0 in (0..tokens).step_by(MAX_NT) {
-                jobs.push((pi, t0, (tokens - t0).min(MAX_NT)));
-            }
-        }
+        let jobs = jobs_of(w, tokens, 0, w.rows);
         let tune = self.tuning();
+        let pipes = self.matmul_pipes(w.format, &jobs, tune)?;
         let wr = wg_rows(w.format, tune);
-        let mut pipes: [Option<wgpu::ComputePipeline>; MAX_NT + 1] = Default::default();
-        for &(_, _, nt) in &jobs {
-            if pipes[nt].is_none() {
-                pipes[nt] = Some(self.pipeline(Kernel::Matmul(w.format, nt as u32, tune))?);
-            }
-        }
         let nbatches = jobs.len().div_ceil(SLOTS as usize);
         for (bi, batch) in jobs.chunks(SLOTS as usize).enumerate() {
-            sc.staging.clear();
-            for &(pi, t0, _) in batch {
-                let p = &w.parts[pi];
-                let (gx, _) = grid((p.rows as u32).div_ceil(wr));
-                let words: [u32; 9] = [
-                    p.rows as u32,
-                    nb,
-                    w.row_bytes as u32,
-                    a.row_words as u32,
-                    t0 as u32,
-                    w.rows as u32,
-                    p.row0 as u32,
-                    0,
-                    gx,
-                ];
-                let start = sc.staging.len();
-                sc.staging.extend_from_slice(bytemuck::cast_slice(&words));
-                sc.staging.resize(start + SLOT as usize, 0);
-            }
-            // Batches after the first overwrite the ring, so only a one-batch call can match.
-            if nbatches > 1 || sc.staging != sc.written {
-                self.queue.write_buffer(&sc.params, 0, &sc.staging);
-                sc.written.clear();
-                if nbatches == 1 {
-                    sc.written.extend_from_slice(&sc.staging);
-                }
-            }
+            self.stage_params(sc, w, a, batch, wr, nbatches == 1);
             let mut enc = self.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pass.set_bind_group(1, &a.group, &[]);
                 for _ in 0..reps {
-                    for (k, &(pi, _, nt)) in batch.iter().enumerate() {
-                        let p = &w.parts[pi];
-                        let (gx, gy) = grid((p.rows as u32).div_ceil(wr));
-                        if let Some(pipe) = &pipes[nt] {
-                            pass.set_pipeline(pipe);
-                        }
-                        pass.set_bind_group(0, &p.group, &[]);
-                        pass.set_bind_group(2, &sc.group, &[(k as u64 * SLOT) as u32]);
-                        pass.dispatch_workgroups(gx, gy, 1);
-                    }
+                    self.dispatch_jobs(&mut pass, sc, w, batch, 0, &pipes, wr);
                 }
             }
             if copy && bi + 1 == nbatches {
@@ -1243,6 +1217,179 @@ impl WgpuBackend {
             self.queue.submit([enc.finish()]);
         }
         Ok(())
+    }
+
+    /// The matmul pipelines `jobs` need, by token count.
+    fn matmul_pipes(
+        &self,
+        f: Format,
+        jobs: &[Job],
+        tune: Tuning,
+    ) -> Result<[Option<wgpu::ComputePipeline>; MAX_NT + 1]> {
+        let mut pipes: [Option<wgpu::ComputePipeline>; MAX_NT + 1] = Default::default();
+        for j in jobs {
+            if pipes[j.nt].is_none() {
+                pipes[j.nt] = Some(self.pipeline(Kernel::Matmul(f, j.nt as u32, tune))?);
+            }
+        }
+        Ok(pipes)
+    }
+
+    /// Write the parameter slots of `jobs` (at most [`SLOTS`]) into the ring, unless the ring
+    /// already holds exactly these (`remember`: the ring will not be overwritten before the
+    /// next call, so the next call may skip an identical write).
+    fn stage_params(&self, sc: &mut Scratch, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job], wr: u32, remember: bool) {
+        let nb = (w.cols / w.format.block_elems()) as u32;
+        sc.staging.clear();
+        for j in jobs {
+            let p = &w.parts[j.part];
+            let (gx, _) = grid((j.nrows as u32).div_ceil(wr));
+            let words: [u32; 10] = [
+                p.rows as u32,
+                nb,
+                w.row_bytes as u32,
+                a.row_words as u32,
+                j.t0 as u32,
+                w.rows as u32,
+                p.row0 as u32,
+                0,
+                gx,
+                j.rbase as u32,
+            ];
+            let start = sc.staging.len();
+            sc.staging.extend_from_slice(bytemuck::cast_slice(&words));
+            sc.staging.resize(start + SLOT as usize, 0);
+        }
+        if !remember || sc.staging != sc.written {
+            self.queue.write_buffer(&sc.params, 0, &sc.staging);
+            sc.written.clear();
+            if remember {
+                sc.written.extend_from_slice(&sc.staging);
+            }
+        }
+    }
+
+    /// Dispatch `jobs`, whose parameters are in ring slots `slot0..`.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_jobs(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        sc: &Scratch,
+        w: &WgpuWeights,
+        jobs: &[Job],
+        slot0: usize,
+        pipes: &[Option<wgpu::ComputePipeline>; MAX_NT + 1],
+        wr: u32,
+    ) {
+        for (k, j) in jobs.iter().enumerate() {
+            let (gx, gy) = grid((j.nrows as u32).div_ceil(wr));
+            if let Some(pipe) = &pipes[j.nt] {
+                pass.set_pipeline(pipe);
+            }
+            pass.set_bind_group(0, &w.parts[j.part].group, &[]);
+            pass.set_bind_group(2, &sc.group, &[((slot0 + k) as u64 * SLOT) as u32]);
+            pass.dispatch_workgroups(gx, gy, 1);
+        }
+    }
+
+    /// The matmul in `chunks` row ranges, each its own submission with its own readback
+    /// buffer, so that the host copies chunk c's results while the device computes chunk c + 1
+    /// (`None`: the jobs do not fit the parameter ring; the caller runs it whole).
+    fn matmul_chunked(
+        &self,
+        sc: &mut Scratch,
+        w: &WgpuWeights,
+        a: &WgpuActs,
+        tokens: usize,
+        chunks: usize,
+        out: &mut [f32],
+    ) -> Result<Option<()>> {
+        let tune = self.tuning();
+        let wr = wg_rows(w.format, tune);
+        // Chunk boundaries on workgroup boundaries: no workgroup runs past its chunk.
+        let per = w.rows.div_ceil(chunks).next_multiple_of(wr as usize);
+        let ranges: Vec<(usize, usize)> = (0..w.rows).step_by(per).map(|r| (r, (r + per).min(w.rows))).collect();
+        let per_chunk: Vec<Vec<Job>> = ranges.iter().map(|&(ra, rb)| jobs_of(w, tokens, ra, rb)).collect();
+        let all: Vec<Job> = per_chunk.iter().flatten().copied().collect();
+        if all.len() > SLOTS as usize {
+            return Ok(None);
+        }
+        let pipes = self.matmul_pipes(w.format, &all, tune)?;
+        let need = (tokens * per * 4) as u64;
+        if sc.reads.len() < ranges.len() || sc.read_cap < need {
+            let cap = need.max(sc.read_cap);
+            sc.reads = (0..ranges.len().max(sc.reads.len()))
+                .map(|_| {
+                    self.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("qkern readback chunk"),
+                        size: cap,
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })
+                .collect();
+            sc.read_cap = cap;
+            self.check_errors()?;
+        }
+        self.stage_params(sc, w, a, &all, wr, true);
+        let mut done: Vec<Arc<Mutex<Option<bool>>>> = Vec::with_capacity(ranges.len());
+        let mut slot0 = 0;
+        for (c, (&(ra, rb), jobs)) in ranges.iter().zip(&per_chunk).enumerate() {
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pass.set_bind_group(1, &a.group, &[]);
+                self.dispatch_jobs(&mut pass, sc, w, jobs, slot0, &pipes, wr);
+            }
+            slot0 += jobs.len();
+            let cr = (rb - ra) as u64;
+            for t in 0..tokens as u64 {
+                enc.copy_buffer_to_buffer(
+                    &sc.out,
+                    (t * w.rows as u64 + ra as u64) * 4,
+                    &sc.reads[c],
+                    t * cr * 4,
+                    cr * 4,
+                );
+            }
+            self.queue.submit([enc.finish()]);
+            let d: Arc<Mutex<Option<bool>>> = Arc::default();
+            let d2 = d.clone();
+            sc.reads[c].map_async(wgpu::MapMode::Read, 0..tokens as u64 * cr * 4, move |r| {
+                if let Ok(mut g) = d2.lock() {
+                    *g = Some(r.is_ok());
+                }
+            });
+            done.push(d);
+        }
+        // Every chunk's buffer is unmapped before returning, whatever fails.
+        let mut result = Ok(Some(()));
+        for (c, &(ra, rb)) in ranges.iter().enumerate() {
+            if result.is_ok() {
+                result = self.wait_mapped(&done[c]).map(|_| Some(()));
+            }
+            let mapped = done[c].lock().map(|g| *g == Some(true)).unwrap_or(false);
+            if !mapped {
+                if result.is_ok() {
+                    result = Err(WgpuError::Gpu("mapping a readback chunk failed".into()));
+                }
+                continue;
+            }
+            if result.is_ok() {
+                let cr = rb - ra;
+                match sc.reads[c].get_mapped_range(0..(tokens * cr * 4) as u64) {
+                    Ok(view) => {
+                        for t in 0..tokens {
+                            copy_f32(&view[t * cr * 4..(t + 1) * cr * 4], &mut out[t * w.rows + ra..t * w.rows + rb]);
+                        }
+                    }
+                    Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
+                }
+            }
+            sc.reads[c].unmap();
+        }
+        self.check_errors()?;
+        result
     }
 
     /// The copy-out call path of [`WgpuBackend::matmul`] run one phase at a time, each waited
@@ -1464,6 +1611,47 @@ impl WgpuBackend {
     }
 }
 
+/// One dispatch of a matmul: weight part, first token, tokens (at most [`MAX_NT`]), first row
+/// in the part and rows.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    part: usize,
+    t0: usize,
+    nt: usize,
+    rbase: usize,
+    nrows: usize,
+}
+
+/// The dispatches of the rows `ra..rb` of `w` (part by part, token batches in order).
+fn jobs_of(w: &WgpuWeights, tokens: usize, ra: usize, rb: usize) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (pi, p) in w.parts.iter().enumerate() {
+        let lo = ra.max(p.row0);
+        let hi = rb.min(p.row0 + p.rows);
+        if lo >= hi {
+            continue;
+        }
+        for t0 in (0..tokens).step_by(MAX_NT) {
+            jobs.push(Job { part: pi, t0, nt: (tokens - t0).min(MAX_NT), rbase: lo - p.row0, nrows: hi - lo });
+        }
+    }
+    jobs
+}
+
+/// Readback chunks of a matmul call with `n` bytes of results over `rows` rows:
+/// [`Tuning::chunks`], or by default one per 256 KiB of results from 512 KiB on, at most 8
+/// (below that the extra submissions cost more than the overlap saves).
+fn readback_chunks(n: u64, rows: usize, t: Tuning) -> usize {
+    let c = if t.chunks != 0 {
+        t.chunks as usize
+    } else if n < 512 << 10 {
+        1
+    } else {
+        (n.div_ceil(256 << 10) as usize).min(8)
+    };
+    c.clamp(1, rows.max(1))
+}
+
 /// Blocks per loop iteration of the matmul kernel of `f` for `nt` tokens under `t`.
 fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     if t.unroll != 0 {
@@ -1617,6 +1805,8 @@ fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool
         group,
         staging: Vec::with_capacity((SLOT * SLOTS) as usize),
         written: Vec::with_capacity((SLOT * SLOTS) as usize),
+        reads: Vec::new(),
+        read_cap: 0,
     }
 }
 

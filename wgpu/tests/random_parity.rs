@@ -111,12 +111,10 @@ fn run_format(f: Format) {
             }
         }
     }
-    // The K-quants' 8-invocation kernels (the thread pairs are the default).
-    if matches!(f, Format::Q4_K | Format::Q5_K | Format::Q6_K)
-        && let Some(k8) = common::backend_k8()
-    {
+    // The variants: chunked readback; the K-quants' 8-invocation kernels.
+    if let Some(vb) = common::backend_variants() {
         for (i, nt) in [1, 3, 8].into_iter().enumerate() {
-            if let Err(m) = case(k8, f, seeds.next_u64(), [13, 37, 7][i], [2, 1, 3][i], nt, Dist::ALL[i]) {
+            if let Err(m) = case(vb, f, seeds.next_u64(), [13, 37, 70][i], [2, 1, 3][i], nt, Dist::ALL[i]) {
                 failures.push(m);
             }
         }

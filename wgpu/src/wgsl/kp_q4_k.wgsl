@@ -2,7 +2,7 @@
 // Block (144 bytes = 9 x 16): element 0 d | dmin << 16, scales[12]; element 1 + 2j + h the qs
 // words 8j + 4h .. 8j + 4h + 3 (lanes 4h..4h+3 of 64-element group j). Lane k: sum over j of
 // sc[2j] * dot(low nibbles of qs word 8j+k, q8 word 16j+k) + sc[2j+1] * dot(high nibbles, q8
-// word 16j+8+k): at most 8 * 63 * 4 * 15 * 128 < 2^22 in magnitude (i2fs is exact).
+// word 16j+8+k).
 // Mins: per token the 4-lane acc_m, `fmx(dmin, f32(prod), acc_m)`, reduced (m0+m2)+(m1+m3),
 // run by the token's owner. q8_K device layout = ggml's (73 words): d, qs[256], bsums[16] (i16).
 const ACT_BW: u32 = 73u;
@@ -10,10 +10,6 @@ const KM1: u32 = 0x3f3f3f3fu;
 const KM2: u32 = 0x0f0f0f0fu;
 const KM3: u32 = 0x03030303u;
 struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
-// f32(x) for |x| < 2^22, exactly, without a conversion instruction (see pair_head.wgsl).
-fn i2fs(x: i32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(x + 0x4b400000i)) - 12582912.0;
-}
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let i0 = (base + b * 144u) >> 4u;
     let hd = W[i0];
@@ -24,9 +20,13 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let s47 = (hd.w & KM2) | (((hd.y >> 6u) & KM3) << 4u);
     let m03 = hd.z & KM1;
     let m47 = ((hd.w >> 4u) & KM2) | (((hd.z >> 6u) & KM3) << 4u);
-    var q: array<vec4<u32>, 4>;
+    // The nibbles once per block, not per token.
+    var lo: array<vec4<u32>, 4>;
+    var hi: array<vec4<u32>, 4>;
     for (var j = 0u; j < 4u; j++) {
-        q[j] = W[i0 + 1u + 2u * j + h];
+        let q = W[i0 + 1u + 2u * j + h];
+        lo[j] = q & vec4<u32>(0x0f0f0f0fu);
+        hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
     }
     for (var t = 0u; t < NT; t++) {
         let d = af(t, b, 0u) * dx;
@@ -35,12 +35,10 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
             let sw = select(s47, s03, j < 2u);
             let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
             let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
-            let lo = q[j] & vec4<u32>(0x0f0f0f0fu);
-            let hi = (q[j] >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
-            s += sc0 * dot4x4(lo, aw4(t, b, 1u + 16u * j + 4u * h));
-            s += sc1 * dot4x4(hi, aw4(t, b, 9u + 16u * j + 4u * h));
+            s += sc0 * dot4x4(lo[j], aw4(t, b, 1u + 16u * j + 4u * h));
+            s += sc1 * dot4x4(hi[j], aw4(t, b, 9u + 16u * j + 4u * h));
         }
-        (*st).acc[t] = chain4(d, vec4<f32>(i2fs(s.x), i2fs(s.y), i2fs(s.z), i2fs(s.w)), (*st).acc[t]);
+        (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);

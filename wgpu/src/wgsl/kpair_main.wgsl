@@ -3,7 +3,7 @@
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     load_tab(lid);
     let h = lid & 1u;
-    let row = (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 1u);
+    let row = P.rbase + (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 1u);
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let base = min(row, P.rows - 1u) * P.row_bytes;
     var st: St;

@@ -5,7 +5,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     load_tab(lid);
     LID = lid;
     let l = lid & 7u;
-    let row = (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 3u);
+    let row = P.rbase + (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 3u);
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let base = min(row, P.rows - 1u) * P.row_bytes;
     var st: St;

@@ -19,6 +19,7 @@ struct Params {
     row0: u32,       // first row of this part in the whole matrix
     zero: u32,       // always 0; the compiler cannot know it
     groups_x: u32,   // workgroups along x (2D dispatch linearisation)
+    rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
 }
 
 // The weights as 16-byte (WV = vec4<u32>, WSH = 2) or 8-byte (vec2<u32>, 1) elements, the size
