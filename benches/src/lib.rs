@@ -620,6 +620,8 @@ fn matmul(
         Some(a) => Err(a),
         None => candle::Matmul::new(set, nt, pool),
     };
+    // GPU measurements start after half a second of load (see `Budget::prewarm`).
+    let budget = Budget { prewarm: if devs.iter().any(|d| !d.is_cpu) { 0.5 } else { 0.0 }, ..budget };
     let samples = {
         let mut ops: Vec<measure::Op<'_>> = Vec::new();
         for o in &mut ours_r {

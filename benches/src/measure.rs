@@ -23,11 +23,22 @@ pub struct Budget {
     /// Stop a contender once its timed samples add up to this many seconds, even below
     /// `min_reps` (it always gets one sample): a cap for very slow paths.
     pub max_seconds: f64,
+    /// Before the first timed call, run the contenders round-robin for this many seconds (0:
+    /// not at all). GPUs leave their idle clocks only under sustained load: on the H200 with
+    /// NVIDIA's Vulkan driver alone the SM clock was measured falling from 1980 to 405-735 MHz
+    /// between measurements (benches/results/2026-12-04-h200-session8).
+    pub prewarm: f64,
 }
 
 impl Budget {
     pub fn new(seconds: f64, min_reps: usize) -> Budget {
-        Budget { seconds: seconds.max(0.0), min_reps: min_reps.max(1), max_reps: 2000, max_seconds: f64::INFINITY }
+        Budget {
+            seconds: seconds.max(0.0),
+            min_reps: min_reps.max(1),
+            max_reps: 2000,
+            max_seconds: f64::INFINITY,
+            prewarm: 0.0,
+        }
     }
 
     /// Shortest batch worth timing: a 25th of the budget, between 0.5 ms and 20 ms.
@@ -44,6 +55,12 @@ pub fn interleaved(ops: &mut [Op<'_>], budget: Budget) -> Result<Vec<Vec<f64>>, 
     let n = ops.len();
     let mut iters = vec![1usize; n];
     let floor = budget.sample_floor();
+    let t0 = Instant::now();
+    while n > 0 && t0.elapsed().as_secs_f64() < budget.prewarm {
+        for op in ops.iter_mut() {
+            op()?;
+        }
+    }
     for (op, it) in ops.iter_mut().zip(iters.iter_mut()) {
         // Warm-up call, which also estimates the cost of one call.
         let t = time(op, 1)?;

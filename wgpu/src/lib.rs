@@ -796,7 +796,7 @@ impl WgpuBackend {
                     t.lut2,
                     t.kpair,
                 )
-                .map(|s| if t.flat { shaders::flatten_loops(&s, nt, 8) } else { s }),
+                .map(|s| if t.flat || flat_by_default(f, t) { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
             ),
@@ -1639,16 +1639,12 @@ fn jobs_of(w: &WgpuWeights, tokens: usize, ra: usize, rb: usize) -> Vec<Job> {
 }
 
 /// Readback chunks of a matmul call with `n` bytes of results over `rows` rows:
-/// [`Tuning::chunks`], or by default one per 256 KiB of results from 512 KiB on, at most 8
-/// (below that the extra submissions cost more than the overlap saves).
+/// [`Tuning::chunks`], or by default one per 2 MiB of results, at most 8. On the H200
+/// (benches/results/2026-12-04-h200-session8, run3, call GB/s against one chunk) chunks of
+/// 256 KiB cost 2-13 % at 1.2-1.8 MiB of results (the extra submissions cost more than the
+/// overlap saves) and gained 9-32 % at 10-15 MiB (q4_K NT 8 334 -> 436 GB/s, q5_K 428 -> 567).
 fn readback_chunks(n: u64, rows: usize, t: Tuning) -> usize {
-    let c = if t.chunks != 0 {
-        t.chunks as usize
-    } else if n < 512 << 10 {
-        1
-    } else {
-        (n.div_ceil(256 << 10) as usize).min(8)
-    };
+    let c = if t.chunks != 0 { t.chunks as usize } else { ((n >> 21) as usize).clamp(1, 8) };
     c.clamp(1, rows.max(1))
 }
 
@@ -1689,6 +1685,13 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
         }
         _ => 2,
     }
+}
+
+/// Whether the matmul kernels of `f` are flattened (`shaders::flatten_loops`) even without
+/// [`Tuning::flat`]: q5_K's thread pairs, NT 1 2420 -> 2634 GB/s and 2403 -> 2666 on the H200
+/// in two runs (benches/results/2026-12-04-h200-session8 run2, run3), NT 8 the same.
+fn flat_by_default(f: Format, t: Tuning) -> bool {
+    f == Format::Q5_K && t.kpair
 }
 
 /// Rows per matmul workgroup of format `f` under `t`.
