@@ -17,7 +17,9 @@
 //! # Device layout
 //!
 //! The 256-element formats stay in ggml's block bytes in storage buffers read as u32 words
-//! (blocks that are only 2-byte aligned are read by funnel-shifting two words). The
+//! (blocks that are only 2-byte aligned are read by funnel-shifting two words); the K-quants'
+//! thread-pair kernels (`wgsl/kpair_head.wgsl`, the default, [`Tuning::kpair`]) give a row 2
+//! invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
@@ -103,8 +105,12 @@
 //! staging buffer of its own.
 //!
 //! A call's cost beyond its kernel, measured on the H200 (`examples/bench.rs --latency`,
-//! benches/results/2026-12-03-h200-session5): about 75 us for a small result, plus about
-//! 100 us per MiB of result read back (`Options::direct_out` cuts the latter by about a fifth).
+//! benches/results/2026-12-03-h200-session5 and 2026-12-04-h200-session8): about 35-40 us
+//! for a small result with the default spin wait (75 us blocking, [`Options::spin_wait`]),
+//! plus about 100 us per MiB of result read back (the host's copy out of the mapped buffer
+//! and the DMA to it). From 2 MiB of results a call runs in row chunks, each with its own
+//! submission and readback buffer, so that the host copies one chunk while the device
+//! computes the next ([`Tuning::chunks`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -172,10 +178,12 @@ pub struct Options {
     /// `full`, `noloop` or `none`; default `none`). See [`Checks`].
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4, or 0: the default
-    /// per kernel (2, except 1 for q5_K and for q4_K and q6_K at NT 1) (`None`:
+    /// per kernel (2, except 1 for the K-quants at NT 1, q6_K's thread pairs and q5_K's
+    /// 8-invocation kernel) (`None`:
     /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same.
     pub unroll: Option<u32>,
-    /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats; `None`:
+    /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats and the
+    /// K-quants' thread pairs; `None`:
     /// `QKERN_WGPU_WG_ROWS`, else 32 for the formats with lookup tables, which each workgroup
     /// copies to workgroup memory, and for the pair formats, 8 for the others). Rounded to a
     /// power of two up to 128; at most 32 for the 8-invocation kernels.
