@@ -16,6 +16,8 @@ const PAIR_HEAD: &str = include_str!("wgsl/pair_head.wgsl");
 const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
 const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
+const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
+const PARAMS: &str = include_str!("wgsl/params.wgsl");
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
 const FMA: &str = include_str!("wgsl/fma.wgsl");
@@ -207,6 +209,7 @@ pub(crate) fn matmul_source(
     // device's SUBGROUP feature instead.
     s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
     s.push_str(&table_consts());
+    s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
     s.push_str(&table_src(f, wg));
     s.push_str(COMMON);
@@ -241,11 +244,13 @@ fn pair_source(
     // q8_0 / q8_1 activation blocks (32 elements) per weight block.
     s.push_str(&format!("const ABPB: u32 = {}u;\n", f.block_elems() / 32));
     s.push_str(&table_consts());
+    s.push_str(PARAMS);
     s.push_str(PAIR_HEAD);
     s.push_str(&pair_table_src(f, wg, lut2));
     s.push_str(&common_without_buffers());
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+    s.push_str(LANES4);
     s.push_str(body);
     let lp = format!("let ns = nsteps();\n    {}", block_loop("ns", unroll, |b| format!("step(k0, G, {b}, h, &st);")));
     s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
@@ -260,6 +265,7 @@ fn kpair_source(body: &str, wide: bool, nt: u32, subgroups: bool, native_fma: bo
     s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
     s.push_str(&format!("alias WV = {};\n", if wide { "vec4<u32>" } else { "u32" }));
     s.push_str(&table_consts());
+    s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
     s.push_str("fn load_tab(lid: u32) {}\n");
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
@@ -270,6 +276,7 @@ fn kpair_source(body: &str, wide: bool, nt: u32, subgroups: bool, native_fma: bo
     }
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+    s.push_str(LANES4);
     s.push_str(body);
     let lp = block_loop("P.nb", unroll, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));

@@ -6,20 +6,13 @@
 // Mins: per token the 4-lane acc_m, `fmx(dmin, f32(prod), acc_m)`, reduced (m0+m2)+(m1+m3),
 // run by the token's owner. q8_K device layout = ggml's (73 words): d, qs[256], bsums[16] (i16).
 const ACT_BW: u32 = 73u;
-const KM1: u32 = 0x3f3f3f3fu;
-const KM2: u32 = 0x0f0f0f0fu;
-const KM3: u32 = 0x03030303u;
 struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let i0 = (base + b * 144u) >> 4u;
     let hd = W[i0];
     let dx = f16f(hd.x & 0xffffu);
     let dmx = f16f(hd.x >> 16u);
-    // The kmask unpacking (utmp): scales 0..3, 4..7 and mins 0..3, 4..7 as bytes.
-    let s03 = hd.y & KM1;
-    let s47 = (hd.w & KM2) | (((hd.y >> 6u) & KM3) << 4u);
-    let m03 = hd.z & KM1;
-    let m47 = ((hd.w >> 4u) & KM2) | (((hd.z >> 6u) & KM3) << 4u);
+    let sc = kq_scales(hd);
     // The nibbles once per block, not per token.
     var lo: array<vec4<u32>, 4>;
     var hi: array<vec4<u32>, 4>;
@@ -30,20 +23,13 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     }
     for (var t = 0u; t < NT; t++) {
         let d = af(t, b, 0u) * dx;
-        var s = vec4<i32>(0);
-        for (var j = 0u; j < 4u; j++) {
-            let sw = select(s47, s03, j < 2u);
-            let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
-            let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
-            s += sc0 * dot4x4(lo[j], aw4(t, b, 1u + 16u * j + 4u * h));
-            s += sc1 * dot4x4(hi[j], aw4(t, b, 9u + 16u * j + 4u * h));
-        }
+        let s = kq_lanes(lo, hi, sc, t, b, h);
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
         let dmin = -af(t, b, 0u) * dmx;
-        (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(m03, m47, t, b)), (*st).accm[i]);
+        (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(sc.z, sc.w, t, b)), (*st).accm[i]);
     }
 }
 fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {

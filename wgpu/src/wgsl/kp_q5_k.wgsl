@@ -5,19 +5,13 @@
 // to a scalar `summs = fmx(dmin, hsum(prod), summs)` (gcc contracts it into vfmadd231ss;
 // formats/src/reference/q5_k.rs), run by the token's owner and added after the hsum.
 const ACT_BW: u32 = 73u;
-const KM1: u32 = 0x3f3f3f3fu;
-const KM2: u32 = 0x0f0f0f0fu;
-const KM3: u32 = 0x03030303u;
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NTH> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let i0 = (base + b * 176u) >> 4u;
     let hd = W[i0];
     let dx = f16f(hd.x & 0xffffu);
     let dmx = f16f(hd.x >> 16u);
-    let s03 = hd.y & KM1;
-    let s47 = (hd.w & KM2) | (((hd.y >> 6u) & KM3) << 4u);
-    let m03 = hd.z & KM1;
-    let m47 = ((hd.w >> 4u) & KM2) | (((hd.z >> 6u) & KM3) << 4u);
+    let sc = kq_scales(hd);
     let qh = W[i0 + 1u + h];
     var lo: array<vec4<u32>, 4>;
     var hi: array<vec4<u32>, 4>;
@@ -29,21 +23,14 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     }
     for (var t = 0u; t < NT; t++) {
         let d = af(t, b, 0u) * dx;
-        var s = vec4<i32>(0);
-        for (var j = 0u; j < 4u; j++) {
-            let sw = select(s47, s03, j < 2u);
-            let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
-            let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
-            s += sc0 * dot4x4(lo[j], aw4(t, b, 1u + 16u * j + 4u * h));
-            s += sc1 * dot4x4(hi[j], aw4(t, b, 9u + 16u * j + 4u * h));
-        }
+        let s = kq_lanes(lo, hi, sc, t, b, h);
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
         let dmin = -af(t, b, 0u) * dmx;
         // hsum of prod[0..4] (wrapping, order-free)
-        let p = kmins_prod(m03, m47, t, b);
+        let p = kmins_prod(sc.z, sc.w, t, b);
         (*st).summs[i] = fmx(dmin, f32((p.x + p.y) + (p.z + p.w)), (*st).summs[i]);
     }
 }

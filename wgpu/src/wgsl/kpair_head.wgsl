@@ -11,18 +11,6 @@
 // `hsum_float_8`'s order: r_i = l_i + l_{i+4} by one exchange with the partner invocation (IEEE
 // addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
 
-struct Params {
-    rows: u32,       // rows of this weight part
-    nb: u32,         // weight blocks per row
-    row_bytes: u32,  // bytes per weight row
-    act_words: u32,  // u32 words per activation row (device layout)
-    tok0: u32,       // first token of this dispatch
-    out_stride: u32, // rows of the whole matrix (the output's row stride)
-    row0: u32,       // first row of this part in the whole matrix
-    zero: u32,       // always 0; the compiler cannot know it
-    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
-    rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
-}
 
 // The weights as 16-byte elements (WV = vec4<u32>: q4_K's and q5_K's blocks are multiples of
 // 16 bytes) or words (WV = u32: q6_K's 210-byte blocks are only 2-byte aligned).
@@ -64,19 +52,6 @@ fn dot4x4(q: vec4<u32>, a: vec4<u32>) -> vec4<i32> {
     return vec4<i32>(dot4I8Packed(q.x, a.x), dot4I8Packed(q.y, a.y), dot4I8Packed(q.z, a.z), dot4I8Packed(q.w, a.w));
 }
 
-// acc_i = fmx(d, li_i, acc_i) for the four lanes.
-fn chain4(d: f32, li: vec4<f32>, acc: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(fmx(d, li.x, acc.x), fmx(d, li.y, acc.y), fmx(d, li.z, acc.z), fmx(d, li.w, acc.w));
-}
-
-// hsum_float_8 of the row's 8 lanes (this invocation's 4 and its partner's); both get it.
-fn hsum_pair(a: vec4<f32>, lid: u32) -> f32 {
-    let r0 = a.x + xorf(a.x, 1u, lid);
-    let r1 = a.y + xorf(a.y, 1u, lid);
-    let r2 = a.z + xorf(a.z, 1u, lid);
-    let r3 = a.w + xorf(a.w, 1u, lid);
-    return (r0 + r2) + (r1 + r3);
-}
 
 // q4_K / q5_K mins: prod[k] = mins[2k] * q8s[2k] + mins[2k+1] * q8s[2k+1] for k = 0..3, with
 // q8s[k] = bsums[2k] + bsums[2k+1] wrapped to i16 (ggml's _mm_hadd_epi16, then
@@ -92,4 +67,28 @@ fn kmins_prod(m03: u32, m47: u32, t: u32, ab: u32) -> vec4<i32> {
     let me = bitcast<vec4<i32>>(vec4<u32>(m03, m03 >> 16u, m47, m47 >> 16u) & vec4<u32>(0xffu));
     let mo = bitcast<vec4<i32>>(vec4<u32>(m03 >> 8u, m03 >> 24u, m47 >> 8u, m47 >> 24u) & vec4<u32>(0xffu));
     return me * qe + mo * qo;
+}
+
+// q4_K / q5_K: the kmask unpacking (ggml's utmp) of the header words after d | dmin << 16
+// (scales[12]): (scales 0..3, scales 4..7, mins 0..3, mins 4..7) as bytes.
+fn kq_scales(hd: vec4<u32>) -> vec4<u32> {
+    let s03 = hd.y & 0x3f3f3f3fu;
+    let s47 = (hd.w & 0x0f0f0f0fu) | (((hd.y >> 6u) & 0x03030303u) << 4u);
+    let m03 = hd.z & 0x3f3f3f3fu;
+    let m47 = ((hd.w >> 4u) & 0x0f0f0f0fu) | (((hd.z >> 6u) & 0x03030303u) << 4u);
+    return vec4<u32>(s03, s47, m03, m47);
+}
+
+// q4_K / q5_K: the 4 lanes' integer sums of token t, block ab: over the 64-element groups j,
+// sc[2j] * dot(lo[j], q8 words 16j + 4h..) + sc[2j+1] * dot(hi[j], q8 words 16j + 8 + 4h..).
+fn kq_lanes(lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4>, sc: vec4<u32>, t: u32, ab: u32, h: u32) -> vec4<i32> {
+    var s = vec4<i32>(0);
+    for (var j = 0u; j < 4u; j++) {
+        let sw = select(sc.y, sc.x, j < 2u);
+        let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
+        let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
+        s += sc0 * dot4x4(lo[j], aw4(t, ab, 1u + 16u * j + 4u * h));
+        s += sc1 * dot4x4(hi[j], aw4(t, ab, 9u + 16u * j + 4u * h));
+    }
+    return s;
 }

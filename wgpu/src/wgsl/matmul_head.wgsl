@@ -7,18 +7,6 @@
 // chain's order matters, and it is the reference's. The 8 lanes are then reduced in
 // `hsum_float_8`'s order ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) by three xor exchanges.
 
-struct Params {
-    rows: u32,       // rows of this weight part
-    nb: u32,         // weight blocks per row
-    row_bytes: u32,  // bytes per weight row
-    act_words: u32,  // u32 words per activation row (device layout)
-    tok0: u32,       // first token of this dispatch
-    out_stride: u32, // rows of the whole matrix (the output's row stride)
-    row0: u32,       // first row of this part in the whole matrix
-    zero: u32,       // always 0; the compiler cannot know it
-    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
-    rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
-}
 
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;

@@ -9,18 +9,6 @@
 // `hsum_float_8`'s order: r_i = l_i + l_{i+4} by one exchange with the partner invocation
 // (IEEE addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
 
-struct Params {
-    rows: u32,       // rows of this weight part
-    nb: u32,         // weight blocks per row
-    row_bytes: u32,  // (unused by the pair layout)
-    act_words: u32,  // u32 words per activation row (device layout: a multiple of 4)
-    tok0: u32,       // first token of this dispatch
-    out_stride: u32, // rows of the whole matrix (the output's row stride)
-    row0: u32,       // first row of this part in the whole matrix
-    zero: u32,       // always 0; the compiler cannot know it
-    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
-    rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
-}
 
 // The weights as 16-byte (WV = vec4<u32>, WSH = 2) or 8-byte (vec2<u32>, 1) elements, the size
 // of an invocation's share of a block; AW: region A's words per block (both from layout.rs,
@@ -74,20 +62,6 @@ fn dot16(q: vec4<u32>, a: vec4<u32>) -> vec4<f32> {
         i2fs(dot4I8Packed(q.z, a.z)),
         i2fs(dot4I8Packed(q.w, a.w)),
     );
-}
-
-// acc_i = fmx(d, li_i, acc_i) for the four lanes.
-fn chain4(d: f32, li: vec4<f32>, acc: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(fmx(d, li.x, acc.x), fmx(d, li.y, acc.y), fmx(d, li.z, acc.z), fmx(d, li.w, acc.w));
-}
-
-// hsum_float_8 of the row's 8 lanes (this invocation's 4 and its partner's); both get it.
-fn hsum_pair(a: vec4<f32>, lid: u32) -> f32 {
-    let r0 = a.x + xorf(a.x, 1u, lid);
-    let r1 = a.y + xorf(a.y, 1u, lid);
-    let r2 = a.z + xorf(a.z, 1u, lid);
-    let r3 = a.w + xorf(a.w, 1u, lid);
-    return (r0 + r2) + (r1 + r3);
 }
 
 // hsum_pair of each token's accumulators.

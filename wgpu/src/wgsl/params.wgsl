@@ -1,0 +1,13 @@
+// ---- params.wgsl: the matmul kernels' per-dispatch parameters (a uniform ring slot) ------
+struct Params {
+    rows: u32,       // rows of this weight part
+    nb: u32,         // weight blocks per row
+    row_bytes: u32,  // bytes per weight row (unused by the pair layout)
+    act_words: u32,  // u32 words per activation row (device layout; q8_0/q8_1: a multiple of 4)
+    tok0: u32,       // first token of this dispatch
+    out_stride: u32, // rows of the whole matrix (the output's row stride)
+    row0: u32,       // first row of this part in the whole matrix
+    zero: u32,       // always 0; the compiler cannot know it
+    groups_x: u32,   // workgroups along x (2D dispatch linearisation)
+    rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
+}
