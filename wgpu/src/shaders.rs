@@ -18,6 +18,7 @@ const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const PARAMS: &str = include_str!("wgsl/params.wgsl");
+const ACT_Q8K: &str = include_str!("wgsl/act_q8k.wgsl");
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
 const FMA: &str = include_str!("wgsl/fma.wgsl");
@@ -211,6 +212,7 @@ pub(crate) fn matmul_source(
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
+    s.push_str(ACT_Q8K);
     s.push_str(&table_src(f, wg));
     s.push_str(COMMON);
     s.push_str(&fma_src(native_fma));
@@ -267,6 +269,7 @@ fn kpair_source(body: &str, wide: bool, nt: u32, subgroups: bool, native_fma: bo
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
+    s.push_str(ACT_Q8K);
     s.push_str("fn load_tab(lid: u32) {}\n");
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wide {

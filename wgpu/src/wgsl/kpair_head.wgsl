@@ -23,17 +23,6 @@
 // Token slots of a format's per-token scalar chain per invocation.
 const NTH: u32 = (NT + 1u) / 2u;
 
-fn zero_u() -> u32 {
-    return P.zero;
-}
-
-// Activation word `w` of activation block `ab` of token `t` (of this dispatch).
-fn aw(t: u32, ab: u32, w: u32) -> u32 {
-    return X[(P.tok0 + t) * P.act_words + ab * ACT_BW + w];
-}
-fn af(t: u32, ab: u32, w: u32) -> f32 {
-    return bitcast<f32>(aw(t, ab, w));
-}
 
 // The token of slot i of invocation h (the last token where 2i + h is past the end: computed,
 // never stored).

@@ -14,17 +14,6 @@
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
 @group(2) @binding(1) var<uniform> P: Params;
 
-fn zero_u() -> u32 {
-    return P.zero;
-}
-
-// Activation word `w` of activation block `ab` of token `t` (of this dispatch).
-fn aw(t: u32, ab: u32, w: u32) -> u32 {
-    return X[(P.tok0 + t) * P.act_words + ab * ACT_BW + w];
-}
-fn af(t: u32, ab: u32, w: u32) -> f32 {
-    return bitcast<f32>(aw(t, ab, w));
-}
 
 // hsum_float_8 over the row's 8 lanes; the full sum is valid in every lane.
 fn hsum8(x: f32, lid: u32) -> f32 {

@@ -19,10 +19,6 @@
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
 @group(2) @binding(1) var<uniform> P: Params;
 
-fn zero_u() -> u32 {
-    return P.zero;
-}
-
 // Word `i` of the weights / the activations.
 fn ww(i: u32) -> u32 {
     return W[i >> WSH][i & ((1u << WSH) - 1u)];

@@ -11,3 +11,8 @@ struct Params {
     groups_x: u32,   // workgroups along x (2D dispatch linearisation)
     rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
 }
+
+// A runtime 0 that the compiler cannot fold.
+fn zero_u() -> u32 {
+    return P.zero;
+}
