@@ -18,8 +18,8 @@
 //!
 //! The 256-element formats stay in ggml's block bytes in storage buffers read as u32 words
 //! (blocks that are only 2-byte aligned are read by funnel-shifting two words); the K-quants'
-//! thread-pair kernels (`wgsl/kpair_head.wgsl`, the default, [`Tuning::kpair`]) give a row 2
-//! invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. The
+//! thread-pair kernels (`wgsl/kpair_head.wgsl`) give a row 2 invocations of 4 AVX2 lanes each
+//! and read q4_K and q5_K as 16-byte words. The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
@@ -178,8 +178,7 @@ pub struct Options {
     /// `full`, `noloop` or `none`; default `none`). See [`Checks`].
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4, or 0: the default
-    /// per kernel (2, except 1 for the K-quants at NT 1, q6_K's thread pairs and q5_K's
-    /// 8-invocation kernel) (`None`:
+    /// per kernel (2, except 1 for q4_K and q5_K at NT 1 and for q6_K) (`None`:
     /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same.
     pub unroll: Option<u32>,
     /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats and the
@@ -197,9 +196,6 @@ pub struct Options {
     /// Byte-pair lookup table for iq4_nl and nvfp4 (`None`: `QKERN_WGPU_LUT=nibble|pair`, else
     /// `pair`). See [`Tuning::lut2`].
     pub lut2: Option<bool>,
-    /// Thread pairs for the K-quants (`None`: `QKERN_WGPU_KPAIR=0|1`, else on). See
-    /// [`Tuning::kpair`].
-    pub kpair: Option<bool>,
     /// How a call waits for its result: polling the device in a loop (`true`) or blocking in
     /// the driver (`None`: `QKERN_WGPU_WAIT=spin|block`, else spin on discrete and integrated
     /// GPUs, block on CPU adapters such as lavapipe, whose work needs the cores). Spinning,
@@ -266,10 +262,6 @@ pub struct Tuning {
     /// and 630 -> 726 (benches/results/2026-12-03-h200-session6, run1). Off: one nibble per
     /// lookup in a 16-entry table (`QKERN_WGPU_LUT=nibble`).
     pub lut2: bool,
-    /// q4_K, q5_K and q6_K run 2 invocations per row, each owning 4 AVX2 lanes and reading 16
-    /// bytes of a sub-block at once (`kpair_head.wgsl`, the CUDA backend's mapping), instead of
-    /// 8 invocations with one lane each (`QKERN_WGPU_KPAIR=1`, the default).
-    pub kpair: bool,
     /// Row chunks of a `matmul` call's result readback, each its own submission and buffer so
     /// that the host copies one chunk's results while the device computes the next (0: by the
     /// result's size, see `readback_chunks`; 1: none; `QKERN_WGPU_CHUNKS`).
@@ -568,10 +560,6 @@ impl WgpuBackend {
                 env_knob("QKERN_WGPU_CHUNKS", "0 to 64", |v| v.parse().ok().filter(|c: &u8| *c <= 64))?.unwrap_or(0)
             }
         };
-        let kpair = match opts.kpair {
-            Some(b) => b,
-            None => env_knob("QKERN_WGPU_KPAIR", "0 or 1", bool01)?.unwrap_or(true),
-        };
         let want_native = match opts.native_fma {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_FMA", "native or emulate", |v| match v {
@@ -649,7 +637,7 @@ impl WgpuBackend {
             spin_wait,
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, kpair, chunks }),
+            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, chunks }),
             max_part,
             max_binding,
             tables,
@@ -681,7 +669,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{})",
             self.info.name,
             self.info.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -697,7 +685,6 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
-            if t.kpair { "" } else { ", K-quants 8 per row" },
             if self.spin_wait { ", spin wait" } else { "" }
         )
     }
@@ -711,7 +698,6 @@ impl WgpuBackend {
             wg_rows: 0,
             flat: false,
             lut2: true,
-            kpair: true,
             chunks: 0,
         })
     }
@@ -794,17 +780,8 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(
-                    f,
-                    nt,
-                    self.subgroups,
-                    t.native_fma,
-                    unroll_of(f, nt, t),
-                    wg_rows(f, t),
-                    t.lut2,
-                    t.kpair,
-                )
-                .map(|s| if t.flat || flat_by_default(f, t) { shaders::flatten_loops(&s, nt, 8) } else { s }),
+                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, unroll_of(f, nt, t), wg_rows(f, t), t.lut2)
+                    .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
             ),
@@ -1661,50 +1638,29 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     if t.unroll != 0 {
         return t.unroll;
     }
-    // The default, from the H200 (NVIDIA Vulkan; benches/results/2026-12-03-h200-session5,
-    // run2 and run4, 2 blocks per iteration against 1, same kernels otherwise): the K-quants
-    // lose 1-3 % at NT 1; at NT 8 q4_K gains 38 % (516 -> 713 GB/s), q6_K 17 %, q5_K loses
-    // 12 %; the pair formats gain 7-12 % at NT 8 (q8_0, q5_1, nvfp4) and -2..+9 % at NT 1,
-    // iq4_nl (whose step is a pair of blocks) 5-6 % at NT 1; the IQ formats 1-6 % at NT 1,
-    // +-2 % at NT 8.
-    // The K-quants' thread pairs (run1 of benches/results/2026-12-04-h200-session8, same
-    // kernels otherwise): NT 1 the same within 1 %; NT 8 q5_K 655 -> 972 GB/s with 2, q6_K
-    // 831 -> 803.
-    if t.kpair && shaders::has_kpair(f) {
-        return match f {
-            Format::Q6_K => 1,
-            _ => {
-                if nt >= 2 {
-                    2
-                } else {
-                    1
-                }
-            }
-        };
-    }
+    // The default, from the H200 (NVIDIA Vulkan, 2 blocks per iteration against 1, same
+    // kernels otherwise). benches/results/2026-12-03-h200-session5, run2 and run4: the pair
+    // formats gain 7-12 % at NT 8 (q8_0, q5_1, nvfp4) and -2..+9 % at NT 1, iq4_nl (whose
+    // step is a pair of blocks) 5-6 % at NT 1; the IQ formats 1-6 % at NT 1, +-2 % at NT 8.
+    // The K-quants' thread pairs (run1 of benches/results/2026-12-04-h200-session8): NT 1 the
+    // same within 1 %; NT 8 q5_K 655 -> 972 GB/s with 2, q6_K 831 -> 803.
     match f {
-        Format::Q5_K => 1,
-        Format::Q4_K | Format::Q6_K => {
-            if nt >= 2 {
-                2
-            } else {
-                1
-            }
-        }
+        Format::Q6_K => 1,
+        Format::Q4_K | Format::Q5_K if nt < 2 => 1,
         _ => 2,
     }
 }
 
 /// Whether the matmul kernels of `f` are flattened (`shaders::flatten_loops`) even without
-/// [`Tuning::flat`]: q5_K's thread pairs, NT 1 2420 -> 2634 GB/s and 2403 -> 2666 on the H200
-/// in two runs (benches/results/2026-12-04-h200-session8 run2, run3), NT 8 the same.
-fn flat_by_default(f: Format, t: Tuning) -> bool {
-    f == Format::Q5_K && t.kpair
+/// [`Tuning::flat`]: q5_K, NT 1 2420 -> 2634 GB/s and 2403 -> 2666 on the H200 in two runs
+/// (benches/results/2026-12-04-h200-session8 run2, run3), NT 8 the same.
+fn flat_by_default(f: Format) -> bool {
+    f == Format::Q5_K
 }
 
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
-    let pair = layout::is_pair(f) || (t.kpair && shaders::has_kpair(f));
+    let pair = layout::is_pair(f) || shaders::is_kpair(f);
     if t.wg_rows != 0 {
         // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };

@@ -74,9 +74,9 @@ fn matmul_body(f: Format) -> Option<&'static str> {
     Some(match f {
         Format::Q8_0 => include_str!("wgsl/mp_q8_0.wgsl"),
         Format::Q5_1 => include_str!("wgsl/mp_q5_1.wgsl"),
-        Format::Q4_K => include_str!("wgsl/mm_q4_k.wgsl"),
-        Format::Q5_K => include_str!("wgsl/mm_q5_k.wgsl"),
-        Format::Q6_K => include_str!("wgsl/mm_q6_k.wgsl"),
+        Format::Q4_K => include_str!("wgsl/kp_q4_k.wgsl"),
+        Format::Q5_K => include_str!("wgsl/kp_q5_k.wgsl"),
+        Format::Q6_K => include_str!("wgsl/kp_q6_k.wgsl"),
         Format::IQ2_XXS => include_str!("wgsl/mm_iq2_xxs.wgsl"),
         Format::IQ2_XS => include_str!("wgsl/mm_iq2_xs.wgsl"),
         Format::IQ2_S => include_str!("wgsl/mm_iq2_s.wgsl"),
@@ -89,20 +89,10 @@ fn matmul_body(f: Format) -> Option<&'static str> {
     })
 }
 
-/// The WGSL file of a K-quant's thread-pair matmul kernel (`kpair_main.wgsl`'s `step` and
-/// `finish`), and whether its blocks are multiples of 16 bytes (weights read as `vec4<u32>`).
-fn kpair_body(f: Format) -> Option<(&'static str, bool)> {
-    Some(match f {
-        Format::Q4_K => (include_str!("wgsl/kp_q4_k.wgsl"), true),
-        Format::Q5_K => (include_str!("wgsl/kp_q5_k.wgsl"), true),
-        Format::Q6_K => (include_str!("wgsl/kp_q6_k.wgsl"), false),
-        _ => return None,
-    })
-}
-
-/// Whether `f` has a thread-pair kernel (2 invocations per row) besides its 8-invocation one.
-pub(crate) fn has_kpair(f: Format) -> bool {
-    kpair_body(f).is_some()
+/// Whether `f` is a K-quant, run by the thread-pair kernels (`kpair_head.wgsl`: 2 invocations
+/// per row; the other 256-element formats run 8, `matmul_head.wgsl`).
+pub(crate) fn is_kpair(f: Format) -> bool {
+    matches!(f, Format::Q4_K | Format::Q5_K | Format::Q6_K)
 }
 
 /// The lookup table a format's matmul kernel copies into workgroup memory: (word offset in
@@ -185,8 +175,7 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
 }
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
-/// (8 invocations each; 2 for the pair formats and, with `kpair`, the K-quants).
-#[allow(clippy::too_many_arguments)]
+/// (8 invocations each; 2 for the pair formats and the K-quants).
 pub(crate) fn matmul_source(
     f: Format,
     nt: u32,
@@ -195,13 +184,14 @@ pub(crate) fn matmul_source(
     unroll: u32,
     rows: u32,
     lut2: bool,
-    kpair: bool,
 ) -> Option<String> {
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
         return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
     }
-    if kpair && let Some((body, wide)) = kpair_body(f) {
+    if is_kpair(f) {
+        // q4_K's and q5_K's blocks are multiples of 16 bytes (weights read as `vec4<u32>`).
+        let wide = f != Format::Q6_K;
         return Some(kpair_source(body, wide, nt, subgroups, native_fma, unroll, rows));
     }
     let wg = 8 * rows;
@@ -496,7 +486,7 @@ mod tests {
                 for sg in [false, true] {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
-                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf, !nf).unwrap();
+                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
                         sources
                             .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows}"), src));

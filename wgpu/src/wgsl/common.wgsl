@@ -83,12 +83,9 @@ fn ue4m3(x: u32) -> f32 {
     return select(v, 0.0, x == 0u || x == 0x7fu);
 }
 
-// Sign-extend the low byte / the low 16 bits.
+// Sign-extend the low byte.
 fn sext8(x: u32) -> i32 {
     return (bitcast<i32>(x << 24u)) >> 24u;
-}
-fn sext16(x: u32) -> i32 {
-    return (bitcast<i32>(x << 16u)) >> 16u;
 }
 
 // Four bits b0..b3 -> bit 0 of bytes 0..3.

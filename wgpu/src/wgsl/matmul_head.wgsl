@@ -1,12 +1,12 @@
-// ---- matmul_head.wgsl: bindings and the row/lane skeleton of every matmul kernel ---------
+// ---- matmul_head.wgsl: bindings and the row/lane skeleton of the 8-invocation kernels ----
 //
-// One workgroup of 8 * ROWS invocations computes ROWS weight rows; invocation `lid` works on
+// The IQ2/IQ3 formats and iq4_xs (the K-quants run on thread pairs, kpair_head.wgsl; the
+// 32-element formats on pair_head.wgsl). One workgroup of 8 * ROWS invocations computes ROWS weight rows; invocation `lid` works on
 // row `lid / 8` and AVX2 lane `l = lid % 8`. Lane l keeps, for each of the NT tokens, its own f32
 // accumulator and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)` (a true
 // fused multiply-add, fma.wgsl) over the row's blocks in order; integer lane sums are exact (packed 4x8 dot products), so only the float
 // chain's order matters, and it is the reference's. The 8 lanes are then reduced in
 // `hsum_float_8`'s order ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) by three xor exchanges.
-
 
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
@@ -14,25 +14,11 @@
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
 @group(2) @binding(1) var<uniform> P: Params;
 
-
 // hsum_float_8 over the row's 8 lanes; the full sum is valid in every lane.
 fn hsum8(x: f32, lid: u32) -> f32 {
     let a = x + xorf(x, 4u, lid); // lane 0: l0 + l4 (IEEE addition commutes exactly)
     let b = a + xorf(a, 2u, lid); // lane 0: (l0+l4) + (l2+l6)
     return b + xorf(b, 1u, lid);  // lane 0: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
-}
-
-// (m0+m2)+(m1+m3) over lanes 0..3 (lanes 4..7 hold copies).
-fn hsum4(x: f32, lid: u32) -> f32 {
-    let a = x + xorf(x, 2u, lid);
-    return a + xorf(a, 1u, lid);
-}
-
-// Wrapping integer sum over the row's 8 lanes (order-free).
-fn isum8(x: i32, lid: u32) -> i32 {
-    let a = x + xori(x, 4u, lid);
-    let b = a + xori(a, 2u, lid);
-    return b + xori(b, 1u, lid);
 }
 
 // The invocation's local index (set first thing in `main`).

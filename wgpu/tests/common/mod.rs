@@ -55,10 +55,9 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend with the other kernel and readback variants: the K-quants' 8-invocation kernels
-/// (`Options::kpair` off) instead of the default thread pairs, and every matmul's result read
-/// back in 3 row chunks (`Options::chunks`; by default only results of 512 KiB or more are).
-pub fn backend_variants() -> Option<&'static WgpuBackend> {
+/// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
+/// default only results of 2 MiB or more are).
+pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { kpair: Some(false), chunks: Some(3), ..Options::default() })).as_ref()
+    B.get_or_init(|| open(Options { chunks: Some(3), ..Options::default() })).as_ref()
 }
