@@ -862,15 +862,9 @@ impl WgpuBackend {
     /// Map `read[..n]`, hand the bytes to `f`, unmap.
     fn read_back<R>(&self, read: &wgpu::Buffer, n: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let n = n.next_multiple_of(4);
-        let done: Arc<Mutex<Option<bool>>> = Arc::default();
-        let d2 = done.clone();
-        read.map_async(wgpu::MapMode::Read, 0..n, move |r| {
-            if let Ok(mut g) = d2.lock() {
-                *g = Some(r.is_ok());
-            }
-        });
+        let done = map_read(read, 0..n);
         self.wait_mapped(&done)?;
-        let ok = done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false);
+        let ok = map_ok(&done)?;
         if !ok {
             read.unmap();
             self.check_errors()?;
@@ -1159,8 +1153,7 @@ impl WgpuBackend {
         }
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
-        let chunks = readback_chunks(n, w.rows, self.tuning());
-        if chunks > 1 && !self.direct_out && self.matmul_chunked(&mut sc, w, a, tokens, chunks, out)?.is_some() {
+        if !self.direct_out && self.matmul_chunked(&mut sc, w, a, tokens, out)?.is_some() {
             return Ok(());
         }
         self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
@@ -1277,19 +1270,23 @@ impl WgpuBackend {
         }
     }
 
-    /// The matmul in `chunks` row ranges, each its own submission with its own readback
-    /// buffer, so that the host copies chunk c's results while the device computes chunk c + 1
-    /// (`None`: the jobs do not fit the parameter ring; the caller runs it whole).
+    /// The matmul in row chunks (`readback_chunks`), each its own submission with its own
+    /// readback buffer, so that the host copies chunk c's results while the device computes
+    /// chunk c + 1 (`None`: one chunk, or the jobs do not fit the parameter ring; the caller
+    /// runs it whole).
     fn matmul_chunked(
         &self,
         sc: &mut Scratch,
         w: &WgpuWeights,
         a: &WgpuActs,
         tokens: usize,
-        chunks: usize,
         out: &mut [f32],
     ) -> Result<Option<()>> {
         let tune = self.tuning();
+        let chunks = readback_chunks(out.len() as u64 * 4, w.rows, tune);
+        if chunks < 2 {
+            return Ok(None);
+        }
         let wr = wg_rows(w.format, tune);
         // Chunk boundaries on workgroup boundaries: no workgroup runs past its chunk.
         let per = w.rows.div_ceil(chunks).next_multiple_of(wr as usize);
@@ -1338,14 +1335,7 @@ impl WgpuBackend {
                 );
             }
             self.queue.submit([enc.finish()]);
-            let d: Arc<Mutex<Option<bool>>> = Arc::default();
-            let d2 = d.clone();
-            sc.reads[c].map_async(wgpu::MapMode::Read, 0..tokens as u64 * cr * 4, move |r| {
-                if let Ok(mut g) = d2.lock() {
-                    *g = Some(r.is_ok());
-                }
-            });
-            done.push(d);
+            done.push(map_read(&sc.reads[c], 0..tokens as u64 * cr * 4));
         }
         // Every chunk's buffer is unmapped before returning, whatever fails.
         let mut result = Ok(Some(()));
@@ -1353,7 +1343,7 @@ impl WgpuBackend {
             if result.is_ok() {
                 result = self.wait_mapped(&done[c]).map(|_| Some(()));
             }
-            let mapped = done[c].lock().map(|g| *g == Some(true)).unwrap_or(false);
+            let mapped = map_ok(&done[c]).unwrap_or(false);
             if !mapped {
                 if result.is_ok() {
                     result = Err(WgpuError::Gpu("mapping a readback chunk failed".into()));
@@ -1406,16 +1396,10 @@ impl WgpuBackend {
         self.queue.submit([enc.finish()]);
         wait()?;
         let t2 = t.elapsed();
-        let done: Arc<Mutex<Option<bool>>> = Arc::default();
-        let d2 = done.clone();
-        sc.read.map_async(wgpu::MapMode::Read, 0..n, move |r| {
-            if let Ok(mut g) = d2.lock() {
-                *g = Some(r.is_ok());
-            }
-        });
+        let done = map_read(&sc.read, 0..n);
         wait()?;
         let t3 = t.elapsed();
-        if done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false) {
+        if map_ok(&done)? {
             {
                 let view = sc.read.get_mapped_range(0..n).map_err(|e| WgpuError::Gpu(e.to_string()))?;
                 copy_f32(&view, out);
@@ -1594,6 +1578,24 @@ impl WgpuBackend {
             ss >= 8 && ss.is_power_of_two() && sid as usize == lid % ss as usize && x as usize == lid ^ 5
         }))
     }
+}
+
+/// Ask wgpu to map `buf[range]` for reading: the returned state becomes `Some(ok)` in the
+/// callback, once the submissions before have completed (during a device poll).
+fn map_read(buf: &wgpu::Buffer, range: std::ops::Range<u64>) -> Arc<Mutex<Option<bool>>> {
+    let done: Arc<Mutex<Option<bool>>> = Arc::default();
+    let d2 = done.clone();
+    buf.map_async(wgpu::MapMode::Read, range, move |r| {
+        if let Ok(mut g) = d2.lock() {
+            *g = Some(r.is_ok());
+        }
+    });
+    done
+}
+
+/// Whether the mapping that `done` tracks succeeded (false: failed or not yet resolved).
+fn map_ok(done: &Mutex<Option<bool>>) -> Result<bool> {
+    Ok(done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false))
 }
 
 /// One dispatch of a matmul: weight part, first token, tokens (at most [`MAX_NT`]), first row
