@@ -556,9 +556,7 @@ impl WgpuBackend {
         };
         let chunks = match opts.chunks {
             Some(c) => c,
-            None => {
-                env_knob("QKERN_WGPU_CHUNKS", "0 to 64", |v| v.parse().ok().filter(|c: &u8| *c <= 64))?.unwrap_or(0)
-            }
+            None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
         };
         let want_native = match opts.native_fma {
             Some(b) => b,
@@ -581,12 +579,8 @@ impl WgpuBackend {
         };
         let spin_wait = match opts.spin_wait {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_WAIT", "spin or block", |v| match v {
-                "spin" => Some(true),
-                "block" => Some(false),
-                _ => None,
-            })?
-            .unwrap_or(!matches!(info.device_type, wgpu::DeviceType::Cpu)),
+            None => env_knob("QKERN_WGPU_WAIT", "spin or block", parse_wait)?
+                .unwrap_or(!matches!(info.device_type, wgpu::DeviceType::Cpu)),
         };
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
@@ -1580,6 +1574,20 @@ impl WgpuBackend {
     }
 }
 
+/// `QKERN_WGPU_CHUNKS`: readback chunks, 0 (by size) to 64.
+fn parse_chunks(v: &str) -> Option<u8> {
+    v.parse().ok().filter(|c: &u8| *c <= 64)
+}
+
+/// `QKERN_WGPU_WAIT`: `spin` (true) or `block` (false).
+fn parse_wait(v: &str) -> Option<bool> {
+    match v {
+        "spin" => Some(true),
+        "block" => Some(false),
+        _ => None,
+    }
+}
+
 /// Ask wgpu to map `buf[range]` for reading: the returned state becomes `Some(ok)` in the
 /// callback, once the submissions before have completed (during a device poll).
 fn map_read(buf: &wgpu::Buffer, range: std::ops::Range<u64>) -> Arc<Mutex<Option<bool>>> {
@@ -1795,6 +1803,43 @@ mod tests {
         let e = WgpuError::from(e);
         assert!(matches!(e, WgpuError::Env(_)));
         assert_eq!(e.to_string(), "QKERN_WGPU_X=\"b\": expected a");
+    }
+
+    #[test]
+    fn chunk_and_wait_knobs_parse_strictly() {
+        assert_eq!(parse_chunks("0"), Some(0));
+        assert_eq!(parse_chunks("64"), Some(64));
+        for bad in ["65", "-1", "x", "", " 3", "300"] {
+            assert_eq!(parse_chunks(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_wait("spin"), Some(true));
+        assert_eq!(parse_wait("block"), Some(false));
+        for bad in ["Spin", "1", "", "poll"] {
+            assert_eq!(parse_wait(bad), None, "{bad:?}");
+        }
+        let e = qkern_formats::env::knob_value("QKERN_WGPU_CHUNKS", Some("65".into()), "0 to 64", parse_chunks);
+        assert_eq!(WgpuError::from(e.unwrap_err()).to_string(), "QKERN_WGPU_CHUNKS=\"65\": expected 0 to 64");
+    }
+
+    #[test]
+    fn readback_chunks_by_size_and_tuning() {
+        let t = Tuning {
+            native_fma: false,
+            checks: Checks::None,
+            unroll: 0,
+            wg_rows: 0,
+            flat: false,
+            lut2: true,
+            chunks: 0,
+        };
+        // One chunk per 2 MiB, at least 1, at most 8, never more than the rows.
+        assert_eq!(readback_chunks(4, 1, t), 1);
+        assert_eq!(readback_chunks((2 << 20) - 4, 1 << 20, t), 1);
+        assert_eq!(readback_chunks(6 << 20, 1 << 20, t), 3);
+        assert_eq!(readback_chunks(64 << 20, 1 << 24, t), 8);
+        assert_eq!(readback_chunks(64 << 20, 5, t), 5);
+        assert_eq!(readback_chunks(4, 16, Tuning { chunks: 3, ..t }), 3);
+        assert_eq!(readback_chunks(4, 2, Tuning { chunks: 3, ..t }), 2);
     }
 
     #[test]
