@@ -53,7 +53,7 @@ wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --v
 qbench) timeout ${QBENCH_TIMEOUT:-150} $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
     --ops matmul --seconds 0.1 --quiet --note "H200 run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
-engine) timeout 60 $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
+engine) timeout ${ENGINE_TIMEOUT:-120} $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
 # The engine layer test's SIGSEGV of session 5 (benches/results/2026-12-03-h200-session5/NOTES.md):
 # run it first on a fresh machine, with wgpu's direct output off and on, in parallel and serially.
 enginediag) i=0; for v in "QKERN_WGPU_DIRECT_OUT=0|" "QKERN_WGPU_DIRECT_OUT=1|" "QKERN_WGPU_DIRECT_OUT=1|--test-threads 1"; do
