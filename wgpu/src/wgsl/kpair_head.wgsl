@@ -11,7 +11,6 @@
 // `hsum_float_8`'s order: r_i = l_i + l_{i+4} by one exchange with the partner invocation (IEEE
 // addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
 
-
 // The weights as 16-byte elements (WV = vec4<u32>: q4_K's and q5_K's blocks are multiples of
 // 16 bytes) or words (WV = u32: q6_K's 210-byte blocks are only 2-byte aligned).
 @group(0) @binding(0) var<storage, read> W: array<WV>;
@@ -23,7 +22,6 @@
 // Token slots of a format's per-token scalar chain per invocation.
 const NTH: u32 = (NT + 1u) / 2u;
 
-
 // The token of slot i of invocation h (the last token where 2i + h is past the end: computed,
 // never stored).
 fn slot_token(i: u32, h: u32) -> u32 {
@@ -32,7 +30,7 @@ fn slot_token(i: u32, h: u32) -> u32 {
 
 // The 4 lanes' activation words w0..w0+3 of token t, block ab.
 fn aw4(t: u32, ab: u32, w0: u32) -> vec4<u32> {
-    let i = (P.tok0 + t) * P.act_words + ab * ACT_BW + w0;
+    let i = abase(t, ab) + w0;
     return vec4<u32>(X[i], X[i + 1u], X[i + 2u], X[i + 3u]);
 }
 
@@ -41,13 +39,12 @@ fn dot4x4(q: vec4<u32>, a: vec4<u32>) -> vec4<i32> {
     return vec4<i32>(dot4I8Packed(q.x, a.x), dot4I8Packed(q.y, a.y), dot4I8Packed(q.z, a.z), dot4I8Packed(q.w, a.w));
 }
 
-
 // q4_K / q5_K mins: prod[k] = mins[2k] * q8s[2k] + mins[2k+1] * q8s[2k+1] for k = 0..3, with
 // q8s[k] = bsums[2k] + bsums[2k+1] wrapped to i16 (ggml's _mm_hadd_epi16, then
 // _mm_madd_epi16), for token t, activation block ab; m03, m47: mins 0..3 and 4..7 as bytes.
 // Whole vectors, no component indexed by a loop variable.
 fn kmins_prod(m03: u32, m47: u32, t: u32, ab: u32) -> vec4<i32> {
-    let i = (P.tok0 + t) * P.act_words + ab * ACT_BW + 65u;
+    let i = abase(t, ab) + 65u;
     let we = bitcast<vec4<i32>>(vec4<u32>(X[i], X[i + 2u], X[i + 4u], X[i + 6u]));
     let wo = bitcast<vec4<i32>>(vec4<u32>(X[i + 1u], X[i + 3u], X[i + 5u], X[i + 7u]));
     let s16 = vec4<u32>(16u);

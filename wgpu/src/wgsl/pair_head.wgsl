@@ -9,7 +9,6 @@
 // `hsum_float_8`'s order: r_i = l_i + l_{i+4} by one exchange with the partner invocation
 // (IEEE addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
 
-
 // The weights as 16-byte (WV = vec4<u32>, WSH = 2) or 8-byte (vec2<u32>, 1) elements, the size
 // of an invocation's share of a block; AW: region A's words per block (both from layout.rs,
 // written by shaders.rs `pair_source`).
