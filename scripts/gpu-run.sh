@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [callpath] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [callpath] [envsweep] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -41,6 +41,13 @@ callpath) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}
       timeout 120 $C/qkern_gpu bench --backends $b --formats $F --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
         --ops matmul --seconds 0.1 --quiet --note "callpath $b" --md "$R/callpath_$(echo $b | tr , _).md" > /dev/null 2>&1
       grep -E '^\| (q|iq|nv)' "$R/callpath_$(echo $b | tr , _).md"; done; } > "$R/callpath.txt" 2>&1; cat "$R/callpath.txt" ;;
+# `qkern bench` (cuda and wgpu interleaved, call path) once per environment variant:
+# ENV_SWEEP="VAR=v VAR2=w;;VAR=x" (an empty variant is the default), formats CALLPATH_FORMATS.
+envsweep) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}; IFS=';' read -ra vs <<< "${ENV_SWEEP:-QKERN_WGPU_COPY_THREADS=1;}"
+  i=0; for v in "${vs[@]}"; do i=$((i + 1)); echo "## variant $i: '${v:-default}'"
+    env $v timeout ${QBENCH_TIMEOUT:-150} $C/qkern_gpu bench --backends cuda,wgpu --formats $F --tokens 1,8 --threads 1 --shape out-of-cache \
+      --weights-mib 1024 --ops matmul --seconds 0.1 --quiet --note "envsweep '${v:-default}'" --md "$R/envsweep$i.md" > "$R/envsweep$i.log" 2>&1
+    grep -E '^\| (q|iq|nv)' "$R/envsweep$i.md"; done 2>&1 | tee "$R/envsweep.txt" ;;
 # Kernel-only CUDA numbers for NVRTC-option variants: CUDA_SWEEP="OPTS|formats;OPTS|formats"
 # (an empty OPTS is the default build), one table row per format and NT in sweep.md.
 cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"

@@ -134,6 +134,10 @@ const PAD: u64 = 16;
 /// adapter's alignment, 256 at most).
 const SLOT: u64 = 256;
 
+/// Floats of results from which a copy out of a mapped buffer is split across the copy
+/// threads (256 KiB; pieces are at least an eighth of it).
+const PAR_COPY_MIN: usize = 1 << 16;
+
 /// Parameter slots in the ring (dispatches per submission).
 const SLOTS: u64 = 256;
 
@@ -209,6 +213,10 @@ pub struct Options {
     /// buffer that is then mapped (no copy pass), where the adapter offers
     /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
     pub direct_out: Option<bool>,
+    /// Threads that copy a large result out of the mapped readback buffer (`None`:
+    /// `QKERN_WGPU_COPY_THREADS`, 1 to 64, else half the host's cores, at most 8, on GPU
+    /// adapters and 1 on CPU adapters). See [`WgpuBackend::copy_threads`].
+    pub copy_threads: Option<usize>,
 }
 
 /// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
@@ -353,6 +361,9 @@ pub struct WgpuBackend {
     direct_out: bool,
     /// Calls wait for their results by polling (see [`Options::spin_wait`]).
     spin_wait: bool,
+    /// The threads besides the caller's that copy large results out of mapped buffers
+    /// (`None`: the caller copies alone). See [`Options::copy_threads`].
+    copy_pool: Option<rayon::ThreadPool>,
     fma_measured_fused: bool,
     ftz: bool,
     tuning: Mutex<Tuning>,
@@ -582,6 +593,28 @@ impl WgpuBackend {
             None => env_knob("QKERN_WGPU_WAIT", "spin or block", parse_wait)?
                 .unwrap_or(!matches!(info.device_type, wgpu::DeviceType::Cpu)),
         };
+        let copy_threads = match opts.copy_threads {
+            Some(n) => n.clamp(1, 64),
+            None => env_knob("QKERN_WGPU_COPY_THREADS", "1 to 64", parse_copy_threads)?.unwrap_or_else(|| {
+                if matches!(info.device_type, wgpu::DeviceType::Cpu) {
+                    1
+                } else {
+                    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8))
+                }
+            }),
+        };
+        let copy_pool = if copy_threads > 1 {
+            // The caller copies too: copy_threads - 1 helpers.
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(copy_threads - 1)
+                    .thread_name(|i| format!("qkern-wgpu-copy-{i}"))
+                    .build()
+                    .map_err(|e| WgpuError::Device(format!("starting the copy threads: {e}")))?,
+            )
+        } else {
+            None
+        };
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
         let mut features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
@@ -629,6 +662,7 @@ impl WgpuBackend {
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             direct_out,
             spin_wait,
+            copy_pool,
             fma_measured_fused: false,
             ftz: false,
             tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, chunks }),
@@ -1152,7 +1186,20 @@ impl WgpuBackend {
         }
         self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
         let src = if self.direct_out { &sc.out } else { &sc.read };
-        self.read_back(src, n, |b| copy_f32(&b[..out.len() * 4], out))
+        self.read_back(src, n, |b| self.copy_out(vec![(&b[..out.len() * 4], out)]))
+    }
+
+    /// Threads that copy a large result out of a mapped buffer, the caller's included
+    /// ([`Options::copy_threads`]). One thread copied about 12-17 GB/s on the H200's host
+    /// (benches/results/2026-12-04-h200-session8, `--latency`), which made the copy a third of a
+    /// 1 GiB NT 1 call's cost beyond its kernel.
+    pub fn copy_threads(&self) -> usize {
+        self.copy_pool.as_ref().map_or(1, |p| p.current_num_threads() + 1)
+    }
+
+    /// Copy each `(bytes, out)` pair out of a mapped range ([`par_copy`] on the copy threads).
+    fn copy_out(&self, pairs: Vec<(&[u8], &mut [f32])>) {
+        par_copy(self.copy_pool.as_ref(), pairs);
     }
 
     /// Encode and submit `reps` repetitions of the matmul of `tokens` tokens (the parameter
@@ -1348,9 +1395,13 @@ impl WgpuBackend {
                 let cr = rb - ra;
                 match sc.reads[c].get_mapped_range(0..(tokens * cr * 4) as u64) {
                     Ok(view) => {
-                        for t in 0..tokens {
-                            copy_f32(&view[t * cr * 4..(t + 1) * cr * 4], &mut out[t * w.rows + ra..t * w.rows + rb]);
-                        }
+                        let pairs = view
+                            .chunks_exact(cr * 4)
+                            .zip(out.chunks_mut(w.rows))
+                            .take(tokens)
+                            .map(|(b, o)| (b, &mut o[ra..rb]))
+                            .collect();
+                        self.copy_out(pairs);
                     }
                     Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
                 }
@@ -1396,7 +1447,7 @@ impl WgpuBackend {
         if map_ok(&done)? {
             {
                 let view = sc.read.get_mapped_range(0..n).map_err(|e| WgpuError::Gpu(e.to_string()))?;
-                copy_f32(&view, out);
+                self.copy_out(vec![(&view[..out.len() * 4], out)]);
             }
         }
         let t4 = t.elapsed();
@@ -1475,7 +1526,7 @@ impl WgpuBackend {
                 let dst = &mut out[(p.row0 + r) * w.cols..(p.row0 + r + nr) * w.cols];
                 let sc = &mut *sc;
                 let src = if self.direct_out { &sc.out } else { &sc.read };
-                self.read_back(src, n, |b| copy_f32(&b[..ne * 4], dst))?;
+                self.read_back(src, n, |b| self.copy_out(vec![(&b[..ne * 4], dst)]))?;
                 r += nr;
             }
         }
@@ -1579,6 +1630,11 @@ fn parse_chunks(v: &str) -> Option<u8> {
     v.parse().ok().filter(|c: &u8| *c <= 64)
 }
 
+/// `QKERN_WGPU_COPY_THREADS`: 1 to 64.
+fn parse_copy_threads(v: &str) -> Option<usize> {
+    v.parse().ok().filter(|n| (1..=64).contains(n))
+}
+
 /// `QKERN_WGPU_WAIT`: `spin` (true) or `block` (false).
 fn parse_wait(v: &str) -> Option<bool> {
     match v {
@@ -1676,6 +1732,39 @@ fn wg_rows(f: Format, t: Tuning) -> u32 {
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };
     }
     if pair || shaders::table_words(f) > 0 { 32 } else { 8 }
+}
+
+/// Copy each `(bytes, out)` pair (little-endian f32, `bytes` at least `4 * out.len()` long),
+/// split across `pool`'s threads and the caller's from [`PAR_COPY_MIN`] floats in all.
+fn par_copy(pool: Option<&rayon::ThreadPool>, pairs: Vec<(&[u8], &mut [f32])>) {
+    let total: usize = pairs.iter().map(|(_, o)| o.len()).sum();
+    let pool = match pool {
+        Some(p) if total >= PAR_COPY_MIN => p,
+        _ => {
+            for (b, o) in pairs {
+                copy_f32(b, o);
+            }
+            return;
+        }
+    };
+    let threads = pool.current_num_threads() + 1;
+    let piece = total.div_ceil(threads).max(PAR_COPY_MIN / 8);
+    let mut pieces: Vec<(&[u8], &mut [f32])> = Vec::with_capacity(threads + pairs.len());
+    for (b, o) in pairs {
+        for (k, oc) in o.chunks_mut(piece).enumerate() {
+            let at = k * piece * 4;
+            pieces.push((&b[at..at + oc.len() * 4], oc));
+        }
+    }
+    let mine = pieces.pop();
+    pool.in_place_scope(|s| {
+        for (b, o) in pieces {
+            s.spawn(move |_| copy_f32(b, o));
+        }
+        if let Some((b, o)) = mine {
+            copy_f32(b, o);
+        }
+    });
 }
 
 fn copy_f32(b: &[u8], out: &mut [f32]) {
@@ -1819,6 +1908,47 @@ mod tests {
         }
         let e = qkern_formats::env::knob_value("QKERN_WGPU_CHUNKS", Some("65".into()), "0 to 64", parse_chunks);
         assert_eq!(WgpuError::from(e.unwrap_err()).to_string(), "QKERN_WGPU_CHUNKS=\"65\": expected 0 to 64");
+    }
+
+    #[test]
+    fn par_copy_copies_every_piece() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let lens = [0usize, 1, 3, PAR_COPY_MIN / 8 - 1, PAR_COPY_MIN + 5, 70_001, 2 * PAR_COPY_MIN + 3];
+        let src: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                // One spare byte, unaligned for k odd: the byte-wise path too.
+                (0..4 * n + 1).map(|i| (i.wrapping_mul(2654435761) >> 7 ^ k) as u8).collect()
+            })
+            .collect();
+        for (threads, one) in [(Some(&pool), false), (Some(&pool), true), (None, false)] {
+            let mut outs: Vec<Vec<f32>> = lens.iter().map(|&n| vec![f32::NAN; n]).collect();
+            let pairs: Vec<(&[u8], &mut [f32])> = src
+                .iter()
+                .enumerate()
+                .zip(outs.iter_mut())
+                .filter(|((k, _), _)| !one || *k == 6)
+                .map(|((k, b), o)| (&b[k % 2..], o.as_mut_slice()))
+                .collect();
+            par_copy(threads, pairs);
+            for (k, (b, o)) in src.iter().zip(&outs).enumerate() {
+                if one && k != 6 {
+                    assert!(o.iter().all(|v| v.is_nan()), "pair {k} written");
+                    continue;
+                }
+                let b = &b[k % 2..];
+                for (i, v) in o.iter().enumerate() {
+                    let want = u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+                    assert_eq!(v.to_bits(), want, "pair {k} float {i} (pool {})", threads.is_some());
+                }
+            }
+        }
+        assert_eq!(parse_copy_threads("1"), Some(1));
+        assert_eq!(parse_copy_threads("64"), Some(64));
+        for bad in ["0", "65", "-2", "", "x"] {
+            assert_eq!(parse_copy_threads(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

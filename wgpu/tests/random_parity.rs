@@ -122,6 +122,23 @@ fn run_format(f: Format) {
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Results large enough (72000 floats) to be copied out by several threads, read back in one
+/// piece (the fallback backend) and in 3 chunks of 8 token rows each.
+#[test]
+fn large_result_parallel_copy() {
+    let mut failures = Vec::new();
+    for (k, be) in [common::backend_fallback_split(), common::backend_chunked()].into_iter().enumerate() {
+        let Some(be) = be else { return };
+        assert!(be.copy_threads() > 1, "{}: expected several copy threads", be.name());
+        for (f, rows) in [(Format::Q8_0, 9000), (Format::Q4_K, 9001)] {
+            if let Err(m) = case(be, f, 0x5EED + k as u64, rows, 1, 8, Dist::ALL[k]) {
+                failures.push(m);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+}
+
 macro_rules! formats {
     ($($name:ident => $f:expr),* $(,)?) => {$(
         #[test]

@@ -39,8 +39,8 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
-/// (`Options::direct_out`) and the nibble lookup table (`Options::lut2` off), to exercise the
-/// fallback, the splitting and those two options on small matrices.
+/// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off) and 2 copy threads,
+/// to exercise the fallback, the splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -49,6 +49,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             max_part_bytes: Some(1024),
             direct_out: Some(true),
             lut2: Some(false),
+            copy_threads: Some(2),
             ..Options::default()
         })
     })
@@ -56,8 +57,9 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 }
 
 /// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
-/// default only results of 2 MiB or more are).
+/// default only results of 2 MiB or more are), copied out by 3 threads from 256 KiB of results
+/// (`Options::copy_threads`).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { chunks: Some(3), ..Options::default() })).as_ref()
+    B.get_or_init(|| open(Options { chunks: Some(3), copy_threads: Some(3), ..Options::default() })).as_ref()
 }
