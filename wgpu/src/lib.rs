@@ -211,7 +211,8 @@ pub struct Options {
     pub chunks: Option<u8>,
     /// Let the matmul and dequantize kernels write their results straight into a host-visible
     /// buffer that is then mapped (no copy pass), where the adapter offers
-    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else off).
+    /// `Features::MAPPABLE_PRIMARY_BUFFERS` (`None`: `QKERN_WGPU_DIRECT_OUT=0|1`, else on for
+    /// GPU adapters, off for CPU adapters).
     pub direct_out: Option<bool>,
     /// Threads that copy a large result out of the mapped readback buffer (`None`:
     /// `QKERN_WGPU_COPY_THREADS`, 1 to 64, else half the host's cores, at most 8, on GPU
@@ -344,8 +345,9 @@ struct Scratch {
     /// are the same (the same weights, activation layout and token count as the call before)
     /// skips the write, and with it a staging buffer and a copy per call.
     written: Vec<u8>,
-    /// The readback buffers of a chunked call (`matmul_chunked`), `read_cap` bytes each.
-    reads: Vec<wgpu::Buffer>,
+    /// The readback buffers of a chunked call (`matmul_chunked`), `read_cap` bytes each (with
+    /// direct output, written by the kernels through their bind group).
+    reads: Vec<(wgpu::Buffer, Option<wgpu::BindGroup>)>,
     read_cap: u64,
 }
 
@@ -580,13 +582,15 @@ impl WgpuBackend {
         };
         let want_direct = match opts.direct_out {
             Some(b) => b,
-            // Off unless asked for. On the H200 (NVIDIA Vulkan) it cut the call's cost beyond the
-            // kernel from 227 to 183 us at 1 MiB of output and from 580 to 461 us at 4 MiB, the
-            // same at small outputs (run3 of benches/results/2026-12-03-h200-session5,
-            // `--latency`); but the engine's layer test died (SIGSEGV while opening its devices,
-            // 3 tests in parallel, cuda + wgpu) in the one run where it was the default, and no
-            // run could tell whether it was the cause (NOTES.md there).
-            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?.unwrap_or(false),
+            // On by default on GPU adapters: on the H200 (NVIDIA Vulkan) the `qkern bench` call
+            // path at 1 GiB of weights gained 4-17 % at NT 1 and 14-46 % at NT 8 against the
+            // copy pass (benches/results/2026-12-04-h200-session9, run1 `envsweep`). Session 5
+            // had made it opt-in after the engine's layer test died once (SIGSEGV while opening
+            // its devices) in the run where it was the default; every layer test since, with it
+            // on and off (`enginediag`, session 8), passed. Off on CPU adapters, whose memory is
+            // the host's either way.
+            None => env_knob("QKERN_WGPU_DIRECT_OUT", "0 or 1", bool01)?
+                .unwrap_or(!matches!(info.device_type, wgpu::DeviceType::Cpu)),
         };
         let spin_wait = match opts.spin_wait {
             Some(b) => b,
@@ -1181,7 +1185,7 @@ impl WgpuBackend {
         }
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
-        if !self.direct_out && self.matmul_chunked(&mut sc, w, a, tokens, out)?.is_some() {
+        if self.matmul_chunked(&mut sc, w, a, tokens, out)?.is_some() {
             return Ok(());
         }
         self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
@@ -1227,7 +1231,7 @@ impl WgpuBackend {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pass.set_bind_group(1, &a.group, &[]);
                 for _ in 0..reps {
-                    self.dispatch_jobs(&mut pass, sc, w, batch, 0, &pipes, wr);
+                    self.dispatch_jobs(&mut pass, &sc.group, w, batch, 0, &pipes, wr);
                 }
             }
             if copy && bi + 1 == nbatches {
@@ -1263,17 +1267,20 @@ impl WgpuBackend {
         for j in jobs {
             let p = &w.parts[j.part];
             let (gx, _) = grid((j.nrows as u32).div_ceil(wr));
-            let words: [u32; 10] = [
+            let words: [u32; 11] = [
                 p.rows as u32,
                 nb,
                 w.row_bytes as u32,
                 a.row_words as u32,
                 j.t0 as u32,
-                w.rows as u32,
-                p.row0 as u32,
+                j.out_stride as u32,
+                // Wrapping: a chunk buffer's row 0 is the chunk's first row, which may lie
+                // after the part's (the kernels add the row in the part, also wrapping).
+                (p.row0 as u32).wrapping_sub(j.out_row0 as u32),
                 0,
                 gx,
                 j.rbase as u32,
+                (j.rbase + j.nrows) as u32,
             ];
             let start = sc.staging.len();
             sc.staging.extend_from_slice(bytemuck::cast_slice(&words));
@@ -1293,7 +1300,7 @@ impl WgpuBackend {
     fn dispatch_jobs(
         &self,
         pass: &mut wgpu::ComputePass<'_>,
-        sc: &Scratch,
+        out: &wgpu::BindGroup,
         w: &WgpuWeights,
         jobs: &[Job],
         slot0: usize,
@@ -1306,7 +1313,7 @@ impl WgpuBackend {
                 pass.set_pipeline(pipe);
             }
             pass.set_bind_group(0, &w.parts[j.part].group, &[]);
-            pass.set_bind_group(2, &sc.group, &[((slot0 + k) as u64 * SLOT) as u32]);
+            pass.set_bind_group(2, out, &[((slot0 + k) as u64 * SLOT) as u32]);
             pass.dispatch_workgroups(gx, gy, 1);
         }
     }
@@ -1314,7 +1321,8 @@ impl WgpuBackend {
     /// The matmul in row chunks (`readback_chunks`), each its own submission with its own
     /// readback buffer, so that the host copies chunk c's results while the device computes
     /// chunk c + 1 (`None`: one chunk, or the jobs do not fit the parameter ring; the caller
-    /// runs it whole).
+    /// runs it whole). With [`Options::direct_out`] the chunk's kernels write its
+    /// `[tokens][chunk rows]` results straight into its buffer; else they are copied there.
     fn matmul_chunked(
         &self,
         sc: &mut Scratch,
@@ -1329,10 +1337,21 @@ impl WgpuBackend {
             return Ok(None);
         }
         let wr = wg_rows(w.format, tune);
-        // Chunk boundaries on workgroup boundaries: no workgroup runs past its chunk.
         let per = w.rows.div_ceil(chunks).next_multiple_of(wr as usize);
         let ranges: Vec<(usize, usize)> = (0..w.rows).step_by(per).map(|r| (r, (r + per).min(w.rows))).collect();
-        let per_chunk: Vec<Vec<Job>> = ranges.iter().map(|&(ra, rb)| jobs_of(w, tokens, ra, rb)).collect();
+        let direct = self.direct_out;
+        let per_chunk: Vec<Vec<Job>> = ranges
+            .iter()
+            .map(|&(ra, rb)| {
+                let mut jobs = jobs_of(w, tokens, ra, rb);
+                if direct {
+                    for j in &mut jobs {
+                        (j.out_stride, j.out_row0) = (rb - ra, ra);
+                    }
+                }
+                jobs
+            })
+            .collect();
         let all: Vec<Job> = per_chunk.iter().flatten().copied().collect();
         if all.len() > SLOTS as usize {
             return Ok(None);
@@ -1341,14 +1360,21 @@ impl WgpuBackend {
         let need = (tokens * per * 4) as u64;
         if sc.reads.len() < ranges.len() || sc.read_cap < need {
             let cap = need.max(sc.read_cap);
+            let usage = if direct {
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE
+            } else {
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST
+            };
             sc.reads = (0..ranges.len().max(sc.reads.len()))
                 .map(|_| {
-                    self.device.create_buffer(&wgpu::BufferDescriptor {
+                    let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("qkern readback chunk"),
-                        size: cap,
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        size: cap + PAD,
+                        usage,
                         mapped_at_creation: false,
-                    })
+                    });
+                    let group = direct.then(|| out_group(&self.device, &self.layouts, &buf, &sc.params));
+                    (buf, group)
                 })
                 .collect();
             sc.read_cap = cap;
@@ -1358,29 +1384,27 @@ impl WgpuBackend {
         let mut done: Vec<Arc<Mutex<Option<bool>>>> = Vec::with_capacity(ranges.len());
         let mut slot0 = 0;
         for (c, (&(ra, rb), jobs)) in ranges.iter().zip(&per_chunk).enumerate() {
+            let (read, group) = &sc.reads[c];
             let mut enc = self.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pass.set_bind_group(1, &a.group, &[]);
-                self.dispatch_jobs(&mut pass, sc, w, jobs, slot0, &pipes, wr);
+                self.dispatch_jobs(&mut pass, group.as_ref().unwrap_or(&sc.group), w, jobs, slot0, &pipes, wr);
             }
             slot0 += jobs.len();
             let cr = (rb - ra) as u64;
-            for t in 0..tokens as u64 {
-                enc.copy_buffer_to_buffer(
-                    &sc.out,
-                    (t * w.rows as u64 + ra as u64) * 4,
-                    &sc.reads[c],
-                    t * cr * 4,
-                    cr * 4,
-                );
+            if group.is_none() {
+                for t in 0..tokens as u64 {
+                    enc.copy_buffer_to_buffer(&sc.out, (t * w.rows as u64 + ra as u64) * 4, read, t * cr * 4, cr * 4);
+                }
             }
             self.queue.submit([enc.finish()]);
-            done.push(map_read(&sc.reads[c], 0..tokens as u64 * cr * 4));
+            done.push(map_read(read, 0..tokens as u64 * cr * 4));
         }
         // Every chunk's buffer is unmapped before returning, whatever fails.
         let mut result = Ok(Some(()));
         for (c, &(ra, rb)) in ranges.iter().enumerate() {
+            let read = &sc.reads[c].0;
             if result.is_ok() {
                 result = self.wait_mapped(&done[c]).map(|_| Some(()));
             }
@@ -1393,7 +1417,7 @@ impl WgpuBackend {
             }
             if result.is_ok() {
                 let cr = rb - ra;
-                match sc.reads[c].get_mapped_range(0..(tokens * cr * 4) as u64) {
+                match read.get_mapped_range(0..(tokens * cr * 4) as u64) {
                     Ok(view) => {
                         let pairs = view
                             .chunks_exact(cr * 4)
@@ -1406,7 +1430,7 @@ impl WgpuBackend {
                     Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
                 }
             }
-            sc.reads[c].unmap();
+            read.unmap();
         }
         self.check_errors()?;
         result
@@ -1663,7 +1687,8 @@ fn map_ok(done: &Mutex<Option<bool>>) -> Result<bool> {
 }
 
 /// One dispatch of a matmul: weight part, first token, tokens (at most [`MAX_NT`]), first row
-/// in the part and rows.
+/// in the part and rows; where its results go: output row `r` (of the whole matrix) of token
+/// `t` at `t * out_stride + r - out_row0` of the bound output buffer.
 #[derive(Clone, Copy, Debug)]
 struct Job {
     part: usize,
@@ -1671,6 +1696,8 @@ struct Job {
     nt: usize,
     rbase: usize,
     nrows: usize,
+    out_stride: usize,
+    out_row0: usize,
 }
 
 /// The dispatches of the rows `ra..rb` of `w` (part by part, token batches in order).
@@ -1683,7 +1710,15 @@ fn jobs_of(w: &WgpuWeights, tokens: usize, ra: usize, rb: usize) -> Vec<Job> {
             continue;
         }
         for t0 in (0..tokens).step_by(MAX_NT) {
-            jobs.push(Job { part: pi, t0, nt: (tokens - t0).min(MAX_NT), rbase: lo - p.row0, nrows: hi - lo });
+            jobs.push(Job {
+                part: pi,
+                t0,
+                nt: (tokens - t0).min(MAX_NT),
+                rbase: lo - p.row0,
+                nrows: hi - lo,
+                out_stride: w.rows,
+                out_row0: 0,
+            });
         }
     }
     jobs
@@ -1840,6 +1875,25 @@ fn make_layouts(device: &wgpu::Device) -> Layouts {
 
 /// `direct`: the output buffer is itself mappable (`Features::MAPPABLE_PRIMARY_BUFFERS`): the
 /// kernels write their results straight to host-visible memory and no copy pass runs.
+/// The matmul kernels' output bind group: `out` and a slot of the parameter ring.
+fn out_group(device: &wgpu::Device, layouts: &Layouts, out: &wgpu::Buffer, params: &wgpu::Buffer) -> wgpu::BindGroup {
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("qkern out"),
+        layout: &layouts.out,
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: out.as_entire_binding() },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: params,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(SLOT),
+                }),
+            },
+        ],
+    })
+}
+
 fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool) -> Scratch {
     use wgpu::BufferUsages as U;
     let mk = |label: &str, size: u64, usage| {
@@ -1848,21 +1902,7 @@ fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool
     let out = mk("qkern out", cap + PAD, if direct { U::STORAGE | U::MAP_READ } else { U::STORAGE | U::COPY_SRC });
     let read = mk("qkern readback", if direct { 16 } else { cap }, U::MAP_READ | U::COPY_DST);
     let params = mk("qkern params", SLOT * SLOTS, U::UNIFORM | U::COPY_DST);
-    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("qkern out"),
-        layout: &layouts.out,
-        entries: &[
-            wgpu::BindGroupEntry { binding: 0, resource: out.as_entire_binding() },
-            wgpu::BindGroupEntry {
-                binding: 1,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &params,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(SLOT),
-                }),
-            },
-        ],
-    });
+    let group = out_group(device, layouts, &out, &params);
     Scratch {
         cap,
         out,

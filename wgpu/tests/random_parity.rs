@@ -111,8 +111,9 @@ fn run_format(f: Format) {
             }
         }
     }
-    // The chunked readback (rows 37 and 70 make 2 and 3 chunks).
-    if let Some(vb) = common::backend_chunked() {
+    // The chunked readback (rows 37 and 70 make 2 and 3 chunks), copied to the chunks'
+    // buffers and written there by the kernels (with weight parts ending inside chunks).
+    for vb in [common::backend_chunked(), common::backend_chunked_direct()].into_iter().flatten() {
         for (i, nt) in [1, 3, 8].into_iter().enumerate() {
             if let Err(m) = case(vb, f, seeds.next_u64(), [13, 37, 70][i], [2, 1, 3][i], nt, Dist::ALL[i]) {
                 failures.push(m);

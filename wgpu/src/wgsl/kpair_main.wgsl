@@ -10,7 +10,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     UNROLL_LOOP
     // r[t] is valid in invocation t % 2 (the owner of token t's scalar chain), which stores it.
     let r = finish(&st, h, lid);
-    if (row < P.rows) {
+    if (row < P.rend) {
         for (var t = 0u; t < NT; t++) {
             if ((t & 1u) == h) {
                 O[(P.tok0 + t) * P.out_stride + P.row0 + row] = r[t];

@@ -12,7 +12,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     // The blocks in order, one per iteration or (unrolled) two; the same chain.
     UNROLL_LOOP
     let r = finish(&st, l, lid);
-    if (l == 0u && row < P.rows) {
+    if (l == 0u && row < P.rend) {
         for (var t = 0u; t < NT; t++) {
             O[(P.tok0 + t) * P.out_stride + P.row0 + row] = r[t];
         }

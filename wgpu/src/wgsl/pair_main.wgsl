@@ -16,7 +16,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     var st: St;
     UNROLL_LOOP
     let res = finish(&st, k0, G, h, lid);
-    if (h == 0u && row < P.rows) {
+    if (h == 0u && row < P.rend) {
         for (var t = 0u; t < NT; t++) {
             O[(P.tok0 + t) * P.out_stride + P.row0 + row] = res[t];
         }

@@ -10,6 +10,7 @@ struct Params {
     zero: u32,       // always 0; the compiler cannot know it
     groups_x: u32,   // workgroups along x (2D dispatch linearisation)
     rbase: u32,      // first row of this dispatch in the part (a call's row chunk)
+    rend: u32,       // end of this dispatch's rows in the part: rows from it on are not stored
 }
 
 // A runtime 0 that the compiler cannot fold.

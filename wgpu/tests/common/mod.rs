@@ -63,3 +63,20 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| open(Options { chunks: Some(3), copy_threads: Some(3), ..Options::default() })).as_ref()
 }
+
+/// A backend whose kernels write every matmul's 3 row chunks straight into the chunks'
+/// mappable buffers (`Options::direct_out` where the adapter offers it), weights split into
+/// parts of at most 2 KiB (part boundaries inside chunks), 2 copy threads.
+pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| {
+        open(Options {
+            chunks: Some(3),
+            direct_out: Some(true),
+            max_part_bytes: Some(2048),
+            copy_threads: Some(2),
+            ..Options::default()
+        })
+    })
+    .as_ref()
+}
