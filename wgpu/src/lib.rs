@@ -105,12 +105,15 @@
 //! staging buffer of its own.
 //!
 //! A call's cost beyond its kernel, measured on the H200 (`examples/bench.rs --latency`,
-//! benches/results/2026-12-03-h200-session5 and 2026-12-04-h200-session8): about 35-40 us
-//! for a small result with the default spin wait (75 us blocking, [`Options::spin_wait`]),
-//! plus about 100 us per MiB of result read back (the host's copy out of the mapped buffer
-//! and the DMA to it). From 2 MiB of results a call runs in row chunks, each with its own
-//! submission and readback buffer, so that the host copies one chunk while the device
-//! computes the next ([`Tuning::chunks`]).
+//! benches/results/2026-12-03-h200-session5, 2026-12-04-h200-session8 and -session9): about
+//! 30-40 us for a small result with the default spin wait (75 us blocking,
+//! [`Options::spin_wait`]), plus the result's way to the host. On GPU adapters the kernels
+//! write their results straight into a mappable host-visible buffer ([`Options::direct_out`]),
+//! and the host copies them out of it with several threads ([`Options::copy_threads`]; one
+//! copied 12-17 GB/s there). Without direct output a copy pass moves the results to a readback
+//! buffer, and from 2 MiB of results a call runs in row chunks, each with its own submission
+//! and readback buffer, so that the host copies one chunk while the device computes the next
+//! ([`Tuning::chunks`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -273,7 +276,8 @@ pub struct Tuning {
     pub lut2: bool,
     /// Row chunks of a `matmul` call's result readback, each its own submission and buffer so
     /// that the host copies one chunk's results while the device computes the next (0: by the
-    /// result's size, see `readback_chunks`; 1: none; `QKERN_WGPU_CHUNKS`).
+    /// result's size with a copy pass, none with direct output, see `readback_chunks`; 1:
+    /// none; `QKERN_WGPU_CHUNKS`).
     pub chunks: u8,
 }
 
@@ -354,10 +358,10 @@ struct Scratch {
 /// A wgpu device with qkern's kernels.
 pub struct WgpuBackend {
     // Boxed: the `qkern` facade holds a backend in an enum beside small ones.
-    info: Box<wgpu::AdapterInfo>,
+    /// The adapter's description and limits (boxed together).
+    adapter: Box<(wgpu::AdapterInfo, wgpu::Limits)>,
     device: wgpu::Device,
     queue: wgpu::Queue,
-    limits: Box<wgpu::Limits>,
     subgroups: bool,
     /// Results written straight to a mappable output buffer (see [`Options::direct_out`]).
     direct_out: bool,
@@ -659,10 +663,9 @@ impl WgpuBackend {
         let layouts = Box::new(make_layouts(&device));
         let scratch = Box::new(make_scratch(&device, &layouts, 4096, direct_out));
         let mut be = WgpuBackend {
-            info: Box::new(info),
+            adapter: Box::new((info, limits)),
             device,
             queue,
-            limits: Box::new(limits),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             direct_out,
             spin_wait,
@@ -702,8 +705,8 @@ impl WgpuBackend {
         let t = self.tuning();
         format!(
             "{} ({:?}, {}{}{}{}{}{}{}{}{}{})",
-            self.info.name,
-            self.info.backend,
+            self.adapter.0.name,
+            self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
             if self.subgroups { ", subgroups" } else { "" },
             if self.direct_out { ", direct out" } else { "" },
@@ -763,12 +766,12 @@ impl WgpuBackend {
 
     /// The adapter's information.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
-        &self.info
+        &self.adapter.0
     }
 
     /// The device's limits (the adapter's own, all requested).
     pub fn limits(&self) -> &wgpu::Limits {
-        &self.limits
+        &self.adapter.1
     }
 
     /// Whether the kernels use the adapter's `fma()` (measured fused) or the emulation.
@@ -1332,7 +1335,7 @@ impl WgpuBackend {
         out: &mut [f32],
     ) -> Result<Option<()>> {
         let tune = self.tuning();
-        let chunks = readback_chunks(out.len() as u64 * 4, w.rows, tune);
+        let chunks = readback_chunks(out.len() as u64 * 4, w.rows, tune, self.direct_out);
         if chunks < 2 {
             return Ok(None);
         }
@@ -1725,12 +1728,21 @@ fn jobs_of(w: &WgpuWeights, tokens: usize, ra: usize, rb: usize) -> Vec<Job> {
 }
 
 /// Readback chunks of a matmul call with `n` bytes of results over `rows` rows:
-/// [`Tuning::chunks`], or by default one per 2 MiB of results, at most 8. On the H200
-/// (benches/results/2026-12-04-h200-session8, run3, call GB/s against one chunk) chunks of
-/// 256 KiB cost 2-13 % at 1.2-1.8 MiB of results (the extra submissions cost more than the
-/// overlap saves) and gained 9-32 % at 10-15 MiB (q4_K NT 8 334 -> 436 GB/s, q5_K 428 -> 567).
-fn readback_chunks(n: u64, rows: usize, t: Tuning) -> usize {
-    let c = if t.chunks != 0 { t.chunks as usize } else { ((n >> 21) as usize).clamp(1, 8) };
+/// [`Tuning::chunks`], or by default one per 2 MiB of results, at most 8, where a copy pass
+/// moves the results to the readback buffer, and none with direct output (`direct`). On the
+/// H200 (call GB/s at 1 GiB of weights): with the copy pass, chunks of 256 KiB cost 2-13 % at
+/// 1.2-1.8 MiB of results (the extra submissions cost more than the overlap saves) and gained
+/// 9-32 % at 10-15 MiB (q4_K NT 8 334 -> 436 GB/s, q5_K 428 -> 567; session 8, run3); with
+/// direct output, 2 MiB chunks lost 2-32 % at NT 8 against none (q5_1 577 -> 437, q4_K
+/// 617 -> 505; iq2_xxs +4 %) and 8 chunks lost at NT 1 and 8 (session 9, run2 `envsweep`).
+fn readback_chunks(n: u64, rows: usize, t: Tuning, direct: bool) -> usize {
+    let c = if t.chunks != 0 {
+        t.chunks as usize
+    } else if direct {
+        1
+    } else {
+        ((n >> 21) as usize).clamp(1, 8)
+    };
     c.clamp(1, rows.max(1))
 }
 
@@ -2002,14 +2014,18 @@ mod tests {
             lut2: true,
             chunks: 0,
         };
-        // One chunk per 2 MiB, at least 1, at most 8, never more than the rows.
-        assert_eq!(readback_chunks(4, 1, t), 1);
-        assert_eq!(readback_chunks((2 << 20) - 4, 1 << 20, t), 1);
-        assert_eq!(readback_chunks(6 << 20, 1 << 20, t), 3);
-        assert_eq!(readback_chunks(64 << 20, 1 << 24, t), 8);
-        assert_eq!(readback_chunks(64 << 20, 5, t), 5);
-        assert_eq!(readback_chunks(4, 16, Tuning { chunks: 3, ..t }), 3);
-        assert_eq!(readback_chunks(4, 2, Tuning { chunks: 3, ..t }), 2);
+        // One chunk per 2 MiB, at least 1, at most 8, never more than the rows; with direct
+        // output none unless asked for.
+        for direct in [false, true] {
+            let by_size = |c: usize| if direct { 1 } else { c };
+            assert_eq!(readback_chunks(4, 1, t, direct), 1);
+            assert_eq!(readback_chunks((2 << 20) - 4, 1 << 20, t, direct), 1);
+            assert_eq!(readback_chunks(6 << 20, 1 << 20, t, direct), by_size(3));
+            assert_eq!(readback_chunks(64 << 20, 1 << 24, t, direct), by_size(8));
+            assert_eq!(readback_chunks(64 << 20, 5, t, direct), by_size(5));
+            assert_eq!(readback_chunks(4, 16, Tuning { chunks: 3, ..t }, direct), 3);
+            assert_eq!(readback_chunks(4, 2, Tuning { chunks: 3, ..t }, direct), 2);
+        }
     }
 
     #[test]
