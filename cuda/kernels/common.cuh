@@ -125,6 +125,15 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq4_xs
 #endif
+#ifndef QK_PF_B
+#define QK_PF_B 0  // 32-element formats at NTM >= QK_PF_NT: L2 prefetch this many blocks ahead (0: none)
+#endif
+#ifndef QK_PF_W
+#define QK_PF_W 0  // 256-element formats at NTM >= QK_PF_NT: the same, in blocks of 256
+#endif
+#ifndef QK_PF_NT
+#define QK_PF_NT 2  // the token count from which the block loops prefetch
+#endif
 
 // ------------------------------------------------------------------------- shared helpers
 
