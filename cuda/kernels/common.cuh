@@ -125,14 +125,34 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq4_xs
 #endif
-#ifndef QK_PF_B
-#define QK_PF_B 0  // 32-element formats at NTM >= QK_PF_NT: L2 prefetch this many blocks ahead (0: none)
+// L2 prefetch distance of the block loops (blocks ahead; 0: none; mm_pf), per format, from the
+// token counts where it was measured to help (H200, session 9 run3 `cudasweep`, kernel-only GB/s
+// at NT 2 / 4 / 8 against none): q5_1 4 blocks, NT 8 1011 -> 1061 (NT 4 -2 %: from 5 tokens);
+// q6_K 2, 2744 / 1850 / 1093 -> 2864 / 1970 / 1115; iq4_xs 2, NT 8 774 -> 834 but NT 2 and 4
+// -20-25 % (so NT 8 only). q4_K lost 8 % at NT 8 with 2, iq3_s was unchanged: 0.
+#ifndef QK_PF_Q51
+#define QK_PF_Q51 4
 #endif
-#ifndef QK_PF_W
-#define QK_PF_W 0  // 256-element formats at NTM >= QK_PF_NT: the same, in blocks of 256
+#ifndef QK_PF_Q6K
+#define QK_PF_Q6K 2
 #endif
-#ifndef QK_PF_NT
-#define QK_PF_NT 2  // the token count from which the block loops prefetch
+#ifndef QK_PF_IQ4XS
+#define QK_PF_IQ4XS 2
+#endif
+#ifndef QK_PF_Q8
+#define QK_PF_Q8 0
+#endif
+#ifndef QK_PF_NV
+#define QK_PF_NV 0
+#endif
+#ifndef QK_PF_Q4K
+#define QK_PF_Q4K 0
+#endif
+#ifndef QK_PF_Q5K
+#define QK_PF_Q5K 0
+#endif
+#ifndef QK_PF_IQ3S
+#define QK_PF_IQ3S 0
 #endif
 
 // ------------------------------------------------------------------------- shared helpers

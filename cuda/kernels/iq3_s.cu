@@ -26,7 +26,7 @@ QK_DEV void mm_iq3_s(const MmArgs& A, const MmCtxW& c) {
 QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 108u * b;
-        mm_pf<NTM, QK_PF_W>(body + 108u * QK_PF_W, b, nb, 108u, 2u * c.s + c.h);
+        mm_pf<QK_PF_IQ3S, (NTM >= 2)>(body + 108u * QK_PF_IQ3S, b, nb, 108u, 2u * c.s + c.h);
         const float xd = qk_h2f(qk_ld(wd + b));
         // The 108-byte bodies are only 4-byte aligned: a thread loads the 19 words it uses (its
         // qs word and signs word of each sub-block, qh, scales) where it uses them, not all 27

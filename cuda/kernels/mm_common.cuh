@@ -25,13 +25,13 @@ QK_DEV void mm_prefetch(const MmArgs& A, u32 j, u32 row, u32 k, u32 tpr) {
     for (u32 o = 128u * k; o < A.pf; o += 128u * tpr) qk_prefetch_l2(base + o);
 }
 
-// The block loops' L2 prefetch: the weight bytes of block b + AHEAD of this row (AHEAD = the
-// QK_PF_B / QK_PF_W knob, from QK_PF_NT tokens on), so that more of the row is in flight than
-// the loads of one iteration (at high NT the registers allow few threads and unroll 1). Thread
-// k of the row's `tpr` threads prefetches the 128-byte line k of the block's `bytes`.
-template <int NTM, int AHEAD>
+// The block loops' L2 prefetch: the weight bytes of block b + AHEAD of this row where ON (the
+// format's QK_PF_* distance and token counts, common.cuh), so that more of the row is in flight
+// than the loads of one iteration (at high NT the registers allow few threads and unroll 1).
+// Thread k of the row's threads prefetches the 128-byte line k of the block's `bytes`.
+template <int AHEAD, bool ON>
 QK_DEV void mm_pf(const u8* blk_ahead, u32 b, u32 nb, u32 bytes, u32 k) {
-    if (AHEAD == 0 || NTM < QK_PF_NT || b + AHEAD >= nb) return;
+    if (AHEAD == 0 || !ON || b + AHEAD >= nb) return;
     if (128u * k < bytes) qk_prefetch_l2(blk_ahead + 128u * k);
 }
 

@@ -50,7 +50,7 @@ QK_DEV void mm_q5_1(const MmArgs& A, const MmCtxB& c, float* res) {
     for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
 QK_UNROLL(QK_UNROLL_B5(NTM))
     for (u32 b = 0; b < A.nb; ++b) {
-        mm_pf<NTM, QK_PF_B>((const u8*)J.w + qk_wblk(J.rows, A.nb, c.row, b + QK_PF_B) * 24u, b, A.nb, 24u, c.h);
+        mm_pf<QK_PF_Q51, (NTM >= 5)>((const u8*)J.w + qk_wblk(J.rows, A.nb, c.row, b + QK_PF_Q51) * 24u, b, A.nb, 24u, c.h);
         i32 isum[4][NTM];
         float d[NTM], m;
         UnitQ5_1::unit<NTM>(A, J, c.row, b, c.h, isum, d, &m);

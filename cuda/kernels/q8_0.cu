@@ -39,7 +39,7 @@ QK_DEV void mm_q8_0(const MmArgs& A, const MmCtxB& c, float* res) {
     mm_zero<NTM>(acc);
 QK_UNROLL(QK_UNROLL_Q8)
     for (u32 b = 0; b < A.nb; ++b) {
-        mm_pf<NTM, QK_PF_B>((const u8*)J.w + qk_wblk(J.rows, A.nb, c.row, b + QK_PF_B) * 32u, b, A.nb, 32u, c.h);
+        mm_pf<QK_PF_Q8, (NTM >= 2)>((const u8*)J.w + qk_wblk(J.rows, A.nb, c.row, b + QK_PF_Q8) * 32u, b, A.nb, 32u, c.h);
         i32 isum[4][NTM];
         float d[NTM];
         UnitQ8_0::unit<NTM>(A, J, c.row, b, c.h, isum, d, nullptr);
