@@ -122,6 +122,9 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #ifndef QK_IQ3S_BODY_NTM
 #define QK_IQ3S_BODY_NTM 8  // iq3_s: from this NTM on, the whole body is loaded up front (iq3_s.cu)
 #endif
+#ifndef QK_MINB_W
+#define QK_MINB_W 0  // word-pair kernels (iq4_xs): resident 256-thread CTAs asked of ptxas (0: no budget)
+#endif
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq4_xs
 #endif

@@ -233,6 +233,14 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
         if ((u32)t < c.nt) out[(u64)t * rows + c.row] = res[t];
 }
 
+// QK_MINB_W > 0: a register budget for every token count (without one ptxas gives the NT 8
+// kernel 167 registers; `__launch_bounds__(256, 1)` alone lets it take 254).
+#if QK_MINB_W > 0
+#define MM_ENTRY_W(name, body) QK_ENTRY_LB(name, MmArgs, body, QK_MINB_W)
+#else
+#define MM_ENTRY_W(name, body) QK_ENTRY(name, MmArgs, body)
+#endif
+
 #define MM_KERNEL_W1(fmt, fn, NTM, S)                                                  \
     QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) {                                   \
         const MmCtxW c = mm_ctx_w<S>(A);                                                \
@@ -240,7 +248,7 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
         fn<NTM, S>(A, c, res);                                                          \
         mm_store_w<NTM>(A, c, res);                                                     \
     }                                                                                   \
-    QK_ENTRY(qk_mm_##fmt##_n##NTM##_s##S, MmArgs, fn##_n##NTM##_s##S)
+    MM_ENTRY_W(qk_mm_##fmt##_n##NTM##_s##S, fn##_n##NTM##_s##S)
 
 #define MM_KERNELS_W(fmt, fn, S)      \
     MM_KERNEL_W1(fmt, fn, 1, S)       \
