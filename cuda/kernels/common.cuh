@@ -123,7 +123,9 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 #define QK_IQ3S_BODY_NTM 8  // iq3_s: from this NTM on, the whole body is loaded up front (iq3_s.cu)
 #endif
 #ifndef QK_MINB_W
-#define QK_MINB_W 0  // word-pair kernels (iq4_xs): resident 256-thread CTAs asked of ptxas (0: no budget)
+#define QK_MINB_W 2  // word-pair kernels (iq4_xs): resident 256-thread CTAs asked of ptxas (0: no budget).
+                     // H200 session 9 run5, S = 1, NT 1/2/4/8: 2172/2089/1623/903 GB/s against
+                     // 1679/1764/1261/837 without (ptxas had given NT 8 167 registers, 1 CTA per SM)
 #endif
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq4_xs

@@ -176,8 +176,7 @@ pub struct MmLaunch {
 /// launch with its arguments. Allocates nothing.
 ///
 /// `s4_rows`: launches with fewer rows in all than this use the S = 4 kernels (where built),
-/// which put 4x more threads on each row (iq4_xs at one token always does, unless `s4_rows`
-/// is 0, which forces S = 1). `min_ctas`: launches that would have fewer
+/// which put 4x more threads on each row (0 forces S = 1). `min_ctas`: launches that would have fewer
 /// 256-thread CTAs than this use 64-thread CTAs.
 pub fn plan_matmul<E>(
     format: Format,
@@ -215,11 +214,10 @@ pub fn plan_matmul<E>(
             *rows_total = 0;
             return Ok(());
         }
-        // iq4_xs at one token takes S = 4 at every size: 1987 against 1681 GB/s with S = 1 at
-        // 1 GiB (H200, benches/results/2026-12-03-h200-session6/run2); S = 1 from 2 tokens on.
-        // (`s4_rows == 0` forces S = 1.)
-        let one = format == Format::IQ4_XS && ntm == 1 && s4_rows != 0;
-        let s = if has_split(format) && (*rows_total < s4_rows || one) { 4 } else { 1 };
+        // (iq4_xs at one token took S = 4 at every size until its kernels got a register budget,
+        // QK_MINB_W: then S = 1 measured 2172 GB/s against 1839 with S = 4 at 1 GiB, H200,
+        // benches/results/2026-12-04-h200-session9 run5.)
+        let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
         let tpr = threads_per_row(format, s);
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
