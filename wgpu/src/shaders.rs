@@ -83,16 +83,16 @@ fn matmul_body(f: Format) -> Option<&'static str> {
         Format::IQ3_XXS => include_str!("wgsl/mm_iq3_xxs.wgsl"),
         Format::IQ3_S => include_str!("wgsl/mm_iq3_s.wgsl"),
         Format::IQ4_NL => include_str!("wgsl/mp_iq4_nl.wgsl"),
-        Format::IQ4_XS => include_str!("wgsl/mm_iq4_xs.wgsl"),
+        Format::IQ4_XS => include_str!("wgsl/kp_iq4_xs.wgsl"),
         Format::NVFP4 => include_str!("wgsl/mp_nvfp4.wgsl"),
         _ => return None,
     })
 }
 
-/// Whether `f` is a K-quant, run by the thread-pair kernels (`kpair_head.wgsl`: 2 invocations
-/// per row; the other 256-element formats run 8, `matmul_head.wgsl`).
+/// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
+/// invocations per row; the IQ2/IQ3 formats run 8, `matmul_head.wgsl`).
 pub(crate) fn is_kpair(f: Format) -> bool {
-    matches!(f, Format::Q4_K | Format::Q5_K | Format::Q6_K)
+    matches!(f, Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ4_XS)
 }
 
 /// The lookup table a format's matmul kernel copies into workgroup memory: (word offset in
@@ -190,9 +190,7 @@ pub(crate) fn matmul_source(
         return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
     }
     if is_kpair(f) {
-        // q4_K's and q5_K's blocks are multiples of 16 bytes (weights read as `vec4<u32>`).
-        let wide = f != Format::Q6_K;
-        return Some(kpair_source(body, wide, nt, subgroups, native_fma, unroll, rows));
+        return Some(kpair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
     }
     let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
@@ -249,23 +247,39 @@ fn pair_source(
     s
 }
 
-/// A K-quant's thread-pair matmul kernel (kpair_head.wgsl): 2 invocations per row, ggml's
-/// blocks read as `vec4<u32>` (`wide`) or words.
-fn kpair_source(body: &str, wide: bool, nt: u32, subgroups: bool, native_fma: bool, unroll: u32, rows: u32) -> String {
+/// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants and iq4_xs: 2 invocations per
+/// row, ggml's blocks read as `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>`
+/// (iq4_xs: 136 bytes) or words (q6_K: 210 bytes, 2-byte aligned).
+#[allow(clippy::too_many_arguments)]
+fn kpair_source(
+    f: Format,
+    body: &str,
+    nt: u32,
+    subgroups: bool,
+    native_fma: bool,
+    unroll: u32,
+    rows: u32,
+    lut2: bool,
+) -> String {
     let wg = 2 * rows;
+    let wv = match f {
+        Format::Q4_K | Format::Q5_K => "vec4<u32>",
+        Format::IQ4_XS => "vec2<u32>",
+        _ => "u32",
+    };
     let mut s = String::with_capacity(16 * 1024);
     s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
-    s.push_str(&format!("alias WV = {};\n", if wide { "vec4<u32>" } else { "u32" }));
+    s.push_str(&format!("alias WV = {wv};\n"));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
     s.push_str(ACT_Q8K);
-    s.push_str("fn load_tab(lid: u32) {}\n");
+    s.push_str(&pair_table_src(f, wg, lut2));
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
-    if wide {
-        s.push_str(&common_without_buffers());
-    } else {
+    if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
+    } else {
+        s.push_str(&common_without_buffers());
     }
     s.push_str(&fma_src(native_fma));
     s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });

@@ -1,6 +1,7 @@
-// ---- kpair_head.wgsl: bindings and the row skeleton of the K-quants' thread-pair kernels --
+// ---- kpair_head.wgsl: bindings and the row skeleton of the thread-pair kernels of the ----
+// ---- K-quants and iq4_xs --------------------------------------------------------------------
 //
-// q4_K, q5_K, q6_K in ggml's own blocks. One workgroup of 2 * ROWS invocations computes ROWS
+// q4_K, q5_K, q6_K and iq4_xs in ggml's own blocks (iq4_xs: its own lane mapping, kp_iq4_xs.wgsl). One workgroup of 2 * ROWS invocations computes ROWS
 // weight rows; invocation `lid` works on row `lid / 2` and owns AVX2 lanes 4h..4h+3, h = lid % 2,
 // of every block (the CUDA backend's thread pairs): for each of the NT tokens it keeps the four
 // lanes' f32 accumulators and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)`
@@ -12,7 +13,8 @@
 // addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
 
 // The weights as 16-byte elements (WV = vec4<u32>: q4_K's and q5_K's blocks are multiples of
-// 16 bytes) or words (WV = u32: q6_K's 210-byte blocks are only 2-byte aligned).
+// 16 bytes), 8-byte elements (vec2<u32>: iq4_xs's 136-byte blocks) or words (WV = u32: q6_K's
+// 210-byte blocks are only 2-byte aligned).
 @group(0) @binding(0) var<storage, read> W: array<WV>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
 @group(1) @binding(0) var<storage, read> X: array<u32>;

@@ -1,6 +1,6 @@
 // ---- matmul_head.wgsl: bindings and the row/lane skeleton of the 8-invocation kernels ----
 //
-// The IQ2/IQ3 formats and iq4_xs (the K-quants run on thread pairs, kpair_head.wgsl; the
+// The IQ2/IQ3 formats (the K-quants and iq4_xs run on thread pairs, kpair_head.wgsl; the
 // 32-element formats on pair_head.wgsl). One workgroup of 8 * ROWS invocations computes ROWS weight rows; invocation `lid` works on
 // row `lid / 8` and AVX2 lane `l = lid % 8`. Lane l keeps, for each of the NT tokens, its own f32
 // accumulator and runs ggml's per-lane chain `acc = fmx(d, f32(lane_int), acc)` (a true
