@@ -17,9 +17,10 @@
 //! # Device layout
 //!
 //! The 256-element formats stay in ggml's block bytes in storage buffers read as u32 words
-//! (blocks that are only 2-byte aligned are read by funnel-shifting two words); the K-quants'
-//! thread-pair kernels (`wgsl/kpair_head.wgsl`) give a row 2 invocations of 4 AVX2 lanes each
-//! and read q4_K and q5_K as 16-byte words. The
+//! (blocks that are only 2-byte aligned are read by funnel-shifting two words); the
+//! thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give a row 2
+//! invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words, iq4_xs as 8-byte
+//! words. The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
@@ -31,9 +32,9 @@
 //!
 //! # Bits
 //!
-//! Integer lane sums use packed 4x8 dot products, exact in any order (the IQ kernels decode
-//! one sub-block per invocation and transpose-reduce the 8 lanes' partial sums with
-//! exchanges, `tr8`; their lookup tables sit in workgroup memory). Every float chain keeps
+//! Integer lane sums use packed 4x8 dot products, exact in any order (the IQ2/IQ3 kernels
+//! decode one sub-block per invocation and transpose-reduce the 8 lanes' partial sums with
+//! exchanges, `tr8`; the lookup tables sit in workgroup memory). Every float chain keeps
 //! the reference's order with `fmx()`, a fused multiply-add on every adapter: the adapter's
 //! `fma()` where a probe at device creation (32,768 cases) measured it fused in every case of
 //! the normal domain (see "Subnormals"), else an exact emulation from
@@ -185,11 +186,11 @@ pub struct Options {
     /// `full`, `noloop` or `none`; default `none`). See [`Checks`].
     pub checks: Option<Checks>,
     /// Blocks per iteration of the matmul kernels' block loop: 1, 2 or 4, or 0: the default
-    /// per kernel (2, except 1 for q4_K and q5_K at NT 1 and for q6_K) (`None`:
+    /// per kernel (2, except 1 for q4_K and q5_K at NT 1 and for q6_K and iq4_xs) (`None`:
     /// `QKERN_WGPU_UNROLL`, else 0); the chain's order is the same.
     pub unroll: Option<u32>,
     /// Weight rows per matmul workgroup (8 invocations each, 2 for the pair formats and the
-    /// K-quants' thread pairs; `None`:
+    /// thread pairs of the K-quants and iq4_xs; `None`:
     /// `QKERN_WGPU_WG_ROWS`, else 32 for the formats with lookup tables, which each workgroup
     /// copies to workgroup memory, and for the pair formats, 8 for the others). Rounded to a
     /// power of two up to 128; at most 32 for the 8-invocation kernels.
@@ -1756,9 +1757,11 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     // formats gain 7-12 % at NT 8 (q8_0, q5_1, nvfp4) and -2..+9 % at NT 1, iq4_nl (whose
     // step is a pair of blocks) 5-6 % at NT 1; the IQ formats 1-6 % at NT 1, +-2 % at NT 8.
     // The K-quants' thread pairs (run1 of benches/results/2026-12-04-h200-session8): NT 1 the
-    // same within 1 %; NT 8 q5_K 655 -> 972 GB/s with 2, q6_K 831 -> 803.
+    // same within 1 %; NT 8 q5_K 655 -> 972 GB/s with 2, q6_K 831 -> 803. iq4_xs's thread
+    // pairs (benches/results/2026-12-04-h200-session9, run7): 1 block, NT 1 1380 against 1346,
+    // NT 8 755 against 614.
     match f {
-        Format::Q6_K => 1,
+        Format::Q6_K | Format::IQ4_XS => 1,
         Format::Q4_K | Format::Q5_K if nt < 2 => 1,
         _ => 2,
     }
