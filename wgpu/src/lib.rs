@@ -588,7 +588,7 @@ impl WgpuBackend {
         let want_direct = match opts.direct_out {
             Some(b) => b,
             // On by default on GPU adapters: on the H200 (NVIDIA Vulkan) the `qkern bench` call
-            // path at 1 GiB of weights gained 4-17 % at NT 1 and 14-46 % at NT 8 against the
+            // path at 1 GiB of weights gained 4-14 % at NT 1 and 5-46 % at NT 8 against the
             // copy pass (benches/results/2026-12-04-h200-session9, run1 `envsweep`). Session 5
             // had made it opt-in after the engine's layer test died once (SIGSEGV while opening
             // its devices) in the run where it was the default; every layer test since, with it
