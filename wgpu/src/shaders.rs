@@ -175,7 +175,7 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
 }
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
-/// (8 invocations each; 2 for the pair formats and the K-quants).
+/// (8 invocations each; 2 for the pair formats and the thread pairs of the K-quants and iq4_xs).
 pub(crate) fn matmul_source(
     f: Format,
     nt: u32,
@@ -187,10 +187,10 @@ pub(crate) fn matmul_source(
 ) -> Option<String> {
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
-        return Some(pair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
+        return Some(pair_source(f, body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
     }
     if is_kpair(f) {
-        return Some(kpair_source(f, body, nt, subgroups, native_fma, unroll, rows, lut2));
+        return Some(kpair_source(f, body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
     }
     let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
@@ -211,21 +211,41 @@ pub(crate) fn matmul_source(
     Some(s)
 }
 
-/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row.
-#[allow(clippy::too_many_arguments)]
-fn pair_source(
-    f: Format,
-    body: &str,
+/// The options of a thread-pair matmul kernel (2 invocations per row).
+struct Pairs {
     nt: u32,
     subgroups: bool,
     native_fma: bool,
     unroll: u32,
     rows: u32,
     lut2: bool,
-) -> String {
-    let wg = 2 * rows;
+}
+
+impl Pairs {
+    /// The kernel's first lines: token count, rows and invocations per workgroup.
+    fn head(&self) -> String {
+        format!(
+            "const NT: u32 = {}u;\nconst ROWS: u32 = {}u;\nconst WG: u32 = {}u;\n",
+            self.nt,
+            self.rows,
+            2 * self.rows
+        )
+    }
+
+    /// The float helpers, the lane reductions and the 4-lane chain, then the format's `body`.
+    fn tail(&self, s: &mut String, body: &str) {
+        s.push_str(&fma_src(self.native_fma));
+        s.push_str(if self.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+        s.push_str(LANES4);
+        s.push_str(body);
+    }
+}
+
+/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row.
+fn pair_source(f: Format, body: &str, c: &Pairs) -> String {
+    let wg = 2 * c.rows;
     let mut s = String::with_capacity(16 * 1024);
-    s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
+    s.push_str(&c.head());
     // Region A's words per block, and the weights' element: an invocation's share of a block
     // (half of region A: 16 bytes, vec4, or 8, vec2), from the layout.
     let (a_bytes, _) = crate::layout::pair_regions(f).expect("a pair format");
@@ -236,13 +256,11 @@ fn pair_source(
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(PAIR_HEAD);
-    s.push_str(&pair_table_src(f, wg, lut2));
+    s.push_str(&pair_table_src(f, wg, c.lut2));
     s.push_str(&common_without_buffers());
-    s.push_str(&fma_src(native_fma));
-    s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
-    s.push_str(LANES4);
-    s.push_str(body);
-    let lp = format!("let ns = nsteps();\n    {}", block_loop("ns", unroll, |b| format!("step(k0, G, {b}, h, &st);")));
+    c.tail(&mut s, body);
+    let lp =
+        format!("let ns = nsteps();\n    {}", block_loop("ns", c.unroll, |b| format!("step(k0, G, {b}, h, &st);")));
     s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
 }
@@ -250,42 +268,29 @@ fn pair_source(
 /// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants and iq4_xs: 2 invocations per
 /// row, ggml's blocks read as `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>`
 /// (iq4_xs: 136 bytes) or words (q6_K: 210 bytes, 2-byte aligned).
-#[allow(clippy::too_many_arguments)]
-fn kpair_source(
-    f: Format,
-    body: &str,
-    nt: u32,
-    subgroups: bool,
-    native_fma: bool,
-    unroll: u32,
-    rows: u32,
-    lut2: bool,
-) -> String {
-    let wg = 2 * rows;
+fn kpair_source(f: Format, body: &str, c: &Pairs) -> String {
+    let wg = 2 * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K => "vec4<u32>",
         Format::IQ4_XS => "vec2<u32>",
         _ => "u32",
     };
     let mut s = String::with_capacity(16 * 1024);
-    s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
+    s.push_str(&c.head());
     s.push_str(&format!("alias WV = {wv};\n"));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
     s.push_str(ACT_Q8K);
-    s.push_str(&pair_table_src(f, wg, lut2));
+    s.push_str(&pair_table_src(f, wg, c.lut2));
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
     } else {
         s.push_str(&common_without_buffers());
     }
-    s.push_str(&fma_src(native_fma));
-    s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
-    s.push_str(LANES4);
-    s.push_str(body);
-    let lp = block_loop("P.nb", unroll, |b| format!("step(base, {b}, h, &st);"));
+    c.tail(&mut s, body);
+    let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
 }
