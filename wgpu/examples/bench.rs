@@ -41,6 +41,10 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "flat" => Tuning { flat: true, ..d },
         "lut2" => Tuning { lut2: true, ..d },
         "lut1" => Tuning { lut2: false, ..d },
+        // the IQ2/IQ3 formats on thread pairs (with their own default unroll), or not
+        "iqpair" => Tuning { iq_pairs: true, ..d },
+        "iq8" => Tuning { iq_pairs: false, ..d },
+        "iqpair2" => Tuning { iq_pairs: true, unroll: 2, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }

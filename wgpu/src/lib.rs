@@ -222,6 +222,9 @@ pub struct Options {
     /// `QKERN_WGPU_COPY_THREADS`, 1 to 64, else half the host's cores, at most 8, on GPU
     /// adapters and 1 on CPU adapters). See [`WgpuBackend::copy_threads`].
     pub copy_threads: Option<usize>,
+    /// The IQ2/IQ3 formats on thread pairs (`None`: `QKERN_WGPU_IQPAIR=0|1`, else off). See
+    /// [`Tuning::iq_pairs`].
+    pub iq_pairs: Option<bool>,
 }
 
 /// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
@@ -280,6 +283,10 @@ pub struct Tuning {
     /// result's size with a copy pass, none with direct output, see `readback_chunks`; 1:
     /// none; `QKERN_WGPU_CHUNKS`).
     pub chunks: u8,
+    /// Run the IQ2/IQ3 formats on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per row, 4
+    /// lanes each, no per-token exchanges) instead of 8 invocations per row
+    /// (`QKERN_WGPU_IQPAIR=1`; off by default until measured on a GPU).
+    pub iq_pairs: bool,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -572,6 +579,10 @@ impl WgpuBackend {
             })?
             .unwrap_or(true),
         };
+        let iq_pairs = match opts.iq_pairs {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(false),
+        };
         let chunks = match opts.chunks {
             Some(c) => c,
             None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
@@ -673,7 +684,7 @@ impl WgpuBackend {
             copy_pool,
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, chunks }),
+            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, chunks, iq_pairs }),
             max_part,
             max_binding,
             tables,
@@ -735,6 +746,7 @@ impl WgpuBackend {
             flat: false,
             lut2: true,
             chunks: 0,
+            iq_pairs: false,
         })
     }
 
@@ -816,8 +828,17 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(f, nt, self.subgroups, t.native_fma, unroll_of(f, nt, t), wg_rows(f, t), t.lut2)
-                    .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
+                shaders::matmul_source(
+                    f,
+                    nt,
+                    self.subgroups,
+                    t.native_fma,
+                    unroll_of(f, nt, t),
+                    wg_rows(f, t),
+                    t.lut2,
+                    t.iq_pairs,
+                )
+                .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
             ),
@@ -1762,6 +1783,8 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     // NT 8 755 against 614.
     match f {
         Format::Q6_K | Format::IQ4_XS => 1,
+        // Their thread pairs: as iq4_xs's (unmeasured).
+        _ if t.iq_pairs && shaders::is_iq23(f) => 1,
         Format::Q4_K | Format::Q5_K if nt < 2 => 1,
         _ => 2,
     }
@@ -1776,7 +1799,7 @@ fn flat_by_default(f: Format) -> bool {
 
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
-    let pair = layout::is_pair(f) || shaders::is_kpair(f);
+    let pair = layout::is_pair(f) || shaders::is_kpair(f) || (t.iq_pairs && shaders::is_iq23(f));
     if t.wg_rows != 0 {
         // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };
@@ -2016,6 +2039,7 @@ mod tests {
             flat: false,
             lut2: true,
             chunks: 0,
+            iq_pairs: false,
         };
         // One chunk per 2 MiB, at least 1, at most 8, never more than the rows; with direct
         // output none unless asked for.

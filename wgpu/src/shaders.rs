@@ -89,6 +89,26 @@ fn matmul_body(f: Format) -> Option<&'static str> {
     })
 }
 
+/// Whether `f` is one of the IQ2/IQ3 formats, which run 8 invocations per row
+/// (`matmul_head.wgsl`) or, with [`crate::Tuning::iq_pairs`], on thread pairs (`kp_iq.wgsl`).
+pub(crate) fn is_iq23(f: Format) -> bool {
+    matches!(f, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S)
+}
+
+/// The thread-pair body of an IQ2/IQ3 format: its `sub` and `res` (kpi_*.wgsl), then the
+/// shared `step` and `finish` (kp_iq.wgsl).
+fn iq_pair_body(f: Format) -> Option<String> {
+    let sub = match f {
+        Format::IQ2_XXS => include_str!("wgsl/kpi_iq2_xxs.wgsl"),
+        Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
+        Format::IQ2_S => include_str!("wgsl/kpi_iq2_s.wgsl"),
+        Format::IQ3_XXS => include_str!("wgsl/kpi_iq3_xxs.wgsl"),
+        Format::IQ3_S => include_str!("wgsl/kpi_iq3_s.wgsl"),
+        _ => return None,
+    };
+    Some(format!("{sub}{}", include_str!("wgsl/kp_iq.wgsl")))
+}
+
 /// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
 /// invocations per row; the IQ2/IQ3 formats run 8, `matmul_head.wgsl`).
 pub(crate) fn is_kpair(f: Format) -> bool {
@@ -176,6 +196,7 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
 
 /// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
 /// (8 invocations each; 2 for the pair formats and the thread pairs of the K-quants and iq4_xs).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_source(
     f: Format,
     nt: u32,
@@ -184,7 +205,12 @@ pub(crate) fn matmul_source(
     unroll: u32,
     rows: u32,
     lut2: bool,
+    iq_pairs: bool,
 ) -> Option<String> {
+    if iq_pairs && is_iq23(f) {
+        let body = iq_pair_body(f)?;
+        return Some(kpair_source(f, &body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
+    }
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
         return Some(pair_source(f, body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
@@ -265,9 +291,10 @@ fn pair_source(f: Format, body: &str, c: &Pairs) -> String {
     s
 }
 
-/// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants and iq4_xs: 2 invocations per
-/// row, ggml's blocks read as `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>`
-/// (iq4_xs: 136 bytes) or words (q6_K: 210 bytes, 2-byte aligned).
+/// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants, iq4_xs and (with
+/// `Tuning::iq_pairs`) the IQ2/IQ3 formats: 2 invocations per row, ggml's blocks read as
+/// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>` (iq4_xs: 136 bytes) or words
+/// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
 fn kpair_source(f: Format, body: &str, c: &Pairs) -> String {
     let wg = 2 * c.rows;
     let wv = match f {
@@ -282,7 +309,8 @@ fn kpair_source(f: Format, body: &str, c: &Pairs) -> String {
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
     s.push_str(ACT_Q8K);
-    s.push_str(&pair_table_src(f, wg, c.lut2));
+    // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
+    s.push_str(&if f == Format::IQ4_XS { pair_table_src(f, wg, c.lut2) } else { table_src(f, wg) });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
@@ -505,7 +533,8 @@ mod tests {
                 for sg in [false, true] {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
-                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf).unwrap();
+                        // The IQ2/IQ3 formats' thread pairs with the native-fma variant.
+                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf, nf).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
                         sources
                             .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows}"), src));

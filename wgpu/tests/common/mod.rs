@@ -39,8 +39,9 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
-/// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off) and 2 copy threads,
-/// to exercise the fallback, the splitting and those options on small matrices.
+/// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads and
+/// the IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`), to exercise the fallback, the
+/// splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -50,6 +51,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             direct_out: Some(true),
             lut2: Some(false),
             copy_threads: Some(2),
+            iq_pairs: Some(true),
             ..Options::default()
         })
     })
@@ -66,7 +68,8 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
 
 /// A backend whose kernels write every matmul's 3 row chunks straight into the chunks'
 /// mappable buffers (`Options::direct_out` where the adapter offers it), weights split into
-/// parts of at most 2 KiB (part boundaries inside chunks), 2 copy threads.
+/// parts of at most 2 KiB (part boundaries inside chunks), 2 copy threads, the IQ2/IQ3 formats
+/// on thread pairs.
 pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -75,6 +78,7 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
             direct_out: Some(true),
             max_part_bytes: Some(2048),
             copy_threads: Some(2),
+            iq_pairs: Some(true),
             ..Options::default()
         })
     })

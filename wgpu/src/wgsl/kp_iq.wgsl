@@ -1,0 +1,42 @@
+// ---- kp_iq.wgsl: the IQ2/IQ3 formats on thread pairs (kpair_head.wgsl) ---------------------
+// After the format's file (kpi_*.wgsl), which gives BB (block bytes), `sub(B, ib, h)` (the
+// signed grid bytes of lanes 4h..4h+3 of sub-block ib of the block at byte B, and the lanes'
+// sub-block scale) and `res(x)` (ggml's factor on the hsum: 0.125, 0.25 or none). Invocation h
+// of a row owns lanes 4h..4h+3 (the CUDA backend's `MM_KERNELS_L4` mapping): it decodes its
+// half of every sub-block once per block, sums ls * dot(lane bytes, q8 word 8ib + L) over the 8
+// sub-blocks (exact), then runs the 4 lanes' chains `fmx(d, f32(lane), acc)`; the pair's
+// `hsum_float_8` is `hsum_pair`. No per-token exchanges (the 8-invocation kernels transpose-
+// reduce every token's lane sums).
+const ACT_BW: u32 = 73u;
+struct Sub { q: vec4<u32>, ls: i32 }
+struct St { acc: array<vec4<f32>, NT> }
+// The signed grid bytes of one 8-byte grid entry `idx` (the IQ2 formats): `.x` with sign bits
+// 0-3 of `sb`, `.y` with bits 4-7.
+fn signed_entry(idx: u32, sb: u32) -> vec2<u32> {
+    return vec2<u32>(neg_bytes(tab(2u * idx), sb & 0xfu), neg_bytes(tab(2u * idx + 1u), (sb >> 4u) & 0xfu));
+}
+fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
+    let B = base + b * BB;
+    let dx = f16f(w16(B));
+    var q: array<vec4<u32>, 8>;
+    var ls: array<i32, 8>;
+    for (var ib = 0u; ib < 8u; ib++) {
+        let s = sub(B, ib, h);
+        q[ib] = s.q;
+        ls[ib] = s.ls;
+    }
+    for (var t = 0u; t < NT; t++) {
+        var s = vec4<i32>(0);
+        for (var ib = 0u; ib < 8u; ib++) {
+            s += ls[ib] * dot4x4(q[ib], aw4(t, b, 1u + 8u * ib + 4u * h));
+        }
+        (*st).acc[t] = chain4(dx * af(t, b, 0u), vec4<f32>(s), (*st).acc[t]);
+    }
+}
+fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {
+    var r: array<f32, NT>;
+    for (var t = 0u; t < NT; t++) {
+        r[t] = res(hsum_pair((*st).acc[t], lid));
+    }
+    return r;
+}
