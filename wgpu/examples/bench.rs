@@ -10,7 +10,9 @@
 //! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
 //! checks without loop bounding), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`
 //! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
-//! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table).
+//! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
+//! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per
+//! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`.
 //! The CSV is written line by line, so a run cut short keeps what it measured.
 //!
 //! `--latency` times instead the API's `matmul` call on q8_0 matrices of 256 columns and
