@@ -27,7 +27,8 @@
 //! added). A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is
 //! split by whole rows into parts, one buffer and one dispatch each. Activations: q8_0 and
 //! q8_1 rows as `[quants of every block][d of every block as f32]([s as f32])`, padded to 16
-//! bytes; q8_K as ggml's own 292-byte blocks; `import` and `read_acts` convert exactly (the
+//! bytes; q8_K as ggml's own 292-byte blocks, or with [`Options::q8k_split`] per token the
+//! quants of every block, then the bsums, then the d; `import` and `read_acts` convert exactly (the
 //! fp16 -> f32 widening is injective, NaN payloads included).
 //!
 //! # Bits
@@ -225,6 +226,12 @@ pub struct Options {
     /// The IQ2/IQ3 formats on thread pairs (`None`: `QKERN_WGPU_IQPAIR=0|1`, else off). See
     /// [`Tuning::iq_pairs`].
     pub iq_pairs: Option<bool>,
+    /// q8_K activations on the device in the *split* layout: per token the quants of every
+    /// block, then their bsums, then their d, so that the thread-pair kernels read a token's 4
+    /// lane words with one 16-byte load (`None`: `QKERN_WGPU_Q8K=ggml|split`, else `ggml`:
+    /// ggml's own 292-byte blocks, 4-byte aligned, read a word at a time). Off by default until
+    /// measured on a GPU. `import` and `read_acts` convert either way.
+    pub q8k_split: Option<bool>,
 }
 
 /// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
@@ -375,6 +382,8 @@ pub struct WgpuBackend {
     direct_out: bool,
     /// Calls wait for their results by polling (see [`Options::spin_wait`]).
     spin_wait: bool,
+    /// q8_K activations in the split device layout (see [`Options::q8k_split`]).
+    q8k_split: bool,
     /// The threads besides the caller's that copy large results out of mapped buffers
     /// (`None`: the caller copies alone). See [`Options::copy_threads`].
     copy_pool: Option<rayon::ThreadPool>,
@@ -466,11 +475,34 @@ impl WgpuActs {
 
 /// Device-layout words per token of an activation row of `cols` columns (q8_0 / q8_1:
 /// `layout::act_stride`; q8_K: ggml's blocks).
-fn act_row_words(act: Format, cols: usize) -> usize {
+fn act_row_words(act: Format, cols: usize, q8k_split: bool) -> usize {
     let nb = cols / act.block_elems();
     match act {
         Format::Q8_0 | Format::Q8_1 => layout::act_stride(act, nb),
+        // The split layout's rows start on 16 bytes (its kernels read 16-byte elements).
+        _ if q8k_split => (nb * 73).next_multiple_of(4),
         _ => nb * 73,
+    }
+}
+
+/// q8_K's split device layout (see [`Options::q8k_split`]) from ggml's blocks, one token: `src`
+/// is `nb` 292-byte blocks, `dst` the token's device words as bytes.
+fn q8k_split(src: &[u8], dst: &mut [u8]) {
+    let nb = src.len() / 292;
+    for (b, blk) in src.chunks_exact(292).enumerate() {
+        dst[256 * b..256 * b + 256].copy_from_slice(&blk[4..260]);
+        dst[256 * nb + 32 * b..256 * nb + 32 * b + 32].copy_from_slice(&blk[260..292]);
+        dst[288 * nb + 4 * b..288 * nb + 4 * b + 4].copy_from_slice(&blk[..4]);
+    }
+}
+
+/// The inverse of [`q8k_split`].
+fn q8k_join(src: &[u8], dst: &mut [u8]) {
+    let nb = dst.len() / 292;
+    for (b, blk) in dst.chunks_exact_mut(292).enumerate() {
+        blk[4..260].copy_from_slice(&src[256 * b..256 * b + 256]);
+        blk[260..292].copy_from_slice(&src[256 * nb + 32 * b..256 * nb + 32 * b + 32]);
+        blk[..4].copy_from_slice(&src[288 * nb + 4 * b..288 * nb + 4 * b + 4]);
     }
 }
 
@@ -579,6 +611,15 @@ impl WgpuBackend {
             })?
             .unwrap_or(true),
         };
+        let q8k_split = match opts.q8k_split {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_Q8K", "ggml or split", |v| match v {
+                "ggml" => Some(false),
+                "split" => Some(true),
+                _ => None,
+            })?
+            .unwrap_or(false),
+        };
         let iq_pairs = match opts.iq_pairs {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(false),
@@ -681,6 +722,7 @@ impl WgpuBackend {
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             direct_out,
             spin_wait,
+            q8k_split,
             copy_pool,
             fma_measured_fused: false,
             ftz: false,
@@ -716,12 +758,13 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
             if self.subgroups { ", subgroups" } else { "" },
             if self.direct_out { ", direct out" } else { "" },
+            if self.q8k_split { ", split q8_K" } else { "" },
             if self.ftz { ", FTZ" } else { "" },
             match t.checks {
                 Checks::Full => ", full checks",
@@ -830,20 +873,23 @@ impl WgpuBackend {
             Kernel::Matmul(f, nt, t) => (
                 shaders::matmul_source(
                     f,
-                    nt,
-                    self.subgroups,
-                    t.native_fma,
-                    unroll_of(f, nt, t),
-                    wg_rows(f, t),
-                    t.lut2,
-                    t.iq_pairs,
+                    &shaders::MmSrc {
+                        nt,
+                        subgroups: self.subgroups,
+                        native_fma: t.native_fma,
+                        unroll: unroll_of(f, nt, t),
+                        rows: wg_rows(f, t),
+                        lut2: t.lut2,
+                        iq_pairs: t.iq_pairs,
+                        q8k_split: self.q8k_split,
+                    },
                 )
                 .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 &self.layouts.matmul,
                 t.checks,
             ),
             Kernel::Dequant(f, c) => (shaders::dequant_source(f), &self.layouts.dequant, c),
-            Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf), &self.layouts.quant_pl, c),
+            Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf, self.q8k_split), &self.layouts.quant_pl, c),
             Kernel::Probe => (Some(shaders::probe_source(false)), &self.layouts.quant_pl, Checks::Full),
         };
         let src = src.ok_or_else(|| WgpuError::Unsupported(format!("no {k:?} kernel")))?;
@@ -1017,7 +1063,7 @@ impl WgpuBackend {
             return Err(ShapeError::ZeroTokens.into());
         }
         format.row_bytes(cols)?;
-        let row_words = act_row_words(format, cols);
+        let row_words = act_row_words(format, cols, self.q8k_split);
         let bytes = (row_words * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         let xin_bytes = (cols * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         if bytes + PAD > self.max_binding || xin_bytes + PAD > self.max_binding {
@@ -1110,6 +1156,11 @@ impl WgpuBackend {
         let rw = a.row_words * 4;
         let host = &mut a.host[..tokens * rw];
         match a.format {
+            Format::Q8_K if self.q8k_split => {
+                for (src, dst) in bytes.chunks_exact(rb).zip(host.chunks_exact_mut(rw)) {
+                    q8k_split(src, dst);
+                }
+            }
             Format::Q8_K => host.copy_from_slice(bytes),
             Format::Q8_0 | Format::Q8_1 => {
                 let (bb, nb) = (a.format.block_bytes(), a.cols / 32);
@@ -1151,7 +1202,13 @@ impl WgpuBackend {
         self.queue.submit([enc.finish()]);
         let fmt = a.format;
         let (bb, nb, rw) = (fmt.block_bytes(), a.cols / 32, a.row_words * 4);
+        let split = self.q8k_split;
         self.read_back(&a.read, n, |dev| match fmt {
+            Format::Q8_K if split => {
+                for (src, dst) in dev.chunks_exact(rw).zip(out.chunks_exact_mut(rb)) {
+                    q8k_join(src, dst);
+                }
+            }
             Format::Q8_K => out.copy_from_slice(&dev[..out.len()]),
             _ => {
                 let nh = if fmt == Format::Q8_0 { 1 } else { 2 };
@@ -2027,6 +2084,29 @@ mod tests {
         for bad in ["0", "65", "-2", "", "x"] {
             assert_eq!(parse_copy_threads(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn q8k_split_layout_roundtrips() {
+        for nb in [1usize, 2, 3, 16] {
+            let src: Vec<u8> = (0..292 * nb).map(|i| (i * 7 + i / 292) as u8).collect();
+            let rw = 4 * act_row_words(Format::Q8_K, 256 * nb, true);
+            assert_eq!(rw % 16, 0);
+            assert!(rw >= 292 * nb && rw < 292 * nb + 16);
+            let mut dev = vec![0u8; rw];
+            q8k_split(&src, &mut dev);
+            // Block b's quants at word 64b, bsums at 64nb + 8b, d at 72nb + b.
+            for b in 0..nb {
+                assert_eq!(dev[256 * b..256 * b + 256], src[292 * b + 4..292 * b + 260]);
+                assert_eq!(dev[256 * nb + 32 * b..256 * nb + 32 * b + 32], src[292 * b + 260..292 * b + 292]);
+                assert_eq!(dev[288 * nb + 4 * b..288 * nb + 4 * b + 4], src[292 * b..292 * b + 4]);
+            }
+            let mut back = vec![0u8; 292 * nb];
+            q8k_join(&dev, &mut back);
+            assert_eq!(back, src);
+        }
+        assert_eq!(act_row_words(Format::Q8_K, 256, false), 73);
+        assert_eq!(act_row_words(Format::Q8_K, 256, true), 76);
     }
 
     #[test]

@@ -19,6 +19,12 @@ const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const PARAMS: &str = include_str!("wgsl/params.wgsl");
 const ACT_Q8K: &str = include_str!("wgsl/act_q8k.wgsl");
+const ACT_Q8K_SPLIT: &str = include_str!("wgsl/act_q8k_split.wgsl");
+
+/// The q8_K activation accessors of a layout (`act_q8k.wgsl` / `act_q8k_split.wgsl`).
+fn act_q8k(split: bool) -> &'static str {
+    if split { ACT_Q8K_SPLIT } else { ACT_Q8K }
+}
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
 const FMA: &str = include_str!("wgsl/fma.wgsl");
@@ -194,30 +200,20 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
     }
 }
 
-/// The matmul kernel of `f` for `nt` tokens per dispatch, `rows` weight rows per workgroup
-/// (8 invocations each; 2 for the pair formats and the thread pairs of the K-quants and iq4_xs).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn matmul_source(
-    f: Format,
-    nt: u32,
-    subgroups: bool,
-    native_fma: bool,
-    unroll: u32,
-    rows: u32,
-    lut2: bool,
-    iq_pairs: bool,
-) -> Option<String> {
-    if iq_pairs && is_iq23(f) {
-        let body = iq_pair_body(f)?;
-        return Some(kpair_source(f, &body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
+/// The matmul kernel of `f` (`o.nt` tokens per dispatch, `o.rows` weight rows per workgroup:
+/// 8 invocations each; 2 for the pair formats and the thread pairs).
+pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
+    if o.iq_pairs && is_iq23(f) {
+        return Some(kpair_source(f, &iq_pair_body(f)?, o));
     }
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
-        return Some(pair_source(f, body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
+        return Some(pair_source(f, body, o));
     }
     if is_kpair(f) {
-        return Some(kpair_source(f, body, &Pairs { nt, subgroups, native_fma, unroll, rows, lut2 }));
+        return Some(kpair_source(f, body, o));
     }
+    let (nt, rows) = (o.nt, o.rows);
     let wg = 8 * rows;
     let mut s = String::with_capacity(24 * 1024);
     // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
@@ -226,29 +222,33 @@ pub(crate) fn matmul_source(
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
-    s.push_str(ACT_Q8K);
+    s.push_str(act_q8k(o.q8k_split));
     s.push_str(&table_src(f, wg));
     s.push_str(COMMON);
-    s.push_str(&fma_src(native_fma));
-    s.push_str(if subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
+    s.push_str(&fma_src(o.native_fma));
+    s.push_str(if o.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
-    let lp = block_loop("P.nb", unroll, |b| format!("step(base, {b}, l, &st);"));
+    let lp = block_loop("P.nb", o.unroll, |b| format!("step(base, {b}, l, &st);"));
     s.push_str(&MATMUL_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     Some(s)
 }
 
-/// The options of a thread-pair matmul kernel (2 invocations per row).
-struct Pairs {
-    nt: u32,
-    subgroups: bool,
-    native_fma: bool,
-    unroll: u32,
-    rows: u32,
-    lut2: bool,
+/// The options of a matmul kernel's source.
+pub(crate) struct MmSrc {
+    pub nt: u32,
+    pub subgroups: bool,
+    pub native_fma: bool,
+    pub unroll: u32,
+    pub rows: u32,
+    pub lut2: bool,
+    /// The IQ2/IQ3 formats on thread pairs.
+    pub iq_pairs: bool,
+    /// q8_K activations in the split device layout (`act_q8k_split.wgsl`).
+    pub q8k_split: bool,
 }
 
-impl Pairs {
-    /// The kernel's first lines: token count, rows and invocations per workgroup.
+impl MmSrc {
+    /// A thread-pair kernel's first lines: token count, rows and invocations per workgroup.
     fn head(&self) -> String {
         format!(
             "const NT: u32 = {}u;\nconst ROWS: u32 = {}u;\nconst WG: u32 = {}u;\n",
@@ -268,7 +268,7 @@ impl Pairs {
 }
 
 /// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row.
-fn pair_source(f: Format, body: &str, c: &Pairs) -> String {
+fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let wg = 2 * c.rows;
     let mut s = String::with_capacity(16 * 1024);
     s.push_str(&c.head());
@@ -295,7 +295,7 @@ fn pair_source(f: Format, body: &str, c: &Pairs) -> String {
 /// `Tuning::iq_pairs`) the IQ2/IQ3 formats: 2 invocations per row, ggml's blocks read as
 /// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>` (iq4_xs: 136 bytes) or words
 /// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
-fn kpair_source(f: Format, body: &str, c: &Pairs) -> String {
+fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let wg = 2 * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K => "vec4<u32>",
@@ -308,7 +308,7 @@ fn kpair_source(f: Format, body: &str, c: &Pairs) -> String {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
-    s.push_str(ACT_Q8K);
+    s.push_str(act_q8k(c.q8k_split));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS { pair_table_src(f, wg, c.lut2) } else { table_src(f, wg) });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
@@ -357,7 +357,7 @@ pub(crate) fn dequant_source(f: Format) -> Option<String> {
 }
 
 /// The activation quantizer of `act` (q8_0, q8_1, q8_K).
-pub(crate) fn quant_source(act: Format, native_fma: bool) -> Option<String> {
+pub(crate) fn quant_source(act: Format, native_fma: bool, q8k_split: bool) -> Option<String> {
     let call = match act {
         Format::Q8_0 => "quant_q8_01(g, false)",
         Format::Q8_1 => "quant_q8_01(g, true)",
@@ -367,6 +367,7 @@ pub(crate) fn quant_source(act: Format, native_fma: bool) -> Option<String> {
     // The quantizer binds neither the weights `W` nor the tables `T`: common.wgsl goes in
     // without the functions that read them.
     let mut s = table_consts();
+    s.push_str(&format!("const Q8K_SPLIT: bool = {q8k_split};\n"));
     s.push_str(&QUANT.replace("QUANT;", &format!("{call};")));
     s.push_str(&common_without_buffers());
     s.push_str(&fma_src(native_fma));
@@ -533,8 +534,19 @@ mod tests {
                 for sg in [false, true] {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
-                        // The IQ2/IQ3 formats' thread pairs with the native-fma variant.
-                        let src = matmul_source(f, nt, sg, nf, if nf { 4 } else { 1 }, rows, nf, nf).unwrap();
+                        // The IQ2/IQ3 formats' thread pairs and the split q8_K layout with the
+                        // native-fma variant.
+                        let o = MmSrc {
+                            nt,
+                            subgroups: sg,
+                            native_fma: nf,
+                            unroll: if nf { 4 } else { 1 },
+                            rows,
+                            lut2: nf,
+                            iq_pairs: nf,
+                            q8k_split: nf,
+                        };
+                        let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
                         sources
                             .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows}"), src));
@@ -549,7 +561,7 @@ mod tests {
         }
         for a in Format::ACTIVATIONS {
             for nf in [false, true] {
-                sources.push((format!("quant {a}"), quant_source(a, nf).unwrap()));
+                sources.push((format!("quant {a}"), quant_source(a, nf, nf).unwrap()));
             }
         }
         sources.push(("probe".into(), probe_source(false)));

@@ -1,14 +1,32 @@
-// ---- act_q8k.wgsl: activation words of the 8-invocation and K-quant pair kernels -----------
-// (X as u32 words; ACT_BW words per activation block, from the format's file.)
+// ---- act_q8k.wgsl: q8_K activations in ggml's own blocks (the default device layout) ------
+// Per token, ggml's 73-word blocks: d (f32), qs (64 words), bsums (8 words of two i16).
+// The accessors of the 8-invocation and thread-pair kernels; act_q8k_split.wgsl has the same
+// functions for the split layout.
+@group(1) @binding(0) var<storage, read> X: array<u32>;
+
 // The index of word 0 of activation block `ab` of token `t` (of this dispatch).
 fn abase(t: u32, ab: u32) -> u32 {
-    return (P.tok0 + t) * P.act_words + ab * ACT_BW;
+    return (P.tok0 + t) * P.act_words + ab * 73u;
 }
-
-// Activation word `w` of activation block `ab` of token `t`.
-fn aw(t: u32, ab: u32, w: u32) -> u32 {
-    return X[abase(t, ab) + w];
+// Quant word k (0..64) of block ab of token t, and words k..k+3 (k a multiple of 4).
+fn aq(t: u32, ab: u32, k: u32) -> u32 {
+    return X[abase(t, ab) + 1u + k];
 }
-fn af(t: u32, ab: u32, w: u32) -> f32 {
-    return bitcast<f32>(aw(t, ab, w));
+fn aq4(t: u32, ab: u32, k: u32) -> vec4<u32> {
+    let i = abase(t, ab) + 1u + k;
+    return vec4<u32>(X[i], X[i + 1u], X[i + 2u], X[i + 3u]);
+}
+// Quant words k + 2h, k + 2h + 1, k + 2h + 4, k + 2h + 5 (iq4_xs's word pairs; k a multiple of 8).
+fn aq_wp(t: u32, ab: u32, k: u32, h: u32) -> vec4<u32> {
+    let i = abase(t, ab) + 1u + k + 2u * h;
+    return vec4<u32>(X[i], X[i + 1u], X[i + 4u], X[i + 5u]);
+}
+// bsums words k..k+3 (k = 0 or 4; word k holds bsums 2k and 2k + 1).
+fn ab4(t: u32, ab: u32, k: u32) -> vec4<u32> {
+    let i = abase(t, ab) + 65u + k;
+    return vec4<u32>(X[i], X[i + 1u], X[i + 2u], X[i + 3u]);
+}
+// The block's d.
+fn ad(t: u32, ab: u32) -> f32 {
+    return bitcast<f32>(X[abase(t, ab)]);
 }

@@ -7,7 +7,6 @@
 // sub-blocks (exact), then runs the 4 lanes' chains `fmx(d, f32(lane), acc)`; the pair's
 // `hsum_float_8` is `hsum_pair`. No per-token exchanges (the 8-invocation kernels transpose-
 // reduce every token's lane sums).
-const ACT_BW: u32 = 73u;
 struct Sub { q: vec4<u32>, ls: i32 }
 struct St { acc: array<vec4<f32>, NT> }
 // The signed grid bytes of one 8-byte grid entry `idx` (the IQ2 formats): `.x` with sign bits
@@ -28,9 +27,9 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     for (var t = 0u; t < NT; t++) {
         var s = vec4<i32>(0);
         for (var ib = 0u; ib < 8u; ib++) {
-            s += ls[ib] * dot4x4(q[ib], aw4(t, b, 1u + 8u * ib + 4u * h));
+            s += ls[ib] * dot4x4(q[ib], aq4(t, b, 8u * ib + 4u * h));
         }
-        (*st).acc[t] = chain4(dx * af(t, b, 0u), vec4<f32>(s), (*st).acc[t]);
+        (*st).acc[t] = chain4(dx * ad(t, b), vec4<f32>(s), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {

@@ -6,7 +6,6 @@
 // Lane L of sub-block ib: ls(ib) * dot(kvalues of its nibbles, q8 word 8ib + L), with
 // ls = ((scales_l[ib/2] >> 4(ib&1)) & 15 | ((scales_h >> 2ib) & 3) << 4) - 32; the lane sums
 // over the 8 sub-blocks are exact, then one `fmx(d, f32(lane), acc)` per block and lane.
-const ACT_BW: u32 = 73u;
 struct St { acc: array<vec4<f32>, NT> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let i0 = (base + b * 136u) >> 3u;
@@ -27,10 +26,9 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     for (var t = 0u; t < NT; t++) {
         var s = vec4<i32>(0);
         for (var ib = 0u; ib < 8u; ib++) {
-            let a = abase(t, b) + 1u + 8u * ib + 2u * h;
-            s += ls[ib] * dot4x4(q[ib], vec4<u32>(X[a], X[a + 1u], X[a + 4u], X[a + 5u]));
+            s += ls[ib] * dot4x4(q[ib], aq_wp(t, b, 8u * ib, h));
         }
-        (*st).acc[t] = chain4(dx * af(t, b, 0u), vec4<f32>(s), (*st).acc[t]);
+        (*st).acc[t] = chain4(dx * ad(t, b), vec4<f32>(s), (*st).acc[t]);
     }
 }
 fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {

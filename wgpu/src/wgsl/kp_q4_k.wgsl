@@ -5,7 +5,6 @@
 // word 16j+8+k).
 // Mins: per token the 4-lane acc_m, `fmx(dmin, f32(prod), acc_m)`, reduced (m0+m2)+(m1+m3),
 // run by the token's owner. q8_K device layout = ggml's (73 words): d, qs[256], bsums[16] (i16).
-const ACT_BW: u32 = 73u;
 struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let i0 = (base + b * 144u) >> 4u;
@@ -22,13 +21,13 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
         hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
     }
     for (var t = 0u; t < NT; t++) {
-        let d = af(t, b, 0u) * dx;
+        let d = ad(t, b) * dx;
         let s = kq_lanes(lo, hi, sc, t, b, h);
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
-        let dmin = -af(t, b, 0u) * dmx;
+        let dmin = -ad(t, b) * dmx;
         (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(sc.z, sc.w, t, b)), (*st).accm[i]);
     }
 }

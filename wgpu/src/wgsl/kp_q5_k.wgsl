@@ -4,7 +4,6 @@
 // bits: element 32*(2j) + e takes bit 2j of qh[e], element 32*(2j+1) + e bit 2j+1. The mins go
 // to a scalar `summs = fmx(dmin, hsum(prod), summs)` (gcc contracts it into vfmadd231ss;
 // formats/src/reference/q5_k.rs), run by the token's owner and added after the hsum.
-const ACT_BW: u32 = 73u;
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NTH> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let i0 = (base + b * 176u) >> 4u;
@@ -22,13 +21,13 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
             | (((qh >> vec4<u32>(2u * j + 1u)) & vec4<u32>(0x01010101u)) << vec4<u32>(4u));
     }
     for (var t = 0u; t < NT; t++) {
-        let d = af(t, b, 0u) * dx;
+        let d = ad(t, b) * dx;
         let s = kq_lanes(lo, hi, sc, t, b, h);
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
-        let dmin = -af(t, b, 0u) * dmx;
+        let dmin = -ad(t, b) * dmx;
         // hsum of prod[0..4] (wrapping, order-free)
         let p = kmins_prod(sc.z, sc.w, t, b);
         (*st).summs[i] = fmx(dmin, f32((p.x + p.y) + (p.z + p.w)), (*st).summs[i]);

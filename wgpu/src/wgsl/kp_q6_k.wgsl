@@ -7,7 +7,6 @@
 // invocation h (lanes 4h..4h+3) reads bytes 16h..16h+15 of each 32-byte run and uses scales
 // 8j + 2k + h. The -32 offset is subtracted per lane as (bsums[2L]*sc[2L] +
 // bsums[2L+1]*sc[2L+1]) << 5.
-const ACT_BW: u32 = 73u;
 struct St { acc: array<vec4<f32>, NT> }
 fn sc6(sw: array<u32, 4>, i: u32) -> i32 {
     return sext8(sw[i >> 2u] >> (8u * (i & 3u)));
@@ -57,13 +56,13 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
         var s = vec4<i32>(0);
         for (var i = 0u; i < 8u; i++) {
             // chunk k = i & 3 of j = i >> 2: act bytes 128j + 32k + 4L -> word 1 + 8i + L
-            s += sc[i] * dot4x4(q[i], aw4(t, b, 1u + 8u * i + 4u * h));
+            s += sc[i] * dot4x4(q[i], aq4(t, b, 8u * i + 4u * h));
         }
-        let bs = bitcast<vec4<i32>>(aw4(t, b, 65u + 4u * h));
+        let bs = bitcast<vec4<i32>>(ab4(t, b, 4u * h));
         let lo = (bs << vec4<u32>(16u)) >> vec4<u32>(16u);
         let sub = (lo * sl0 + (bs >> vec4<u32>(16u)) * sl1) << vec4<u32>(5u);
         s -= sub;
-        let d = af(t, b, 0u) * dx;
+        let d = ad(t, b) * dx;
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
 }

@@ -17,7 +17,6 @@
 // 210-byte blocks are only 2-byte aligned).
 @group(0) @binding(0) var<storage, read> W: array<WV>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
-@group(1) @binding(0) var<storage, read> X: array<u32>;
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
 @group(2) @binding(1) var<uniform> P: Params;
 
@@ -30,12 +29,6 @@ fn slot_token(i: u32, h: u32) -> u32 {
     return min(2u * i + h, NT - 1u);
 }
 
-// The 4 lanes' activation words w0..w0+3 of token t, block ab.
-fn aw4(t: u32, ab: u32, w0: u32) -> vec4<u32> {
-    let i = abase(t, ab) + w0;
-    return vec4<u32>(X[i], X[i + 1u], X[i + 2u], X[i + 3u]);
-}
-
 // The four lanes' packed 4x8 dot products.
 fn dot4x4(q: vec4<u32>, a: vec4<u32>) -> vec4<i32> {
     return vec4<i32>(dot4I8Packed(q.x, a.x), dot4I8Packed(q.y, a.y), dot4I8Packed(q.z, a.z), dot4I8Packed(q.w, a.w));
@@ -46,9 +39,10 @@ fn dot4x4(q: vec4<u32>, a: vec4<u32>) -> vec4<i32> {
 // _mm_madd_epi16), for token t, activation block ab; m03, m47: mins 0..3 and 4..7 as bytes.
 // Whole vectors, no component indexed by a loop variable.
 fn kmins_prod(m03: u32, m47: u32, t: u32, ab: u32) -> vec4<i32> {
-    let i = abase(t, ab) + 65u;
-    let we = bitcast<vec4<i32>>(vec4<u32>(X[i], X[i + 2u], X[i + 4u], X[i + 6u]));
-    let wo = bitcast<vec4<i32>>(vec4<u32>(X[i + 1u], X[i + 3u], X[i + 5u], X[i + 7u]));
+    let b0 = ab4(t, ab, 0u);
+    let b1 = ab4(t, ab, 4u);
+    let we = bitcast<vec4<i32>>(vec4<u32>(b0.x, b0.z, b1.x, b1.z));
+    let wo = bitcast<vec4<i32>>(vec4<u32>(b0.y, b0.w, b1.y, b1.w));
     let s16 = vec4<u32>(16u);
     let qe = ((((we << s16) >> s16) + (we >> s16)) << s16) >> s16;
     let qo = ((((wo << s16) >> s16) + (wo >> s16)) << s16) >> s16;
@@ -75,8 +69,8 @@ fn kq_lanes(lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4>, sc: vec4<u32>, t: 
         let sw = select(sc.y, sc.x, j < 2u);
         let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
         let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
-        s += sc0 * dot4x4(lo[j], aw4(t, ab, 1u + 16u * j + 4u * h));
-        s += sc1 * dot4x4(hi[j], aw4(t, ab, 9u + 16u * j + 4u * h));
+        s += sc0 * dot4x4(lo[j], aq4(t, ab, 16u * j + 4u * h));
+        s += sc1 * dot4x4(hi[j], aq4(t, ab, 8u + 16u * j + 4u * h));
     }
     return s;
 }

@@ -10,7 +10,6 @@
 
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
-@group(1) @binding(0) var<storage, read> X: array<u32>;
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
 @group(2) @binding(1) var<uniform> P: Params;
 

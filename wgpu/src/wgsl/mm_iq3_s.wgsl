@@ -6,7 +6,6 @@
 // bytes), computes the 8 lanes' partial integer sums of that sub-block, and the row's 8
 // invocations transpose-reduce them (`tr8`, exact integer adds): invocation l then holds
 // AVX2 lane l's sum over the 8 sub-blocks and runs lane l's float chain, as before.
-const ACT_BW: u32 = 73u;
 struct St { acc: array<f32, NT> }
 fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let B = base + b * 110u;
@@ -30,10 +29,10 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     for (var t = 0u; t < NT; t++) {
         var p: array<i32, 8>;
         for (var L = 0u; L < 8u; L++) {
-            p[L] = ls[L] * dot4I8Packed(wv[L], aw(t, b, 1u + 8u * ib + L));
+            p[L] = ls[L] * dot4I8Packed(wv[L], aq(t, b, 8u * ib + L));
         }
         let sumi = tr8(p);
-        let d = dx * af(t, b, 0u);
+        let d = dx * ad(t, b);
         (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
     }
 }

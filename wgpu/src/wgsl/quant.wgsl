@@ -69,9 +69,21 @@ fn quant_q8_01(g: u32, with_s: bool) {
     }
 }
 
+// Word offsets of block g's quants, bsums and d: ggml's 73-word blocks, or with Q8K_SPLIT
+// (`Options::q8k_split`) per token the quants of every block, then the bsums, then the d.
+fn q8k_offsets(g: u32) -> vec3<u32> {
+    if (Q8K_SPLIT) {
+        let row = (g / QP.nbr) * QP.stride;
+        let b = g % QP.nbr;
+        return vec3<u32>(row + 64u * b, row + 64u * QP.nbr + 8u * b, row + 72u * QP.nbr + b);
+    }
+    return vec3<u32>(g * 73u + 1u, g * 73u + 65u, g * 73u);
+}
+
 fn quant_q8_k(g: u32) {
     let x0 = g * 256u;
-    let ow = g * 73u;
+    let o = q8k_offsets(g);
+    let qo = o.x;
     // max = the first element of largest |x| (strict >, so NaN never wins)
     var amax = 0u;
     var mx = 0u;
@@ -84,9 +96,13 @@ fn quant_q8_k(g: u32) {
         }
     }
     if (amax == 0u) {
-        for (var w = 0u; w < 73u; w++) {
-            XA[ow + w] = 0u;
+        for (var w = 0u; w < 64u; w++) {
+            XA[qo + w] = 0u;
         }
+        for (var w = 0u; w < 8u; w++) {
+            XA[o.y + w] = 0u;
+        }
+        XA[o.z] = 0u;
         return;
     }
     let iscale = div_rn(-127.0, bitcast<f32>(mx));
@@ -100,21 +116,21 @@ fn quant_q8_k(g: u32) {
             // MIN(127, v) stored into int8_t: the low byte
             packed |= (bitcast<u32>(min(ni, 127i)) & 0xffu) << (8u * k);
         }
-        XA[ow + 1u + w] = packed;
+        XA[qo + w] = packed;
     }
     for (var s = 0u; s < 8u; s++) {
         var sums: array<i32, 2>;
         for (var h = 0u; h < 2u; h++) {
             var acc = 0i;
             for (var w = 0u; w < 4u; w++) {
-                let q = XA[ow + 1u + 8u * s + 4u * h + w];
+                let q = XA[qo + 8u * s + 4u * h + w];
                 acc += sext8(q) + sext8(q >> 8u) + sext8(q >> 16u) + sext8(q >> 24u);
             }
             sums[h] = acc;
         }
-        XA[ow + 65u + s] = (bitcast<u32>(sums[0]) & 0xffffu) | (bitcast<u32>(sums[1]) << 16u);
+        XA[o.y + s] = (bitcast<u32>(sums[0]) & 0xffffu) | (bitcast<u32>(sums[1]) << 16u);
     }
-    XA[ow] = bitcast<u32>(div_rn(1.0, iscale));
+    XA[o.z] = bitcast<u32>(div_rn(1.0, iscale));
 }
 
 @compute @workgroup_size(64)

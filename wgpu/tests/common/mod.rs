@@ -60,10 +60,14 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 
 /// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
 /// default only results of 2 MiB or more are), copied out by 3 threads from 256 KiB of results
-/// (`Options::copy_threads`).
+/// (`Options::copy_threads`), with q8_K activations in the split device layout
+/// (`Options::q8k_split`).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { chunks: Some(3), copy_threads: Some(3), ..Options::default() })).as_ref()
+    B.get_or_init(|| {
+        open(Options { chunks: Some(3), copy_threads: Some(3), q8k_split: Some(true), ..Options::default() })
+    })
+    .as_ref()
 }
 
 /// A backend whose kernels write every matmul's 3 row chunks straight into the chunks'
