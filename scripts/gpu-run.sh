@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [callpath] [envsweep] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -48,6 +48,13 @@ envsweep) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}; IFS=';' rea
     env $v timeout ${QBENCH_TIMEOUT:-150} $C/qkern_gpu bench --backends cuda,wgpu --formats $F --tokens 1,8 --threads 1 --shape out-of-cache \
       --weights-mib 1024 --ops matmul --seconds 0.1 --quiet --note "envsweep '${v:-default}'" --md "$R/envsweep$i.md" > "$R/envsweep$i.log" 2>&1
     grep -E '^\| (q|iq|nv)' "$R/envsweep$i.md"; done 2>&1 | tee "$R/envsweep.txt" ;;
+# The wgpu options waiting for a GPU measurement (benches/results/2026-12-04-h200-session9/NOTES.md):
+# the q8_K split layout (QKERN_WGPU_Q8K) against ggml's blocks, each with the IQ2/IQ3 formats on
+# 8 invocations (default) and on thread pairs (iqpair); kernel-only and call GB/s, bits checked.
+pending) F=${PENDING_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
+  for lay in ggml split; do QKERN_WGPU_Q8K=$lay timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 \
+      --variants ${PENDING_VARIANTS:-default,iqpair} --formats $F --csv "$R/pending_$lay.csv" > "$R/pending_$lay.log" 2>&1
+    echo "## QKERN_WGPU_Q8K=$lay"; grep -E 'default|iqpair|adapter' "$R/pending_$lay.log"; done 2>&1 | tee "$R/pending.txt" ;;
 # Kernel-only CUDA numbers for NVRTC-option variants: CUDA_SWEEP="OPTS|formats;OPTS|formats"
 # (an empty OPTS is the default build), one table row per format and NT in sweep.md.
 cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
