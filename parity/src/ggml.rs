@@ -13,9 +13,12 @@ use qkern_formats::Format;
 // Rust does not link a crate that nothing `use`s: this pulls in ggml-base/ggml-cpu.
 use llama_cpp_sys_2 as _;
 
-type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, k: i64);
-type FromFloat = unsafe extern "C" fn(x: *const f32, y: *mut c_void, k: i64);
-type VecDot = unsafe extern "C" fn(
+/// `ggml_to_float_t`.
+pub type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, k: i64);
+/// `ggml_from_float_t`.
+pub type FromFloat = unsafe extern "C" fn(x: *const f32, y: *mut c_void, k: i64);
+/// `ggml_vec_dot_t`.
+pub type VecDot = unsafe extern "C" fn(
     n: i32,
     s: *mut f32,
     bs: usize,
@@ -99,6 +102,24 @@ fn traits_cpu(f: Format) -> &'static TypeTraitsCpu {
     init();
     // SAFETY: as above, a pointer into ggml-cpu's static table.
     unsafe { &*ggml_get_type_traits_cpu(f.id() as i32) }
+}
+
+/// ggml's own kernels of a format, for callers that run ggml's loops around them (the
+/// benchmark's ggml contender); calling one is `unsafe`, with the lengths ggml's header gives.
+#[derive(Clone, Copy)]
+pub struct RawKernels {
+    /// `ggml_get_type_traits(f)->to_float`.
+    pub to_float: Option<ToFloat>,
+    /// `ggml_get_type_traits_cpu(f)->from_float`.
+    pub from_float: Option<FromFloat>,
+    /// `ggml_get_type_traits_cpu(f)->vec_dot`.
+    pub vec_dot: Option<VecDot>,
+}
+
+/// The kernels of `f` (after `ggml_cpu_init`).
+pub fn raw_kernels(f: Format) -> RawKernels {
+    let (t, c) = (traits(f), traits_cpu(f));
+    RawKernels { to_float: t.to_float, from_float: c.from_float, vec_dot: c.vec_dot }
 }
 
 /// ggml's type name (`"q4_K"`, ...).

@@ -26,65 +26,24 @@ pub const BUILT: bool = cfg!(feature = "ggml");
 
 #[cfg(feature = "ggml")]
 mod imp {
-    use std::ffi::{c_char, c_void};
     use std::hint::black_box;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use qkern::{AlignedBuf, Format};
     use qkern_parity::ggml as live;
-    // Rust does not link a crate that nothing `use`s (the symbols below live in ggml-cpu).
-    use llama_cpp_sys_2 as _;
+    use qkern_parity::ggml::{FromFloat, ToFloat, VecDot};
 
     use crate::contenders::{Absent, DEQUANT_CHUNK_ROWS, WeightSet};
-
-    type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, k: i64);
-    type FromFloat = unsafe extern "C" fn(x: *const f32, y: *mut c_void, k: i64);
-    type VecDot = unsafe extern "C" fn(
-        n: i32,
-        s: *mut f32,
-        bs: usize,
-        x: *const c_void,
-        bx: usize,
-        y: *const c_void,
-        by: usize,
-        nrc: i32,
-    );
-
-    /// `struct ggml_type_traits` (ggml.h), as in `qkern_parity::ggml`.
-    #[repr(C)]
-    struct TypeTraits {
-        type_name: *const c_char,
-        blck_size: i64,
-        blck_size_interleave: i64,
-        type_size: usize,
-        is_quantized: bool,
-        to_float: Option<ToFloat>,
-        from_float_ref: Option<FromFloat>,
-    }
-
-    /// `struct ggml_type_traits_cpu` (ggml-cpu.h).
-    #[repr(C)]
-    struct TypeTraitsCpu {
-        from_float: Option<FromFloat>,
-        vec_dot: Option<VecDot>,
-        vec_dot_type: i32,
-        nrows: i64,
-    }
-
-    unsafe extern "C" {
-        fn ggml_get_type_traits(t: i32) -> *const TypeTraits;
-        fn ggml_get_type_traits_cpu(t: i32) -> *const TypeTraitsCpu;
-    }
 
     pub fn version() -> String {
         let (avx2, fma, f16c, avx512) = live::isa();
         format!("ggml 0.26.0 (llama-cpp-sys-2 =0.1.161), built with avx2={avx2} fma={fma} f16c={f16c} avx512={avx512}")
     }
 
-    /// The CPU traits of `f`, after checking that ggml's block layout and `vec_dot_type`
+    /// ggml's kernels of `f`, after checking that ggml's block layout and `vec_dot_type`
     /// agree with qkern's (so the same bytes mean the same thing to both).
-    fn traits(f: Format) -> Result<(&'static TypeTraits, &'static TypeTraitsCpu), Absent> {
+    fn traits(f: Format) -> Result<live::RawKernels, Absent> {
         // block_layout runs ggml_cpu_init first (once).
         let (be, bb) = live::block_layout(f);
         if (be, bb) != (f.block_elems(), f.block_bytes()) {
@@ -93,9 +52,7 @@ mod imp {
         if f.is_weight() && live::vec_dot_type(f) != f.vec_dot_type() {
             return Err(Absent::NotSupported(format!("ggml pairs {f} with another activation")));
         }
-        // SAFETY: every Format id is a valid ggml_type; ggml returns pointers into its static
-        // traits tables, valid for the life of the program.
-        unsafe { Ok((&*ggml_get_type_traits(f.id() as i32), &*ggml_get_type_traits_cpu(f.id() as i32))) }
+        Ok(live::raw_kernels(f))
     }
 
     #[derive(Clone, Copy)]
@@ -199,8 +156,8 @@ mod imp {
 
     impl<'w> Matmul<'w> {
         pub fn new(set: &'w WeightSet, nt: usize, pool: Option<Arc<rayon::ThreadPool>>) -> Result<Self, Absent> {
-            let (_, cpu) = traits(set.format)?;
-            let vec_dot = cpu.vec_dot.ok_or_else(|| Absent::NotSupported("ggml has no vec_dot".into()))?;
+            let vec_dot =
+                traits(set.format)?.vec_dot.ok_or_else(|| Absent::NotSupported("ggml has no vec_dot".into()))?;
             let nt = nt.clamp(1, set.max_tokens);
             let a = set.acts(nt);
             let (wrb, arb) = (set.row_bytes(), set.act_row_bytes());
@@ -254,8 +211,8 @@ mod imp {
 
     impl<'w> Dequant<'w> {
         pub fn new(set: &'w WeightSet) -> Result<Self, Absent> {
-            let (t, _) = traits(set.format)?;
-            let to_float = t.to_float.ok_or_else(|| Absent::NotSupported("ggml has no to_float".into()))?;
+            let to_float =
+                traits(set.format)?.to_float.ok_or_else(|| Absent::NotSupported("ggml has no to_float".into()))?;
             Ok(Dequant { to_float, set, buf: vec![0f32; DEQUANT_CHUNK_ROWS * set.cols] })
         }
 
@@ -284,8 +241,8 @@ mod imp {
 
     impl<'x> Quantize<'x> {
         pub fn new(act: Format, cols: usize, x: &'x [f32]) -> Result<Self, Absent> {
-            let (_, cpu) = traits(act)?;
-            let from_float = cpu.from_float.ok_or_else(|| Absent::NotSupported("ggml has no from_float".into()))?;
+            let from_float =
+                traits(act)?.from_float.ok_or_else(|| Absent::NotSupported("ggml has no from_float".into()))?;
             let rb = act.row_bytes(cols).map_err(|e| Absent::NotSupported(e.to_string()))?;
             let tokens = x.len() / cols.max(1);
             Ok(Quantize { from_float, x, cols, out: AlignedBuf::zeroed(rb * tokens), rb })
