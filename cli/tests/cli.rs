@@ -390,6 +390,12 @@ fn parity_on_the_committed_vectors() {
     assert!(text.contains("cpu features:") && text.contains("cpu path in use:"), "{text}");
     assert!(text.contains("q8_0     | cpu-scalar"), "{text}");
     assert!(text.contains("parity: every value bit-equal to ggml"), "{text}");
+    // Every backend this build or machine lacks is listed with its reason.
+    for (spec, r) in qkern::available_backends() {
+        if let Err(why) = r {
+            assert!(text.contains(&format!("{spec} ({why})")), "{spec} not listed as absent:\n{text}");
+        }
+    }
 }
 
 fn committed_q8_0() -> Vec<u8> {

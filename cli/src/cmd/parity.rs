@@ -1,6 +1,6 @@
 //! `qkern parity`: the committed ggml reference vectors (`parity/vectors/*.qkv`) on every
-//! backend present (or those named): a table of format x backend x NT with bit-equal / total
-//! counts; exit code 1 on any difference.
+//! backend present (or those named), the absent ones listed with the reason: a table of format
+//! x backend x NT with bit-equal / total counts; exit code 1 on any difference.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,11 +31,15 @@ pub struct Args {
 pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let dir = vectors_dir(a.vectors.as_deref())?;
     let files = load_vectors(&dir)?;
+    let all = qkern::available_backends();
     let specs: Vec<BackendSpec> = if a.backends.is_empty() {
-        qkern::available_backends().into_iter().filter(|b| b.1.is_ok()).map(|b| b.0).collect()
+        all.iter().filter(|b| b.1.is_ok()).map(|b| b.0).collect()
     } else {
         a.backends.clone()
     };
+    // The backends this build or machine lacks, and why (e.g. "cuda: not built with cuda").
+    let absent: Vec<String> =
+        all.iter().filter_map(|(b, r)| r.as_ref().err().map(|why| format!("{b} ({why})"))).collect();
     let opts = DeviceOptions { threads: a.threads };
     // Open every device before running anything: a backend that cannot open is an error (2),
     // not a difference (1).
@@ -48,7 +52,11 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let ggml = files.first().map_or("?", |f| f.1.header.ggml_version.as_str());
     head.push_str(&format!("vectors: {} ({} formats, ggml {ggml})\n", dir.display(), files.len()));
     let names: Vec<String> = devices.iter().map(Device::name).collect();
-    head.push_str(&format!("backends: {}\n\n", names.join(", ")));
+    head.push_str(&format!("backends: {}\n", names.join(", ")));
+    if !absent.is_empty() {
+        head.push_str(&format!("absent: {}\n", absent.join("; ")));
+    }
+    head.push('\n');
     out.write_all(head.as_bytes()).map_err(stdout_error)?;
     out.flush().map_err(stdout_error)?;
 
