@@ -3,7 +3,7 @@
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     load_tab(lid);
     let h = lid & 1u;
-    let row = P.rbase + (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 1u);
+    let row = part_row(wg, lid, 1u);
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let base = min(row, P.rows - 1u) * P.row_bytes;
     var st: St;
@@ -13,7 +13,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     if (row < P.rend) {
         for (var t = 0u; t < NT; t++) {
             if ((t & 1u) == h) {
-                O[(P.tok0 + t) * P.out_stride + P.row0 + row] = r[t];
+                store_out(t, row, r[t]);
             }
         }
     }

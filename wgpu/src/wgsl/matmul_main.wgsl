@@ -5,7 +5,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     load_tab(lid);
     LID = lid;
     let l = lid & 7u;
-    let row = P.rbase + (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 3u);
+    let row = part_row(wg, lid, 3u);
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let base = min(row, P.rows - 1u) * P.row_bytes;
     var st: St;
@@ -14,7 +14,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     let r = finish(&st, l, lid);
     if (l == 0u && row < P.rend) {
         for (var t = 0u; t < NT; t++) {
-            O[(P.tok0 + t) * P.out_stride + P.row0 + row] = r[t];
+            store_out(t, row, r[t]);
         }
     }
 }

@@ -4,7 +4,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     // The format's lookup table into workgroup memory (a no-op for formats without one).
     load_tab(lid);
     let h = lid & 1u;
-    let row = P.rbase + (wg.y * P.groups_x + wg.x) * ROWS + (lid >> 1u);
+    let row = part_row(wg, lid, 1u);
     // Rows past the end compute on the last row (every invocation must reach the exchanges).
     let r = min(row, P.rows - 1u);
     BOFF = P.rows * P.nb * AW;
@@ -18,7 +18,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     let res = finish(&st, k0, G, h, lid);
     if (h == 0u && row < P.rend) {
         for (var t = 0u; t < NT; t++) {
-            O[(P.tok0 + t) * P.out_stride + P.row0 + row] = res[t];
+            store_out(t, row, res[t]);
         }
     }
 }

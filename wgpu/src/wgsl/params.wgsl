@@ -17,3 +17,15 @@ struct Params {
 fn zero_u() -> u32 {
     return P.zero;
 }
+
+// The row (in the weight part) of invocation `lid` of workgroup `wg`, with `1 << shift`
+// invocations per row.
+fn part_row(wg: vec3<u32>, lid: u32, shift: u32) -> u32 {
+    return P.rbase + (wg.y * P.groups_x + wg.x) * ROWS + (lid >> shift);
+}
+
+// Token t's result of `row` (in the part) into the bound output buffer, at the dispatch's
+// token offset, row stride and first row.
+fn store_out(t: u32, row: u32, v: f32) {
+    O[(P.tok0 + t) * P.out_stride + P.row0 + row] = v;
+}
