@@ -1272,7 +1272,7 @@ impl WgpuBackend {
         }
         self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
         let src = if self.direct_out { &sc.out } else { &sc.read };
-        self.read_back(src, n, |b| self.copy_out(vec![(&b[..out.len() * 4], out)]))
+        self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
     }
 
     /// Threads that copy a large result out of a mapped buffer, the caller's included
@@ -1284,7 +1284,7 @@ impl WgpuBackend {
     }
 
     /// Copy each `(bytes, out)` pair out of a mapped range ([`par_copy`] on the copy threads).
-    fn copy_out(&self, pairs: Vec<(&[u8], &mut [f32])>) {
+    fn copy_out(&self, pairs: &mut [(&[u8], &mut [f32])]) {
         par_copy(self.copy_pool.as_ref(), pairs);
     }
 
@@ -1501,13 +1501,13 @@ impl WgpuBackend {
                 let cr = rb - ra;
                 match read.get_mapped_range(0..(tokens * cr * 4) as u64) {
                     Ok(view) => {
-                        let pairs = view
+                        let mut pairs: Vec<(&[u8], &mut [f32])> = view
                             .chunks_exact(cr * 4)
                             .zip(out.chunks_mut(w.rows))
                             .take(tokens)
                             .map(|(b, o)| (b, &mut o[ra..rb]))
                             .collect();
-                        self.copy_out(pairs);
+                        self.copy_out(&mut pairs);
                     }
                     Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
                 }
@@ -1553,7 +1553,7 @@ impl WgpuBackend {
         if map_ok(&done)? {
             {
                 let view = sc.read.get_mapped_range(0..n).map_err(|e| WgpuError::Gpu(e.to_string()))?;
-                self.copy_out(vec![(&view[..out.len() * 4], out)]);
+                self.copy_out(&mut [(&view[..out.len() * 4], out)]);
             }
         }
         let t4 = t.elapsed();
@@ -1632,7 +1632,7 @@ impl WgpuBackend {
                 let dst = &mut out[(p.row0 + r) * w.cols..(p.row0 + r + nr) * w.cols];
                 let sc = &mut *sc;
                 let src = if self.direct_out { &sc.out } else { &sc.read };
-                self.read_back(src, n, |b| self.copy_out(vec![(&b[..ne * 4], dst)]))?;
+                self.read_back(src, n, |b| self.copy_out(&mut [(&b[..ne * 4], dst)]))?;
                 r += nr;
             }
         }
@@ -1856,7 +1856,7 @@ fn flat_by_default(f: Format) -> bool {
 
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
-    let pair = layout::is_pair(f) || shaders::is_kpair(f) || (t.iq_pairs && shaders::is_iq23(f));
+    let pair = layout::is_pair(f) || shaders::on_kpair(f, t.iq_pairs);
     if t.wg_rows != 0 {
         // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };
@@ -1866,12 +1866,12 @@ fn wg_rows(f: Format, t: Tuning) -> u32 {
 
 /// Copy each `(bytes, out)` pair (little-endian f32, `bytes` at least `4 * out.len()` long),
 /// split across `pool`'s threads and the caller's from [`PAR_COPY_MIN`] floats in all.
-fn par_copy(pool: Option<&rayon::ThreadPool>, pairs: Vec<(&[u8], &mut [f32])>) {
+fn par_copy(pool: Option<&rayon::ThreadPool>, pairs: &mut [(&[u8], &mut [f32])]) {
     let total: usize = pairs.iter().map(|(_, o)| o.len()).sum();
     let pool = match pool {
         Some(p) if total >= PAR_COPY_MIN => p,
         _ => {
-            for (b, o) in pairs {
+            for (b, o) in pairs.iter_mut() {
                 copy_f32(b, o);
             }
             return;
@@ -1880,7 +1880,7 @@ fn par_copy(pool: Option<&rayon::ThreadPool>, pairs: Vec<(&[u8], &mut [f32])>) {
     let threads = pool.current_num_threads() + 1;
     let piece = total.div_ceil(threads).max(PAR_COPY_MIN / 8);
     let mut pieces: Vec<(&[u8], &mut [f32])> = Vec::with_capacity(threads + pairs.len());
-    for (b, o) in pairs {
+    for (b, o) in pairs.iter_mut() {
         for (k, oc) in o.chunks_mut(piece).enumerate() {
             let at = k * piece * 4;
             pieces.push((&b[at..at + oc.len() * 4], oc));
@@ -2059,14 +2059,14 @@ mod tests {
             .collect();
         for (threads, one) in [(Some(&pool), false), (Some(&pool), true), (None, false)] {
             let mut outs: Vec<Vec<f32>> = lens.iter().map(|&n| vec![f32::NAN; n]).collect();
-            let pairs: Vec<(&[u8], &mut [f32])> = src
+            let mut pairs: Vec<(&[u8], &mut [f32])> = src
                 .iter()
                 .enumerate()
                 .zip(outs.iter_mut())
                 .filter(|((k, _), _)| !one || *k == 6)
                 .map(|((k, b), o)| (&b[k % 2..], o.as_mut_slice()))
                 .collect();
-            par_copy(threads, pairs);
+            par_copy(threads, &mut pairs);
             for (k, (b, o)) in src.iter().zip(&outs).enumerate() {
                 if one && k != 6 {
                     assert!(o.iter().all(|v| v.is_nan()), "pair {k} written");

@@ -117,8 +117,14 @@ fn iq_pair_body(f: Format) -> Option<String> {
 
 /// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
 /// invocations per row; the IQ2/IQ3 formats run 8, `matmul_head.wgsl`).
-pub(crate) fn is_kpair(f: Format) -> bool {
+fn is_kpair(f: Format) -> bool {
     matches!(f, Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ4_XS)
+}
+
+/// Whether `f`'s matmul kernel is a `kpair_head.wgsl` thread-pair kernel: the K-quants and
+/// iq4_xs always, the IQ2/IQ3 formats with [`crate::Tuning::iq_pairs`].
+pub(crate) fn on_kpair(f: Format, iq_pairs: bool) -> bool {
+    is_kpair(f) || (iq_pairs && is_iq23(f))
 }
 
 /// The lookup table a format's matmul kernel copies into workgroup memory: (word offset in
@@ -203,22 +209,19 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
 /// The matmul kernel of `f` (`o.nt` tokens per dispatch, `o.rows` weight rows per workgroup:
 /// 8 invocations each; 2 for the pair formats and the thread pairs).
 pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
-    if o.iq_pairs && is_iq23(f) {
-        return Some(kpair_source(f, &iq_pair_body(f)?, o));
+    if on_kpair(f, o.iq_pairs) {
+        let body = if is_iq23(f) { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
+        return Some(kpair_source(f, &body, o));
     }
     let body = matmul_body(f)?;
     if crate::layout::is_pair(f) {
         return Some(pair_source(f, body, o));
     }
-    if is_kpair(f) {
-        return Some(kpair_source(f, body, o));
-    }
-    let (nt, rows) = (o.nt, o.rows);
-    let wg = 8 * rows;
+    let wg = 8 * o.rows;
     let mut s = String::with_capacity(24 * 1024);
     // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
     // device's SUBGROUP feature instead.
-    s.push_str(&format!("const NT: u32 = {nt}u;\nconst ROWS: u32 = {rows}u;\nconst WG: u32 = {wg}u;\n"));
+    s.push_str(&o.head(8));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
@@ -248,13 +251,14 @@ pub(crate) struct MmSrc {
 }
 
 impl MmSrc {
-    /// A thread-pair kernel's first lines: token count, rows and invocations per workgroup.
-    fn head(&self) -> String {
+    /// A kernel's first lines: token count, rows and invocations per workgroup (`per_row`
+    /// invocations per row).
+    fn head(&self, per_row: u32) -> String {
         format!(
             "const NT: u32 = {}u;\nconst ROWS: u32 = {}u;\nconst WG: u32 = {}u;\n",
             self.nt,
             self.rows,
-            2 * self.rows
+            per_row * self.rows
         )
     }
 
@@ -271,7 +275,7 @@ impl MmSrc {
 fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let wg = 2 * c.rows;
     let mut s = String::with_capacity(16 * 1024);
-    s.push_str(&c.head());
+    s.push_str(&c.head(2));
     // Region A's words per block, and the weights' element: an invocation's share of a block
     // (half of region A: 16 bytes, vec4, or 8, vec2), from the layout.
     let (a_bytes, _) = crate::layout::pair_regions(f).expect("a pair format");
@@ -303,7 +307,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         _ => "u32",
     };
     let mut s = String::with_capacity(16 * 1024);
-    s.push_str(&c.head());
+    s.push_str(&c.head(2));
     s.push_str(&format!("alias WV = {wv};\n"));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
