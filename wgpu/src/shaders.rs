@@ -529,7 +529,8 @@ fn split_words(s: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
-    /// Every kernel source parses and validates with naga (no adapter needed).
+    /// Every kernel source parses, validates and translates to SPIR-V with naga (no adapter
+    /// needed).
     #[test]
     fn every_source_validates() {
         let mut sources = Vec::new();
@@ -578,8 +579,15 @@ mod tests {
                 wgpu::naga::valid::ValidationFlags::all(),
                 wgpu::naga::valid::Capabilities::all(),
             );
-            if let Err(e) = v.validate(&module) {
-                panic!("{name}: {}", e.emit_to_string(&src));
+            let info = match v.validate(&module) {
+                Ok(i) => i,
+                Err(e) => panic!("{name}: {}", e.emit_to_string(&src)),
+            };
+            // Also through naga's SPIR-V writer, which the Vulkan path runs and which can
+            // reject (panic on) a valid module: a pointer to a struct member passed to a
+            // function did, in naga 30.
+            if let Err(e) = wgpu::naga::back::spv::write_vec(&module, &info, &Default::default(), None) {
+                panic!("{name}: SPIR-V: {e}");
             }
         }
     }
