@@ -613,12 +613,7 @@ impl WgpuBackend {
         };
         let q8k_split = match opts.q8k_split {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_Q8K", "ggml or split", |v| match v {
-                "ggml" => Some(false),
-                "split" => Some(true),
-                _ => None,
-            })?
-            .unwrap_or(false),
+            None => env_knob("QKERN_WGPU_Q8K", "ggml or split", parse_q8k)?.unwrap_or(false),
         };
         let iq_pairs = match opts.iq_pairs {
             Some(b) => b,
@@ -1741,6 +1736,15 @@ fn parse_copy_threads(v: &str) -> Option<usize> {
     v.parse().ok().filter(|n| (1..=64).contains(n))
 }
 
+/// `QKERN_WGPU_Q8K`: `split` (true) or `ggml` (false).
+fn parse_q8k(v: &str) -> Option<bool> {
+    match v {
+        "split" => Some(true),
+        "ggml" => Some(false),
+        _ => None,
+    }
+}
+
 /// `QKERN_WGPU_WAIT`: `spin` (true) or `block` (false).
 fn parse_wait(v: &str) -> Option<bool> {
     match v {
@@ -2035,6 +2039,11 @@ mod tests {
         assert_eq!(parse_chunks("64"), Some(64));
         for bad in ["65", "-1", "x", "", " 3", "300"] {
             assert_eq!(parse_chunks(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_q8k("split"), Some(true));
+        assert_eq!(parse_q8k("ggml"), Some(false));
+        for bad in ["Split", "1", "", "q8_K"] {
+            assert_eq!(parse_q8k(bad), None, "{bad:?}");
         }
         assert_eq!(parse_wait("spin"), Some(true));
         assert_eq!(parse_wait("block"), Some(false));
