@@ -18,6 +18,7 @@
 namespace emu {
 unsigned g_tid, g_bid, g_bdim, g_gdim;
 uint32_t g_xchg[1024];
+uint32_t g_mma[1024][6];
 
 static std::map<std::string, KernelFn>& registry() {
     static std::map<std::string, KernelFn> r;

@@ -140,8 +140,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The 256-element formats: both lane splits forced, whatever the size heuristic picks.
         let mut forced = Vec::new();
         if qkern_cuda::args::has_split(f) && !args.iter().any(|a| a == "--no-forced") {
-            for (name, th) in [("S=1", 0u64), ("S=4", u64::MAX)] {
+            for (name, th, mma) in
+                [("S=1", 0u64, Some(0)), ("S=4", u64::MAX, Some(0)), ("S=1, tensor cores", 0, Some(1))]
+            {
+                if mma == Some(1) && !qkern_cuda::args::has_mma(f) {
+                    continue;
+                }
                 b.set_split_threshold(Some(th));
+                b.set_mma_tokens(mma)?;
                 let mut g = Vec::new();
                 for nt in [1usize, 2, 4, 8] {
                     let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
@@ -158,6 +164,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ));
             }
             b.set_split_threshold(None);
+            b.set_mma_tokens(None)?;
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each
@@ -268,12 +275,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let kern = b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3;
         if qkern_cuda::args::has_split(f) {
             let mut v = Vec::new();
-            for th in [0u64, u64::MAX] {
+            for (th, mma) in [(0u64, Some(0)), (u64::MAX, Some(0)), (0, Some(1))] {
                 b.set_split_threshold(Some(th));
+                b.set_mma_tokens(mma)?;
                 v.push(b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3);
             }
             b.set_split_threshold(None);
-            notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4", v[0], v[1]));
+            b.set_mma_tokens(None)?;
+            let tc = if qkern_cuda::args::has_mma(f) {
+                format!(", {:.1} us on tensor cores (S=1)", v[2])
+            } else {
+                String::new()
+            };
+            notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4{tc}", v[0], v[1]));
         }
         let jobs: Vec<_> = ws.iter().zip(&acts).map(|(w, a)| (w, a, nt)).collect();
         // A/B: the context's sync mode x the way back to host memory (medians of 300 calls).

@@ -14,6 +14,7 @@
 namespace emu {
 extern unsigned g_tid, g_bid, g_bdim, g_gdim;
 extern uint32_t g_xchg[1024];
+extern uint32_t g_mma[1024][6];
 void barrier();
 typedef void (*KernelFn)(const void*);
 struct Reg {
@@ -90,6 +91,27 @@ QK_DEV unsigned emu_shfl(unsigned v, int m) {
     unsigned r = emu::g_xchg[src];
     emu::barrier();
     return r;
+}
+// The warp's tensor-core product (common.cuh qk_mma_u8s8, same fragment layout): every lane
+// publishes its 6 operand words, then computes its own 4 results from the warp's.
+QK_DEV void qk_mma_u8s8(const unsigned* a, const unsigned* b, const int* c, int* d) {
+    const unsigned me = emu::g_tid, w0 = me & ~31u, lane = me & 31u;
+    for (int i = 0; i < 4; ++i) emu::g_mma[me][i] = a[i];
+    emu::g_mma[me][4] = b[0];
+    emu::g_mma[me][5] = b[1];
+    emu::barrier();
+    for (int ci = 0; ci < 4; ++ci) {
+        const unsigned row = (lane >> 2) + 8u * (unsigned)(ci >> 1), col = 2u * (lane & 3u) + (unsigned)(ci & 1);
+        int s = c[ci];
+        for (unsigned k = 0; k < 32; ++k) {
+            const unsigned q = (k & 15u) >> 2, hi = k >> 4, byte = k & 3u;
+            const unsigned av = emu::g_mma[w0 + 4u * (row & 7u) + q][(row >> 3) + 2u * hi];
+            const unsigned bv = emu::g_mma[w0 + 4u * col + q][4u + hi];
+            s += (int)((av >> (8u * byte)) & 0xffu) * (int)(signed char)((bv >> (8u * byte)) & 0xffu);
+        }
+        d[ci] = s;
+    }
+    emu::barrier();
 }
 QK_DEV float qk_shfl_xor(float v, int m) { return qk_u2f(emu_shfl(qk_f2u(v), m)); }
 QK_DEV int qk_shfl_xor_i(int v, int m) { return (int)emu_shfl((unsigned)v, m); }

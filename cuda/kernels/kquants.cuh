@@ -19,16 +19,23 @@ QK_DEV u32 kq_byte(u32 lo, u32 hi, u32 k) { return ((k < 4 ? lo : hi) >> (8 * (k
 // The 16 bsums of the token and block (32 bytes, 16-byte aligned) in two loads; w * 0x10001
 // puts bsums[2k] + bsums[2k+1] (mod 2^16, as _mm_hadd_epi16) in the top half of word k; two top
 // halves per word (prmt); prod[m] = dp2a(q8s pair, mins bytes).
-QK_DEV void kq_mins_prod(const i16* bs, u32 u2, u32 u3, i32* prod) {
+// (kq_mins_q: the token's q8s pairs, shared by every row; kq_mins_dot: one row's products.)
+QK_DEV void kq_mins_q(const i16* bs, u32* q) {
     const uint4 v0 = qk_ld((const uint4*)bs), v1 = qk_ld((const uint4*)bs + 1);
     const u32 w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    u32 q[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) q[m] = qk_perm(w[2 * m] * 0x10001u, w[2 * m + 1] * 0x10001u, 0x7632u);
+}
+QK_DEV void kq_mins_dot(const u32* q, u32 u2, u32 u3, i32* prod) {
     prod[0] = qk_dp2a_lo((i32)q[0], (i32)u2, 0);
     prod[1] = qk_dp2a_hi((i32)q[1], (i32)u2, 0);
     prod[2] = qk_dp2a_lo((i32)q[2], (i32)u3, 0);
     prod[3] = qk_dp2a_hi((i32)q[3], (i32)u3, 0);
+}
+QK_DEV void kq_mins_prod(const i16* bs, u32 u2, u32 u3, i32* prod) {
+    u32 q[4];
+    kq_mins_q(bs, q);
+    kq_mins_dot(q, u2, u3, prod);
 }
 
 // One super-block's lane step of q4_K (Q5 false) or q5_K (Q5 true) on the MM_KERNELS_L4
@@ -84,6 +91,125 @@ QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, f
             const i32 v = mm_reduce_w<S>(isum[t]);
             acc[t][i] = qk_fma(d[t], Q5 ? qk_i2f(v) : qk_unbias(v), acc[t][i]);
         }
+    }
+}
+
+// q4_K (Q5 false) and q5_K (Q5 true) on tensor cores (mm_common.cuh "Tensor-core kernels"),
+// 2..8 tokens. The 6-bit scales split as sc = 8 * hi + lo (hi, lo <= 7; quants <= 31, so every A
+// byte is at most 217): lane = 8 * (A_hi . B) + (A_lo . B). q4_K's lanes stay below 2^22
+// (kq_lanes), so the lo product starts from QK_BIAS in its C operand and one add converts;
+// q5_K's do not, so both products (each below 2^22 in magnitude) start from QK_BIAS and are
+// joined by fma(8, hi, lo), exact (an integer below 2^24). Per cell then the AVX2 chains as in
+// kq_lanes and q4_k.cu / q5_k.cu: acc[L] = fma(yd * xd, lane L, acc[L]); q4_K's 4-lane mins
+// chain, q5_K's summs chain (dmin = -yd * xdmin).
+template <bool Q5, int PF>
+QK_DEV void kq_mma(const MmArgs& A) {
+    const MmaCtx c = mma_ctx(A);
+    const MmJob& J = A.jobs[c.job];
+    constexpr u32 BB = Q5 ? 176u : 144u, QS = Q5 ? 48u : 16u;
+    constexpr int NM = Q5 ? 1 : 4;  // mins chains per cell
+    const u32 nb = A.nb, q = c.q;
+    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * BB, (const u8*)J.w + (u64)c.row[1] * nb * BB};
+    const u32 capw = J.capw;
+    // Token slots past the job's tokens read the last token again (in bounds, no predicates;
+    // their cells are never stored).
+    const u32 last = c.nt - 1u;
+    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
+    const float* ad = (const float*)J.a_d;
+    const i16* bs = (const i16*)J.a_x;
+    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const i32 cz[4] = {0, 0, 0, 0}, cb[4] = {QK_BIAS, QK_BIAS, QK_BIAS, QK_BIAS};
+    float acc[4][8], accm[4][NM];
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < NM; ++m) accm[x][m] = 0.0f;
+    }
+QK_UNROLL(1)
+    for (u32 b = 0; b < nb; ++b) {
+        u32 qw[2][8], qh[2][8], slo[2][2], shi[2][2], u2[2], u3[2];
+        float xd[2], xdm[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* blk = w[h] + BB * b;
+            mm_pf<PF, true>(blk + BB * PF, b, nb, BB, q);
+            const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
+            xd[h] = qk_h2f((u16)(hdr.x & 0xffffu));
+            xdm[h] = qk_h2f((u16)(hdr.x >> 16));
+            u32 u0, u1;
+            kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2[h], &u3[h]);
+#pragma unroll
+            for (int n = 0; n < 2; ++n) {
+                const u32 sc = kq_byte(u0, u1, 2u * q + (u32)n);
+                slo[h][n] = sc & 7u;
+                shi[h][n] = sc >> 3;
+            }
+            ld_body<8, 16>(blk + QS + 32u * q, qw[h]);  // sub-block pair q: lanes 0..7
+            if (Q5) ld_body<8, 16>(blk + 16u, qh[h]);
+        }
+        float d[4], dm[4];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const float da = qk_ld(ad + (u64)b * capw + tk[k]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                d[2 * h + k] = qk_mul(da, xd[h]);
+                dm[2 * h + k] = qk_mul(-da, xdm[h]);
+            }
+        }
+        const u32* ab = aq + (u64)(64u * b + 16u * q) * capw;  // q8 words of sub-blocks 2q, 2q + 1
+#pragma unroll
+        for (int l = 0; l < 8; ++l) {
+            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(8 + l) * capw)};
+            u32 alo[4], ahi[4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                u32 n0 = qw[h][l] & 0x0f0f0f0fu, n1 = (qw[h][l] >> 4) & 0x0f0f0f0fu;
+                if (Q5) {
+                    n0 |= ((qh[h][l] >> (2u * q)) & 0x01010101u) << 4;
+                    n1 |= ((qh[h][l] >> (2u * q + 1u)) & 0x01010101u) << 4;
+                }
+                alo[h] = n0 * slo[h][0];
+                ahi[h] = n0 * shi[h][0];
+                alo[2 + h] = n1 * slo[h][1];
+                ahi[2 + h] = n1 * shi[h][1];
+            }
+            i32 chi[4], clo[4];
+            qk_mma_u8s8(ahi, bv, Q5 ? cb : cz, chi);
+            qk_mma_u8s8(alo, bv, cb, clo);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const float lane = Q5 ? qk_fma(8.0f, qk_unbias(chi[x]), qk_unbias(clo[x]))
+                                      : qk_unbias((i32)((u32)chi[x] * 8u + (u32)clo[x]));
+                acc[x][l] = qk_fma(d[x], lane, acc[x][l]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            u32 q8s[4];
+            kq_mins_q(bs + ((u64)tk[k] * nb + b) * 16u, q8s);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                i32 prod[4];
+                kq_mins_dot(q8s, u2[h], u3[h], prod);
+                const int x = 2 * h + k;
+                if (Q5) {
+                    const i32 hsm = (i32)((u32)prod[0] + (u32)prod[1] + (u32)prod[2] + (u32)prod[3]);
+                    accm[x][0] = qk_fma(dm[x], qk_i2f(hsm), accm[x][0]);
+                } else {
+#pragma unroll
+                    for (int m = 0; m < NM; ++m) accm[x][m] = qk_fma(dm[x], qk_i2f_small(prod[m]), accm[x][m]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+        const float m = Q5 ? accm[x][0] : qk_add(qk_add(accm[x][0], accm[x][NM > 2 ? 2 : 0]),
+                                                 qk_add(accm[x][NM > 1 ? 1 : 0], accm[x][NM > 3 ? 3 : 0]));
+        mma_store(A, c, x, qk_add(mma_hsum8(acc[x]), m));
     }
 }
 

@@ -488,3 +488,77 @@ QK_DEV u32 tab_byte(const u32* t, u32 b) { return (qk_ld(t + b / 4) >> (8 * (b %
 
 // ksigns_iq2xs[k]: the 7 sign bits k and their parity in bit 7.
 QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
+
+// ---- Tensor-core kernels (qk_mma_u8s8, sm_80+; the 256-element formats at 2..8 tokens).
+// The integer lane sums of ggml's AVX2 dots are exact, so any exact way of computing them gives
+// the reference's bits as long as every float step stays per lane and in block order. A warp
+// owns 16 rows (g, g + 8 for lane 4g + q) and all 8 token slots; for each AVX2 lane L (bytes
+// 4L..4L+3 of every 32-element sub-block) and block, one m16n8k32 product sums over
+// K = (8 sub-blocks x 4 bytes): A = the rows' quants of lane L times their sub-block scale
+// (split into parts that keep each byte below 256, one product per part), B = the tokens' q8
+// bytes of lane L. Thread (g, q) then holds lane L of (row g | g + 8) x (token 2q | 2q + 1), the
+// 4 "cells" c = 2 * (row half) + (token parity), and runs their float chains itself: no
+// shuffles. K is laid out so that thread q's A and B words are sub-blocks 2q (k = 4q..4q+3) and
+// 2q + 1 (k = 16+4q..), the low and high nibbles of one q4_K / q5_K quant word.
+struct MmaCtx {
+    u32 job;
+    u32 g;  // lane / 4: rows g and g + 8 of the warp's 16, and token column g of B
+    u32 q;  // lane % 4: K words 4q.. and 16+4q.., tokens 2q and 2q + 1 of the cells
+    u32 row[2];
+    bool valid[2];
+    u32 nt;
+};
+
+QK_DEV MmaCtx mma_ctx(const MmArgs& A) {
+    MmaCtx c;
+    const u32 bid = qk_bid();
+    u32 j = 0;
+    for (u32 k = 1; k < A.njobs; ++k)
+        if (bid >= A.jobs[k].cta0) j = k;
+    c.job = j;
+    const u32 tid = qk_tid(), lane = tid & 31u;
+    c.g = lane >> 2;
+    c.q = lane & 3u;
+    const u32 rows = A.jobs[j].rows;
+    const u32 row0 = (bid - A.jobs[j].cta0) * (qk_bdim() / 2u) + (tid >> 5) * 16u;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const u32 r = row0 + c.g + 8u * (u32)h;
+        c.valid[h] = r < rows;
+        c.row[h] = c.valid[h] ? r : rows - 1u;
+        mm_prefetch(A, j, c.row[h], c.q, 4u);
+    }
+    c.nt = A.jobs[j].nt;
+    return c;
+}
+
+// hsum_float_8 of one cell's 8 lanes, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+QK_DEV float mma_hsum8(const float* l) {
+    return qk_add(qk_add(qk_add(l[0], l[4]), qk_add(l[2], l[6])), qk_add(qk_add(l[1], l[5]), qk_add(l[3], l[7])));
+}
+
+// Cell c's result: row half c >> 1, token 2q + (c & 1).
+QK_DEV void mma_store(const MmArgs& A, const MmaCtx& c, int cell, float v) {
+    const u32 t = 2u * c.q + (u32)(cell & 1), h = (u32)cell >> 1;
+    if (c.valid[h] && t < c.nt) ((float*)A.jobs[c.job].out)[(u64)t * A.jobs[c.job].rows + c.row[h]] = v;
+}
+
+// Per format: the resident 256-thread CTAs asked of ptxas (QK_MINB_MMA_*) and the L2 prefetch
+// distance in blocks (QK_PF_MMA_*, mm_pf). H200, 1 GiB, kernel-only GB/s at NT 2 / 4 / 8
+// (benches/results/2026-12-04-h200-session10/run3): q4_K 1597 / 1579 / 1538 with (2, 0),
+// 2000 / 1938 / 1852 with (1, 0), 1472 / 1477 / 1445 with (2, 2), 2265 / 2230 / 2163 with (1, 2);
+// q5_K 2074 / 1959 / 1880 with (2, 0), 2098 / 2075 / 2029 with (1, 0), 2591 / 2559 / 2485 with
+// (2, 2), 2260 / 2204 / 2116 with (1, 2), 2481 / 2434 / 2354 with (2, 4).
+#ifndef QK_MINB_MMA_Q4K
+#define QK_MINB_MMA_Q4K 1
+#endif
+#ifndef QK_PF_MMA_Q4K
+#define QK_PF_MMA_Q4K 2
+#endif
+#ifndef QK_MINB_MMA_Q5K
+#define QK_MINB_MMA_Q5K 2
+#endif
+#ifndef QK_PF_MMA_Q5K
+#define QK_PF_MMA_Q5K 2
+#endif
+#define MMA_KERNEL(fmt, fn, minb) QK_ENTRY_LB(qk_mma_##fmt, MmArgs, fn, minb)

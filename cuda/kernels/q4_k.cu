@@ -56,6 +56,8 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
 }
 MM_KERNELS_L4(q4_k, mm_q4_k, 1)
 MM_KERNELS_L4(q4_k, mm_q4_k, 4)
+QK_DEV void mma_q4_k(const MmArgs& A) { kq_mma<false, QK_PF_MMA_Q4K>(A); }
+MMA_KERNEL(q4_k, mma_q4_k, QK_MINB_MMA_Q4K)
 
 QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

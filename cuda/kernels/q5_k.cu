@@ -56,6 +56,8 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
 }
 MM_KERNELS_L4(q5_k, mm_q5_k, 1)
 MM_KERNELS_L4(q5_k, mm_q5_k, 4)
+QK_DEV void mma_q5_k(const MmArgs& A) { kq_mma<true, QK_PF_MMA_Q5K>(A); }
+MMA_KERNEL(q5_k, mma_q5_k, QK_MINB_MMA_Q5K)
 
 QK_DEV float deq_q5_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

@@ -103,6 +103,15 @@ pub fn threads_per_row(format: Format, s: u32) -> u32 {
     }
 }
 
+/// Whether the format has a tensor-core matmul kernel (`qk_mma_*`, mm_common.cuh "Tensor-core
+/// kernels": a warp per 16 rows and 8 token slots, integer lane sums by `mma.sync` m16n8k32).
+pub fn has_mma(format: Format) -> bool {
+    matches!(format, Format::Q4_K | Format::Q5_K)
+}
+
+/// Index of the tensor-core kernel in [`mm_kernel_names`].
+pub const MMA_KERNEL: usize = 24;
+
 /// The NTM values instantiated.
 pub const NTMS: [u32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
@@ -122,6 +131,8 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
     for ntm in NTMS {
         v.push((!has_split(format)).then(|| format!("qk_mmk_{st}_n{ntm}")));
     }
+    v.push(has_mma(format).then(|| format!("qk_mma_{st}")));
+    debug_assert_eq!(v.len(), MMA_KERNEL + 1);
     v
 }
 
@@ -177,7 +188,10 @@ pub struct MmLaunch {
 ///
 /// `s4_rows`: launches with fewer rows in all than this use the S = 4 kernels (where built),
 /// which put 4x more threads on each row (0 forces S = 1). `min_ctas`: launches that would have fewer
-/// 256-thread CTAs than this use 64-thread CTAs.
+/// 256-thread CTAs than this use 64-thread CTAs. `mma_nt`: launches of at least this many tokens
+/// (in their largest job) that would run S = 1 use the format's tensor-core kernel where it has
+/// one ([`has_mma`]; 0: never).
+#[allow(clippy::too_many_arguments)]
 pub fn plan_matmul<E>(
     format: Format,
     cols: usize,
@@ -185,6 +199,7 @@ pub fn plan_matmul<E>(
     jobs: impl IntoIterator<Item = MmJobDesc>,
     s4_rows: u64,
     min_ctas: u64,
+    mma_nt: u32,
     mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
 ) -> Result<(), E> {
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
@@ -218,6 +233,8 @@ pub fn plan_matmul<E>(
         // QK_MINB_W: then S = 1 measured 2172 GB/s against 1839 with S = 4 at 1 GiB, H200,
         // benches/results/2026-12-04-h200-session9 run5.)
         let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
+        // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
+        let mma = s == 1 && has_mma(format) && mma_nt > 0 && *max_nt >= mma_nt;
         let tpr = threads_per_row(format, s);
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
@@ -233,7 +250,8 @@ pub fn plan_matmul<E>(
             j.cta0 = cta;
             cta += j.rows.div_ceil(rpc);
         }
-        f(MmLaunch { kernel: mm_kernel_index(ntm, s), grid: cta, block }, args)?;
+        let kernel = if mma { MMA_KERNEL } else { mm_kernel_index(ntm, s) };
+        f(MmLaunch { kernel, grid: cta, block }, args)?;
         args.njobs = 0;
         *max_nt = 0;
         *rows_total = 0;

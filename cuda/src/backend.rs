@@ -41,6 +41,15 @@ fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) 
     Ok(qkern_formats::env::knob(name, expected, parse)?)
 }
 
+/// Smallest token count that runs the tensor-core kernels by default ([`CudaBackend::set_mma_tokens`]).
+/// H200, 1 GiB, kernel-only GB/s at NT 2 (session 10 run3): q4_K 2409 without them against
+/// 2265 with, q5_K 2589 against 2591; at NT 4 1300 against 2230 and 1489 against 2559.
+pub const DEFAULT_MMA_NT: u32 = 3;
+
+fn parse_mma_nt(s: &str) -> Option<u32> {
+    s.parse::<u32>().ok().filter(|&n| n <= args::MAX_NT as u32)
+}
+
 fn invalid(msg: impl Into<String>) -> CudaError {
     CudaError::Invalid(msg.into())
 }
@@ -69,6 +78,8 @@ pub struct CudaBackend {
     cold: Box<Cold>,
     /// Override of the S = 4 row threshold (`u64::MAX - 1` = none).
     s4_override: AtomicU64,
+    /// Smallest token count that runs the tensor-core kernels (0: never; `args::plan_matmul`).
+    mma_nt: std::sync::atomic::AtomicU32,
 }
 
 struct Cold {
@@ -376,6 +387,7 @@ impl CudaBackend {
                 flag: Mutex::new(None),
             }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
+            mma_nt: std::sync::atomic::AtomicU32::new(if major >= 8 { DEFAULT_MMA_NT } else { 0 }),
         })
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
@@ -391,6 +403,9 @@ impl CudaBackend {
             }
             if let Some(m) = env_knob("QKERN_CUDA_WAIT", "sync, query or flag", WaitMode::parse)? {
                 b.set_wait_mode(m);
+            }
+            if let Some(n) = env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)? {
+                b.set_mma_tokens(Some(n))?;
             }
             Ok(b)
         })
@@ -874,6 +889,19 @@ impl CudaBackend {
         }
     }
 
+    /// From how many tokens the formats with a tensor-core kernel (`args::has_mma`) use it
+    /// (`Some(0)`: never; `None`: the default, [`DEFAULT_MMA_NT`]). The bits are the same either
+    /// way; the kernels need compute capability 8.0, so on older devices only `Some(0)` is valid.
+    pub fn set_mma_tokens(&self, n: Option<u32>) -> Result<()> {
+        let old = self.arch.trim_start_matches("sm_").parse::<u32>().map(|v| v < 80).unwrap_or(true);
+        let n = n.unwrap_or(if old { 0 } else { DEFAULT_MMA_NT });
+        if n > args::MAX_NT as u32 || (n > 0 && old) {
+            return Err(invalid(format!("tensor-core kernels from {n} tokens: not available on {}", self.arch)));
+        }
+        self.mma_nt.store(n, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Tests and benchmarks: force the lane-split choice of the 256-element formats
     /// (`Some(0)`: always S = 1, `Some(u64::MAX)`: always S = 4, `None`: by size).
     pub fn set_split_threshold(&self, rows: Option<u64>) {
@@ -882,7 +910,8 @@ impl CudaBackend {
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
         let m = self.module(Module::Weights(format))?;
-        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(format), 2 * self.sms as u64, |l, a| {
+        let mma_nt = self.mma_nt.load(Ordering::Relaxed);
+        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(format), 2 * self.sms as u64, mma_nt, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             self.launch(f, l.grid, l.block, a)
         })
@@ -1181,5 +1210,9 @@ mod tests {
         let e = CudaError::from(e);
         assert!(matches!(e, CudaError::Env(_)));
         assert_eq!(e.to_string(), "QKERN_CUDA_WAIT=\"flg\": expected sync, query or flag");
+        assert_eq!(knob("QKERN_CUDA_MMA_NT", Some("0".into()), "x", parse_mma_nt).unwrap(), Some(0));
+        assert_eq!(knob("QKERN_CUDA_MMA_NT", Some("8".into()), "x", parse_mma_nt).unwrap(), Some(8));
+        assert!(knob("QKERN_CUDA_MMA_NT", Some("9".into()), "x", parse_mma_nt).is_err());
+        assert!(knob("QKERN_CUDA_MMA_NT", Some("two".into()), "x", parse_mma_nt).is_err());
     }
 }

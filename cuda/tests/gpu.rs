@@ -142,11 +142,19 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                     .count();
                 row.add("quant", qd, want_q.len() / act.block_bytes());
                 let want = ref_matmul(f, rows, cols, &w, &want_q, nt);
-                for s in [Some(0u64), Some(u64::MAX)] {
+                // S = 1 and S = 4 forced; the formats with a tensor-core kernel run S = 1 both with
+                // it at every NT (from 1 token) and without it
+                let configs: &[(Option<u64>, Option<u32>)] = if qkern_cuda::args::has_mma(f) {
+                    &[(Some(0), Some(1)), (Some(u64::MAX), None), (Some(0), Some(0))]
+                } else {
+                    &[(Some(0), None), (Some(u64::MAX), None)]
+                };
+                for &(s, mma) in configs {
                     if s == Some(u64::MAX) && f.block_elems() != 256 {
                         continue;
                     }
                     b.set_split_threshold(s);
+                    b.set_mma_tokens(mma).unwrap();
                     // every way back to host memory, in turn (the bits must not depend on it)
                     b.set_host_out([HostOut::Pageable, HostOut::Pinned, HostOut::Mapped][(nt + i + wild as usize) % 3]);
                     b.set_wait_mode(
@@ -165,7 +173,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                             .unwrap_or(0);
                         writeln!(
                             log,
-                            "{f} {what} S={} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
+                            "{f} {what} S={} mma {mma:?} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
                             if s == Some(0) { 1 } else { 4 },
                             want.len(),
                             k / rows,
@@ -177,6 +185,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                     }
                 }
                 b.set_split_threshold(None);
+                b.set_mma_tokens(None).unwrap();
                 // dequantize (f32, f16, bf16) on the first width only
                 if nt <= 2 {
                     let mut dw = vec![0f32; rows * cols];
