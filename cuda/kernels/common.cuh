@@ -87,6 +87,18 @@ QK_DEV void qk_mma_u8s8(const u32* a, const u32* b, const i32* c, i32* d) {
     __trap();
 #endif
 }
+// The same with signed A bytes (.s8.s8).
+QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) {
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]),
+          "r"(c[3]));
+#else
+    __trap();
+#endif
+}
 
 #else
 // ------------------------------------------------------------------------- host emulator

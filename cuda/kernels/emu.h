@@ -94,7 +94,7 @@ QK_DEV unsigned emu_shfl(unsigned v, int m) {
 }
 // The warp's tensor-core product (common.cuh qk_mma_u8s8, same fragment layout): every lane
 // publishes its 6 operand words, then computes its own 4 results from the warp's.
-QK_DEV void qk_mma_u8s8(const unsigned* a, const unsigned* b, const int* c, int* d) {
+QK_DEV void emu_mma(const unsigned* a, const unsigned* b, const int* c, int* d, bool sa) {
     const unsigned me = emu::g_tid, w0 = me & ~31u, lane = me & 31u;
     for (int i = 0; i < 4; ++i) emu::g_mma[me][i] = a[i];
     emu::g_mma[me][4] = b[0];
@@ -107,12 +107,15 @@ QK_DEV void qk_mma_u8s8(const unsigned* a, const unsigned* b, const int* c, int*
             const unsigned q = (k & 15u) >> 2, hi = k >> 4, byte = k & 3u;
             const unsigned av = emu::g_mma[w0 + 4u * (row & 7u) + q][(row >> 3) + 2u * hi];
             const unsigned bv = emu::g_mma[w0 + 4u * col + q][4u + hi];
-            s += (int)((av >> (8u * byte)) & 0xffu) * (int)(signed char)((bv >> (8u * byte)) & 0xffu);
+            const int ab = sa ? (int)(signed char)((av >> (8u * byte)) & 0xffu) : (int)((av >> (8u * byte)) & 0xffu);
+            s += ab * (int)(signed char)((bv >> (8u * byte)) & 0xffu);
         }
         d[ci] = s;
     }
     emu::barrier();
 }
+QK_DEV void qk_mma_u8s8(const unsigned* a, const unsigned* b, const int* c, int* d) { emu_mma(a, b, c, d, false); }
+QK_DEV void qk_mma_s8s8(const unsigned* a, const unsigned* b, const int* c, int* d) { emu_mma(a, b, c, d, true); }
 QK_DEV float qk_shfl_xor(float v, int m) { return qk_u2f(emu_shfl(qk_f2u(v), m)); }
 QK_DEV int qk_shfl_xor_i(int v, int m) { return (int)emu_shfl((unsigned)v, m); }
 QK_DEV bool qk_isnan(float f) { return (qk_f2u(f) & 0x7fffffffu) > 0x7f800000u; }

@@ -61,6 +61,24 @@ QK_UNROLL(QK_UNROLL_P4)
 MM_KERNELS_L4(iq2_s, mm_iq2_s, 1)
 MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 
+// On tensor cores (mm_common.cuh mma_iq2_pairs): entry e of sub-block ib is grid index
+// qs[4 ib + e] | ((qh[ib] >> 2e) & 3) << 8 with sign byte qs[32 + 4 ib + e]; the scale byte is
+// scales[ib].
+struct MmaIq2S {
+    static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
+    static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
+        const u32 qsw = ld32(body + 4u * ib), sgw = ld32(body + 32u + 4u * ib), qhb = ld8(body + 64u + ib);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            gi[e] = wbyte(qsw, (u32)e) | ((qhb << (8 - 2 * e)) & 0x300u);
+            sg[e] = wbyte(sgw, (u32)e);
+        }
+        *scb = ld8(body + 72u + ib);
+    }
+};
+QK_DEV void mma_iq2_s(const MmArgs& A) { mma_iq2_pairs<MmaIq2S, QK_PF_MMA_IQ>(A); }
+MMA_KERNEL(iq2_s, mma_iq2_s, QK_MINB_MMA_IQ)
+
 QK_DEV float deq_iq2_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const u32 ib = e / 32, l = (e % 32) / 8, j = e % 8;
     const u32 sc = body[72 + ib];

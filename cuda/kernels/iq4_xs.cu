@@ -73,6 +73,93 @@ QK_UNROLL(QK_UNROLL_IQ)
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 1)
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 4)
 
+// iq4_xs on tensor cores (mm_common.cuh "Tensor-core kernels"), 3..8 tokens: A holds the signed
+// kvalues (s8 x s8 products). The scale ls - 32 goes through su = ls (0..63) = sum_i 2^i b_i:
+// lane = sum_i 2^i ((v & -b_i) . B) - 32 (v . B), the digit products chained through their C
+// operands (doubled between bits). K layout: thread q holds sub-blocks q (k = 4q..) and q + 4
+// (k = 16+4q..); lanes j and j + 4 are the low and high nibbles of qs word 4 ib + j. The lane
+// sums can exceed 2^24: converted with I2F (round to nearest, as _mm256_cvtepi32_ps).
+template <int PF>
+QK_DEV void mma_iq4_xs_body(const MmArgs& A) {
+    const MmaCtx c = mma_ctx(A);
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, q = c.q;
+    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 136u, (const u8*)J.w + (u64)c.row[1] * nb * 136u};
+    const u32 capw = J.capw, last = c.nt - 1u;
+    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
+    const float* ad = (const float*)J.a_d;
+    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const i32 cz[4] = {0, 0, 0, 0};
+    u32 kv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
+    float acc[4][8];
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+QK_UNROLL(1)
+    for (u32 b = 0; b < nb; ++b) {
+        u32 qw[4][4], su[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
+        float xd[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* blk = w[h] + 136u * b;
+            mm_pf<PF, true>(blk + 136u * PF, b, nb, 136u, q);
+            const u32 hw = ld32(blk), sl = ld32(blk + 4u);
+            xd[h] = qk_h2f((u16)(hw & 0xffffu));
+#pragma unroll
+            for (int kh = 0; kh < 2; ++kh) {
+                const u32 ib = q + 4u * (u32)kh, k = 2 * kh + h;
+                su[k] = ((sl >> (4u * ib)) & 0xfu) | (((hw >> (16u + 2u * ib)) & 3u) << 4);
+                const uint2 q0 = ld64(blk + 8u + 16u * ib), q1 = ld64(blk + 16u + 16u * ib);
+                qw[k][0] = q0.x, qw[k][1] = q0.y, qw[k][2] = q1.x, qw[k][3] = q1.y;
+            }
+        }
+        float d[4];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
+        }
+        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u32 vv[2][4];  // [low / high nibbles][slot]
+#pragma unroll
+            for (int k = 0; k < 4; ++k) qk_lut16x2(qw[k][j], kv, &vv[0][k], &vv[1][k]);
+#pragma unroll
+            for (int o = 0; o < 2; ++o) {
+                const int l = j + 4 * o;
+                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
+                const u32* v = vv[o];
+                i32 x0[4], t[4];
+                qk_mma_s8s8(v, bv, cz, x0);
+#pragma unroll
+                for (int i = 5; i >= 0; --i) {
+                    u32 ai[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) ai[k] = v[k] & (0u - ((su[k] >> i) & 1u));
+                    if (i < 5)
+#pragma unroll
+                        for (int x = 0; x < 4; ++x) t[x] = (i32)((u32)t[x] << 1);
+                    qk_mma_s8s8(ai, bv, i == 5 ? cz : t, t);
+                }
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    const i32 lane = (i32)((u32)t[x] - ((u32)x0[x] << 5));
+                    acc[x][l] = qk_fma(d[x], qk_i2f(lane), acc[x][l]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) mma_store(A, c, x, mma_hsum8(acc[x]));
+}
+QK_DEV void mma_iq4_xs(const MmArgs& A) { mma_iq4_xs_body<QK_PF_MMA_IQ4XS>(A); }
+MMA_KERNEL(iq4_xs, mma_iq4_xs, QK_MINB_MMA_IQ4XS)
+
 QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {
     const u32 ib = e / 32, j = e % 32;
     const u32 hw = ld32(blk);

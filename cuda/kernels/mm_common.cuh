@@ -561,4 +561,146 @@ QK_DEV void mma_store(const MmArgs& A, const MmaCtx& c, int cell, float v) {
 #ifndef QK_PF_MMA_Q5K
 #define QK_PF_MMA_Q5K 2
 #endif
+#ifndef QK_MINB_MMA_Q6K
+#define QK_MINB_MMA_Q6K 1
+#endif
+#ifndef QK_PF_MMA_Q6K
+#define QK_PF_MMA_Q6K 2
+#endif
+#ifndef QK_MINB_MMA_IQ
+#define QK_MINB_MMA_IQ 2  // the IQ2/IQ3 formats (iq2_xxs NT 8: 829 GB/s against 706 with 1, run4)
+#endif
+#ifndef QK_PF_MMA_IQ
+#define QK_PF_MMA_IQ 2
+#endif
+#ifndef QK_MINB_MMA_IQ4XS
+#define QK_MINB_MMA_IQ4XS 2
+#endif
+#ifndef QK_PF_MMA_IQ4XS
+#define QK_PF_MMA_IQ4XS 2
+#endif
 #define MMA_KERNEL(fmt, fn, minb) QK_ENTRY_LB(qk_mma_##fmt, MmArgs, fn, minb)
+
+// The IQ2/IQ3 formats' lane L on tensor cores: lane = sum over K of s_k * sg_k * v_k * y_k, with v
+// the unsigned grid bytes, sg their signs (byte masks m, 0xff: negative) and s = 2 ls + 1 the
+// sub-block scale. The scale's base-R digits d_i (v * (R - 1) <= 255) give u8 operands; the signs
+// split each into a positive and a negative part: A_i+ = (v d_i) & ~m, A_i- = (v d_i) & m, and
+// lane = sum_i R^i (A_i+ . B - A_i- . B), each sum chained through the C operands (times R
+// between digits). `v`, `m`: the 4 A slots (row g | g + 8) x (K half 4q.. | 16+4q..); dg[i][slot]:
+// digit i of the slot's scale; bv: B. Exact: |lane| < 2^31.
+template <int R, int ND>
+QK_DEV void iq_mma_lane(const u32* v, const u32* m, const u32 (*dg)[4], const u32* bv, i32* lane) {
+    i32 p[4] = {0, 0, 0, 0}, n[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = ND - 1; i >= 0; --i) {
+        u32 ap[4], an[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u32 x = v[k] * dg[i][k];
+            ap[k] = x & ~m[k];
+            an[k] = x & m[k];
+        }
+        if (i < ND - 1)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                p[x] = (i32)((u32)p[x] * (u32)R);
+                n[x] = (i32)((u32)n[x] * (u32)R);
+            }
+        qk_mma_u8s8(ap, bv, p, p);
+        qk_mma_u8s8(an, bv, n, n);
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) lane[x] = (i32)((u32)p[x] - (u32)n[x]);
+}
+
+// The base-R digits of the 4 slots' scales s[k]: dg[i][k] = (s / R^i) % R.
+template <int R, int ND>
+QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        u32 v = s[k];
+#pragma unroll
+        for (int i = 0; i < ND; ++i) {
+            dg[i][k] = v % (u32)R;
+            v /= (u32)R;
+        }
+    }
+}
+
+// iq2_xs and iq2_s on tensor cores (iq_mma_lane; grid bytes <= 43: base-6 digits, 2 of them):
+// their sub-blocks are 4 grid entries of 8 bytes (lanes 2e, 2e + 1) with 8 signs each, lanes 0-3
+// scaled by the low nibble of the sub-block's scale byte, lanes 4-7 by the high one. `U::parse`
+// gives a sub-block's 4 grid indices, 4 sign bytes and its scale byte; thread q holds sub-blocks
+// q (k = 4q..) and q + 4 (k = 16+4q..). The result is 0.125 * hsum_float_8.
+template <class U, int PF>
+QK_DEV void mma_iq2_pairs(const MmArgs& A) {
+    QK_SHARED u32 grid[U::GRID_WORDS];
+    mm_load_table(grid, A, U::TAB, U::GRID_WORDS);
+    const MmaCtx c = mma_ctx(A);
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, q = c.q;
+    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
+    const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
+    const u32 capw = J.capw, last = c.nt - 1u;
+    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
+    const float* ad = (const float*)J.a_d;
+    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    float acc[4][8];
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+QK_UNROLL(1)
+    for (u32 b = 0; b < nb; ++b) {
+        u32 gi[4][4], sg[4][4], slo[4], shi[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
+        float xd[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* body = w[h] + U::BODY * b;
+            mm_pf<PF, true>(body + U::BODY * PF, b, nb, U::BODY, q);
+            xd[h] = qk_h2f(qk_ld(wd[h] + b));
+#pragma unroll
+            for (int kh = 0; kh < 2; ++kh) {
+                const int k = 2 * kh + h;
+                u32 scb;
+                U::parse(body, q + 4u * (u32)kh, gi[k], sg[k], &scb);
+                slo[k] = 2u * (scb & 0xfu) + 1u;
+                shi[k] = 2u * (scb >> 4) + 1u;
+            }
+        }
+        u32 dlo[2][4], dhi[2][4];
+        iq_digits<6, 2>(slo, dlo);
+        iq_digits<6, 2>(shi, dhi);
+        float d[4];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
+        }
+        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            uint2 g[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) g[k] = ((const uint2*)grid)[gi[k][e]];
+#pragma unroll
+            for (int o = 0; o < 2; ++o) {
+                const int l = 2 * e + o;
+                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
+                u32 v[4], m[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    v[k] = o ? g[k].y : g[k].x;
+                    m[k] = qk_mask4((sg[k][e] >> (4 * o)) & 0xfu);
+                }
+                i32 lane[4];
+                iq_mma_lane<6, 2>(v, m, l < 4 ? dlo : dhi, bv, lane);
+#pragma unroll
+                for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
+            }
+        }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) mma_store(A, c, x, qk_mul(0.125f, mma_hsum8(acc[x])));
+}

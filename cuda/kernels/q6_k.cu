@@ -88,6 +88,114 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
 MM_KERNELS_L4(q6_k, mm_q6_k, 1)
 MM_KERNELS_L4(q6_k, mm_q6_k, 4)
 
+// q6_K on tensor cores (mm_common.cuh "Tensor-core kernels"), 3..8 tokens. Lane L of the AVX2 dot
+// is sum_is sc[2 is + (L >= 4)] * dot4(q[is] bytes 4L.., q8) - 32 * corr_L, with q the unsigned
+// 6-bit quants and corr_L = bsums[2L] sc[2L] + bsums[2L+1] sc[2L+1] (mm_q6_k). The signed scales
+// go through their offset form su = sc + 128 = sum_i 4^i d_i (d_i <= 3, so q * d_i <= 189 fits a
+// u8): lane = sum_i 4^i (A_i . B) - 32 * (4 (q . B) + corr_L), the last product started from
+// corr_L in its C operand. K layout: thread q holds sub-blocks is_a = 4 (q >> 1) + (q & 1)
+// (k = 4q..) and is_b = is_a + 2 (k = 16+4q..), the low and high nibbles of the same ql bytes
+// and bits 2k / 2k + 4 of the same qh bytes (k = q & 1). The lane sums can exceed 2^24: converted
+// with I2F (round to nearest, as _mm256_cvtepi32_ps).
+template <int PF>
+QK_DEV void mma_q6_k_body(const MmArgs& A) {
+    const MmaCtx c = mma_ctx(A);
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, q = c.q, j = q >> 1, k = q & 1u;
+    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 208u, (const u8*)J.w + (u64)c.row[1] * nb * 208u};
+    const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
+    const u32 capw = J.capw, last = c.nt - 1u;
+    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
+    const float* ad = (const float*)J.a_d;
+    const i16* bs = (const i16*)J.a_x;
+    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const i32 cz[4] = {0, 0, 0, 0};
+    float acc[4][8];
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+QK_UNROLL(1)
+    for (u32 b = 0; b < nb; ++b) {
+        u32 ql[2][8], qh[2][8], sw[2][4], dig[2][2][4];  // dig[h][a/b][i]: digit i of su, byte = half
+        float xd[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* body = w[h] + 208u * b;
+            mm_pf<PF, true>(body + 208u * PF, b, nb, 208u, q);
+            ld_body<8, 16>(body + 64u * j + 32u * k, ql[h]);
+            ld_body<8, 16>(body + 128u + 32u * j, qh[h]);
+            ld_body<4, 16>(body + 192u, sw[h]);
+            xd[h] = qk_h2f(qk_ld(wd[h] + b));
+            // scales[2 is + half] of is_a / is_b: byte 2k + half of scale word 2j / 2j + 1
+            const u32 wa = (j ? sw[h][2] : sw[h][0]) ^ 0x80808080u, wb = (j ? sw[h][3] : sw[h][1]) ^ 0x80808080u;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                dig[h][0][i] = ((wa >> (16u * k)) >> (2 * i)) & 0x0303u;  // half 0 in byte 0, half 1 in byte 1
+                dig[h][1][i] = ((wb >> (16u * k)) >> (2 * i)) & 0x0303u;
+            }
+        }
+        float d[4];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(da, xd[h]);
+        }
+        u32 bsw[2][8];  // the 16 bsums of tokens 2q, 2q + 1 (bsums[2L], bsums[2L + 1] in word L)
+#pragma unroll
+        for (int t = 0; t < 2; ++t) ld_body<8, 16>((const u8*)(bs + ((u64)tk[t] * nb + b) * 16u), bsw[t]);
+        const u32* ab = aq + (u64)(64u * b + 8u * (4u * j + k)) * capw;  // q8 words of is_a (+16 words: is_b)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) {
+            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(16 + l) * capw)};
+            const int half = l >> 2;
+            u32 qa[2], qb[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                qa[h] = (ql[h][l] & 0x0f0f0f0fu) | (((qh[h][l] >> (2u * k)) & 0x03030303u) << 4);
+                qb[h] = ((ql[h][l] >> 4) & 0x0f0f0f0fu) | (((qh[h][l] >> (2u * k + 4u)) & 0x03030303u) << 4);
+            }
+            // corr_L of the 4 cells: C operand of the (4 q) . B product
+            i32 corr[4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32 scp = sw[h][l >> 1];
+#pragma unroll
+                for (int t = 0; t < 2; ++t)
+                    corr[2 * h + t] = (l & 1) ? qk_dp2a_hi((i32)bsw[t][l], (i32)scp, 0) : qk_dp2a_lo((i32)bsw[t][l], (i32)scp, 0);
+            }
+            i32 tsum[4], y[4];
+            {
+                const u32 a4[4] = {qa[0] * 4u, qa[1] * 4u, qb[0] * 4u, qb[1] * 4u};
+                qk_mma_u8s8(a4, bv, corr, y);
+            }
+#pragma unroll
+            for (int i = 3; i >= 0; --i) {
+                u32 ai[4];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    ai[h] = qa[h] * ((dig[h][0][i] >> (8 * half)) & 0xffu);
+                    ai[2 + h] = qb[h] * ((dig[h][1][i] >> (8 * half)) & 0xffu);
+                }
+                i32 ci[4];
+                qk_mma_u8s8(ai, bv, i == 3 ? cz : tsum, ci);
+#pragma unroll
+                for (int x = 0; x < 4; ++x) tsum[x] = i > 0 ? (i32)((u32)ci[x] << 2) : ci[x];
+            }
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const i32 v = (i32)((u32)tsum[x] - ((u32)y[x] << 5));
+                acc[x][l] = qk_fma(d[x], qk_i2f(v), acc[x][l]);
+            }
+        }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) mma_store(A, c, x, mma_hsum8(acc[x]));
+}
+QK_DEV void mma_q6_k(const MmArgs& A) { mma_q6_k_body<QK_PF_MMA_Q6K>(A); }
+MMA_KERNEL(q6_k, mma_q6_k, QK_MINB_MMA_Q6K)
+
 QK_DEV float deq_q6_k(const u8* body, u32 d16, u32 e, const u32*) {
     const u32 n = e / 128, r = e % 128, quarter = r / 32, l = r % 32, is = l / 16;
     const u32 qlb = body[64 * n + l + (quarter & 1u ? 32u : 0u)];

@@ -106,7 +106,22 @@ pub fn threads_per_row(format: Format, s: u32) -> u32 {
 /// Whether the format has a tensor-core matmul kernel (`qk_mma_*`, mm_common.cuh "Tensor-core
 /// kernels": a warp per 16 rows and 8 token slots, integer lane sums by `mma.sync` m16n8k32).
 pub fn has_mma(format: Format) -> bool {
-    matches!(format, Format::Q4_K | Format::Q5_K)
+    mma_default_nt(format) > 0
+}
+
+/// From how many tokens a format runs its tensor-core kernel by default (0: it has none). H200,
+/// 1 GiB, kernel-only GB/s without / with (benches/results/2026-12-04-h200-session10, run3 and
+/// run4): q4_K NT 2 2409 / 2265, NT 4 1300 / 2230; q5_K NT 2 2589 / 2591, NT 4 1489 / 2559; q6_K
+/// NT 4 1968 / 1998, NT 8 1118 / 1949; iq2_xxs NT 2 911 / 829, NT 4 616 / 829.
+pub fn mma_default_nt(format: Format) -> u32 {
+    match format {
+        Format::Q4_K | Format::Q5_K => 3,
+        Format::Q6_K => 5,
+        Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S => 3,
+        Format::IQ3_XXS | Format::IQ3_S => 3,
+        Format::IQ4_XS => 3,
+        _ => 0,
+    }
 }
 
 /// Index of the tensor-core kernel in [`mm_kernel_names`].

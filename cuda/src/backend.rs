@@ -41,11 +41,6 @@ fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) 
     Ok(qkern_formats::env::knob(name, expected, parse)?)
 }
 
-/// Smallest token count that runs the tensor-core kernels by default ([`CudaBackend::set_mma_tokens`]).
-/// H200, 1 GiB, kernel-only GB/s at NT 2 (session 10 run3): q4_K 2409 without them against
-/// 2265 with, q5_K 2589 against 2591; at NT 4 1300 against 2230 and 1489 against 2559.
-pub const DEFAULT_MMA_NT: u32 = 3;
-
 fn parse_mma_nt(s: &str) -> Option<u32> {
     s.parse::<u32>().ok().filter(|&n| n <= args::MAX_NT as u32)
 }
@@ -78,7 +73,8 @@ pub struct CudaBackend {
     cold: Box<Cold>,
     /// Override of the S = 4 row threshold (`u64::MAX - 1` = none).
     s4_override: AtomicU64,
-    /// Smallest token count that runs the tensor-core kernels (0: never; `args::plan_matmul`).
+    /// Override of the smallest token count that runs the tensor-core kernels (0: never;
+    /// `u32::MAX`: each format's `args::mma_default_nt`).
     mma_nt: std::sync::atomic::AtomicU32,
 }
 
@@ -387,7 +383,7 @@ impl CudaBackend {
                 flag: Mutex::new(None),
             }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
-            mma_nt: std::sync::atomic::AtomicU32::new(if major >= 8 { DEFAULT_MMA_NT } else { 0 }),
+            mma_nt: std::sync::atomic::AtomicU32::new(if major >= 8 { u32::MAX } else { 0 }),
         })
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
@@ -890,16 +886,28 @@ impl CudaBackend {
     }
 
     /// From how many tokens the formats with a tensor-core kernel (`args::has_mma`) use it
-    /// (`Some(0)`: never; `None`: the default, [`DEFAULT_MMA_NT`]). The bits are the same either
-    /// way; the kernels need compute capability 8.0, so on older devices only `Some(0)` is valid.
+    /// (`Some(0)`: never; `None`: each format's default, `args::mma_default_nt`). The bits are
+    /// the same either way; the kernels need compute capability 8.0, so on older devices only
+    /// `Some(0)` and `None` (never, there) are valid.
     pub fn set_mma_tokens(&self, n: Option<u32>) -> Result<()> {
         let old = self.arch.trim_start_matches("sm_").parse::<u32>().map(|v| v < 80).unwrap_or(true);
-        let n = n.unwrap_or(if old { 0 } else { DEFAULT_MMA_NT });
-        if n > args::MAX_NT as u32 || (n > 0 && old) {
-            return Err(invalid(format!("tensor-core kernels from {n} tokens: not available on {}", self.arch)));
-        }
-        self.mma_nt.store(n, Ordering::Relaxed);
+        let v = match n {
+            None if old => 0,
+            None => u32::MAX,
+            Some(n) if n > args::MAX_NT as u32 || (n > 0 && old) => {
+                return Err(invalid(format!("tensor-core kernels from {n} tokens: not available on {}", self.arch)));
+            }
+            Some(n) => n,
+        };
+        self.mma_nt.store(v, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn mma_nt(&self, format: Format) -> u32 {
+        match self.mma_nt.load(Ordering::Relaxed) {
+            u32::MAX => args::mma_default_nt(format),
+            n => n,
+        }
     }
 
     /// Tests and benchmarks: force the lane-split choice of the 256-element formats
@@ -910,7 +918,7 @@ impl CudaBackend {
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
         let m = self.module(Module::Weights(format))?;
-        let mma_nt = self.mma_nt.load(Ordering::Relaxed);
+        let mma_nt = self.mma_nt(format);
         args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(format), 2 * self.sms as u64, mma_nt, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             self.launch(f, l.grid, l.block, a)
