@@ -109,17 +109,21 @@ pub fn has_mma(format: Format) -> bool {
     mma_default_nt(format) > 0
 }
 
-/// From how many tokens a format runs its tensor-core kernel by default (0: it has none). H200,
-/// 1 GiB, kernel-only GB/s without / with (benches/results/2026-12-04-h200-session10, run3 and
-/// run4): q4_K NT 2 2409 / 2265, NT 4 1300 / 2230; q5_K NT 2 2589 / 2591, NT 4 1489 / 2559; q6_K
-/// NT 4 1968 / 1998, NT 8 1118 / 1949; iq2_xxs NT 2 911 / 829, NT 4 616 / 829.
+/// From how many tokens a format runs its tensor-core kernel by default (0: it has none): where
+/// it measured faster than the lane kernels (H200, 1 GiB, kernel-only GB/s without / with,
+/// benches/results/2026-12-04-h200-session10 run3 to run5; the tensor-core kernels cost the same
+/// at every NT, the lane kernels slow down with NT): q4_K NT 2 2409 / 2265, NT 4 1300 / 2230;
+/// q5_K NT 2 2589 / 2591, NT 4 1489 / 2559; q6_K NT 4 1968 / 1998, NT 8 1118 / 1949; iq2_xxs NT 2
+/// 909 / 836, NT 4 614 / 836; iq2_xs NT 2 788 / 833; iq2_s NT 2 1046 / 922, NT 4 723 / 922;
+/// iq3_xxs NT 2 1162 / 857, NT 4 834 / 857; iq3_s NT 2 976 / 1206; iq4_xs NT 4 1624 / 1161, NT 8
+/// 902 / 1159 (from 6: interpolated, NT 5..7 not measured).
 pub fn mma_default_nt(format: Format) -> u32 {
     match format {
-        Format::Q4_K | Format::Q5_K => 3,
+        Format::IQ2_XS | Format::IQ3_S => 2,
+        Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S => 3,
+        Format::IQ3_XXS => 4,
         Format::Q6_K => 5,
-        Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S => 3,
-        Format::IQ3_XXS | Format::IQ3_S => 3,
-        Format::IQ4_XS => 3,
+        Format::IQ4_XS => 6,
         _ => 0,
     }
 }
