@@ -223,14 +223,17 @@ pub struct Options {
     /// `QKERN_WGPU_COPY_THREADS`, 1 to 64, else half the host's cores, at most 8, on GPU
     /// adapters and 1 on CPU adapters). See [`WgpuBackend::copy_threads`].
     pub copy_threads: Option<usize>,
-    /// The IQ2/IQ3 formats on thread pairs (`None`: `QKERN_WGPU_IQPAIR=0|1`, else off). See
-    /// [`Tuning::iq_pairs`].
+    /// The IQ2/IQ3 formats on thread pairs (`None`: `QKERN_WGPU_IQPAIR=0|1`, else on exactly when
+    /// q8_K activations are split, [`Options::q8k_split`]). See [`Tuning::iq_pairs`].
     pub iq_pairs: Option<bool>,
     /// q8_K activations on the device in the *split* layout: per token the quants of every
     /// block, then their bsums, then their d, so that the thread-pair kernels read a token's 4
     /// lane words with one 16-byte load (`None`: `QKERN_WGPU_Q8K=ggml|split`, else `ggml`:
-    /// ggml's own 292-byte blocks, 4-byte aligned, read a word at a time). Off by default until
-    /// measured on a GPU. `import` and `read_acts` convert either way.
+    /// ggml's own 292-byte blocks, 4-byte aligned, read a word at a time). Off by default: on the
+    /// H200 (benches/results/2026-12-04-h200-session10/run1, kernel-only GB/s) it lifts the IQ2/IQ3
+    /// formats on thread pairs (NT 8 +40-95 %, NT 1 -11 to +11 %) but costs q4_K, q5_K and iq4_xs
+    /// 13-28 % at NT 8, and the layout is one per backend. `import` and `read_acts` convert
+    /// either way.
     pub q8k_split: Option<bool>,
 }
 
@@ -615,9 +618,12 @@ impl WgpuBackend {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_Q8K", "ggml or split", parse_q8k)?.unwrap_or(false),
         };
+        // The IQ pair kernels pay off with the split q8_K layout only (H200, session 10 run1,
+        // kernel-only NT 8: iq2_xxs 284 -> 467 GB/s, iq3_xxs 409 -> 670 with both, against 172 and
+        // 242 with pairs on ggml's layout), so they follow it unless asked.
         let iq_pairs = match opts.iq_pairs {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(false),
+            None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(q8k_split),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
