@@ -579,6 +579,12 @@ QK_DEV void mma_store(const MmArgs& A, const MmaCtx& c, int cell, float v) {
 #ifndef QK_PF_MMA_IQ4XS
 #define QK_PF_MMA_IQ4XS 2
 #endif
+#ifndef QK_MINB_MMA_Q51
+#define QK_MINB_MMA_Q51 2
+#endif
+#ifndef QK_PF_MMA_Q51
+#define QK_PF_MMA_Q51 4
+#endif
 #define MMA_KERNEL(fmt, fn, minb) QK_ENTRY_LB(qk_mma_##fmt, MmArgs, fn, minb)
 
 // The IQ2/IQ3 formats' lane L on tensor cores: lane = sum over K of s_k * sg_k * v_k * y_k, with v

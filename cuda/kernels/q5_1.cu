@@ -66,6 +66,92 @@ QK_UNROLL(QK_UNROLL_B5(NTM))
 MM_KERNELS_B(q5_1, mm_q5_1)
 MM_KERNELS_K(q5_1, UnitQ5_1, MmSumms)
 
+// q5_1 on tensor cores (mm_common.cuh "Tensor-core kernels"). A block has one scale, so K is
+// the block's 32 quants and the lanes go to N instead: per token one m16n8k32 product with
+// B[k][n] = q8[k] where lane(k) = k / 4 == n, else 0 (thread (g, q) puts the token's word g in
+// b[0] when g == q, in b[1] when g == q + 4). C[row][lane], started from QK_BIAS (the lanes are
+// below 2^22 in magnitude), holds lanes 2q, 2q + 1 of rows g, g + 8: the thread runs those
+// chains for every token; hsum_float_8 takes 2 shuffles per lane parity at the end. summs:
+// thread q owns tokens 2q, 2q + 1 (and stores them). The weights are tiled (layout.rs), so a
+// warp's 16 rows read one contiguous 384-byte span per block.
+template <int PF>
+QK_DEV void mma_q5_1_body(const MmArgs& A) {
+    const MmaCtx c = mma_ctx(A);
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, q = c.q, g = c.g, capw = J.capw, last = c.nt - 1u;
+    const float* ad = (const float*)J.a_d;
+    const float* as = (const float*)J.a_x;
+    const i32 cb[4] = {QK_BIAS, QK_BIAS, QK_BIAS, QK_BIAS};
+    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    // word g of a token's block b: quad 2b + (g >> 2), word g & 3 (layout.rs ActLayout)
+    const u32* ay = (const u32*)J.a_qs + (u64)(g >> 2) * capw * 4u + (g & 3u);
+    float acc[8][4], summs[2][2];
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) acc[t][x] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) summs[h][0] = summs[h][1] = 0.0f;
+QK_UNROLL(1)
+    for (u32 b = 0; b < nb; ++b) {
+        u32 a[4];
+        float dx[2], m[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* blk = (const u8*)J.w + qk_wblk(J.rows, nb, c.row[h], b) * 24u;
+            if (PF > 0 && q == 0 && b + PF < nb) qk_prefetch_l2((const u8*)J.w + qk_wblk(J.rows, nb, c.row[h], b + PF) * 24u);
+            const uint2 hd = ld64(blk);  // d, m | qh
+            const u32 qw = ld32(blk + 8u + 4u * q);
+            dx[h] = qk_h2f((u16)(hd.x & 0xffffu));
+            m[h] = qk_h2f((u16)(hd.x >> 16));
+            a[h] = (qw & 0x0f0f0f0fu) | (qk_mask4((hd.y >> (4u * q)) & 0xfu) & 0x10101010u);
+            a[2 + h] = ((qw >> 4) & 0x0f0f0f0fu) | (qk_mask4((hd.y >> (16u + 4u * q)) & 0xfu) & 0x10101010u);
+        }
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            const u32 tt = (u32)t < last ? (u32)t : last;
+            const u32 y = qk_ld(ay + ((u64)2u * b * capw + tt) * 4u);
+            const u32 bv[2] = {g == q ? y : 0u, g == q + 4u ? y : 0u};
+            i32 cl[4];
+            qk_mma_u8s8(a, bv, cb, cl);
+            const float da = qk_ld(ad + (u64)b * capw + tt);
+            const float d0 = qk_mul(dx[0], da), d1 = qk_mul(dx[1], da);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[t][x] = qk_fma(x < 2 ? d0 : d1, qk_unbias(cl[x]), acc[t][x]);
+        }
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const float sa = qk_ld(as + (u64)b * capw + tk[k]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) summs[h][k] = qk_fma(m[h], sa, summs[h][k]);
+        }
+    }
+    // hsum_float_8 per (token, row) over the 4 threads q of the row pair (lanes 2q, 2q + 1 each):
+    // even lanes (l0 + l4) + (l2 + l6), odd ones (l1 + l5) + (l3 + l7), then their sum.
+    float hs[2][8];
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float e = acc[t][2 * h], o = acc[t][2 * h + 1];
+            e = qk_add(e, qk_shfl_xor(e, 2));
+            o = qk_add(o, qk_shfl_xor(o, 2));
+            e = qk_add(e, qk_shfl_xor(e, 1));
+            o = qk_add(o, qk_shfl_xor(o, 1));
+            hs[h][t] = qk_add(e, o);
+        }
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32 t = 2u * q + (u32)k;
+            if (c.valid[h] && t < c.nt)
+                ((float*)J.out)[(u64)t * J.rows + c.row[h]] = qk_add(mm_pick<8>(hs[h], t), summs[h][k]);
+        }
+}
+QK_DEV void mma_q5_1(const MmArgs& A) { mma_q5_1_body<QK_PF_MMA_Q51>(A); }
+MMA_KERNEL(q5_1, mma_q5_1, QK_MINB_MMA_Q51)
+
 QK_DEV float deq_q5_1(const u8* blk, u32, u32 e, const u32*) {
     const u32 dm = ld32(blk);
     const u32 qh = ld32(blk + 4);

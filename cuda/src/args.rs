@@ -124,6 +124,7 @@ pub fn mma_default_nt(format: Format) -> u32 {
         Format::IQ3_XXS => 4,
         Format::Q6_K => 5,
         Format::IQ4_XS => 6,
+        Format::Q5_1 => 5,
         _ => 0,
     }
 }
