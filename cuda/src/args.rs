@@ -106,17 +106,31 @@ pub fn threads_per_row(format: Format, s: u32) -> u32 {
 /// Whether the format has a tensor-core matmul kernel (`qk_mma_*`, mm_common.cuh "Tensor-core
 /// kernels": a warp per 16 rows and 8 token slots, integer lane sums by `mma.sync` m16n8k32).
 pub fn has_mma(format: Format) -> bool {
-    mma_default_nt(format) > 0
+    matches!(
+        format,
+        Format::Q4_K
+            | Format::Q5_K
+            | Format::Q6_K
+            | Format::IQ2_XXS
+            | Format::IQ2_XS
+            | Format::IQ2_S
+            | Format::IQ3_XXS
+            | Format::IQ3_S
+            | Format::IQ4_XS
+            | Format::Q5_1
+    )
 }
 
-/// From how many tokens a format runs its tensor-core kernel by default (0: it has none): where
+/// From how many tokens a format runs its tensor-core kernel by default (0: not by default): where
 /// it measured faster than the lane kernels (H200, 1 GiB, kernel-only GB/s without / with,
 /// benches/results/2026-12-04-h200-session10 run3 to run5; the tensor-core kernels cost the same
 /// at every NT, the lane kernels slow down with NT): q4_K NT 2 2409 / 2265, NT 4 1300 / 2230;
 /// q5_K NT 2 2589 / 2591, NT 4 1489 / 2559; q6_K NT 4 1968 / 1998, NT 8 1118 / 1949; iq2_xxs NT 2
 /// 909 / 836, NT 4 614 / 836; iq2_xs NT 2 788 / 833; iq2_s NT 2 1046 / 922, NT 4 723 / 922;
 /// iq3_xxs NT 2 1162 / 857, NT 4 834 / 857; iq3_s NT 2 976 / 1206; iq4_xs NT 4 1624 / 1161, NT 8
-/// 902 / 1159 (from 6: interpolated, NT 5..7 not measured).
+/// 902 / 1159 (from 6: interpolated, NT 5..7 not measured). q5_1's is off: bit-equal on the H200
+/// but slower, NT 8 786 against 1065 (run7; its float chains, not its integer sums, bound it);
+/// `QKERN_CUDA_MMA_NT` turns it on.
 pub fn mma_default_nt(format: Format) -> u32 {
     match format {
         Format::IQ2_XS | Format::IQ3_S => 2,
@@ -124,7 +138,6 @@ pub fn mma_default_nt(format: Format) -> u32 {
         Format::IQ3_XXS => 4,
         Format::Q6_K => 5,
         Format::IQ4_XS => 6,
-        Format::Q5_1 => 5,
         _ => 0,
     }
 }
@@ -329,4 +342,58 @@ pub fn quant_launch(act: Format, cols: usize, tokens: usize) -> (u32, u32) {
 pub fn deq_launch(elems: u64) -> (u32, u32) {
     let block = 256u32;
     (elems.div_ceil(block as u64).clamp(1, 65536) as u32, block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(rows: u32, tokens: u32) -> MmJobDesc {
+        MmJobDesc { w: 0, wd: 0, a_qs: 0, a_d: 0, a_x: 0, out: 0, rows, tokens, capw: 8, act_blocks: 16 }
+    }
+
+    /// The kernels `plan_matmul` picks for one job of `rows` x `tokens` (4096 columns).
+    fn kernels(f: Format, rows: u32, tokens: u32, s4_rows: u64, mma_nt: u32) -> Vec<(usize, u32, u32)> {
+        let mut v = Vec::new();
+        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], s4_rows, 0, mma_nt, |l, a| {
+            v.push((l.kernel, l.grid, a.jobs[0].nt));
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn tensor_core_kernels_are_named_and_defaults_have_one() {
+        for f in Format::WEIGHTS {
+            let names = mm_kernel_names(f);
+            assert_eq!(names.len(), MMA_KERNEL + 1);
+            assert_eq!(names[MMA_KERNEL].is_some(), has_mma(f), "{f}");
+            if let Some(n) = &names[MMA_KERNEL] {
+                assert_eq!(n, &format!("qk_mma_{}", stem(f)));
+            }
+            let d = mma_default_nt(f);
+            assert!(d == 0 || (has_mma(f) && d as usize <= MAX_NT), "{f}: default {d}");
+        }
+    }
+
+    #[test]
+    fn plan_picks_the_tensor_core_kernel_from_its_token_count() {
+        // large launch (S = 1): from mma_nt tokens on, the tensor-core kernel, 2 threads per row
+        // (a warp per 16 rows: 128 rows per 256-thread CTA)
+        let rows = 100_000;
+        assert_eq!(kernels(Format::Q4_K, rows, 2, 0, 3), vec![(mm_kernel_index(2, 1), rows.div_ceil(128), 2)]);
+        assert_eq!(kernels(Format::Q4_K, rows, 3, 0, 3), vec![(MMA_KERNEL, rows.div_ceil(128), 3)]);
+        // 0: never; a format without one: never
+        assert_eq!(kernels(Format::Q4_K, rows, 8, 0, 0)[0].0, mm_kernel_index(8, 1));
+        assert_eq!(kernels(Format::Q8_0, rows, 8, 0, 1)[0].0, mm_kernel_index(8, 1));
+        // small launches take S = 4, not the tensor cores
+        assert_eq!(kernels(Format::Q4_K, 640, 8, u64::MAX, 1)[0].0, mm_kernel_index(8, 4));
+        // 11 tokens: an 8-token chunk on the tensor cores, then 3 tokens (still >= 3)
+        let k = kernels(Format::Q5_K, rows, 11, 0, 3);
+        assert_eq!(k.len(), 1, "both chunks are jobs of one launch");
+        assert_eq!(k[0].0, MMA_KERNEL);
+        let k = kernels(Format::Q5_K, rows, 10, 0, 3);
+        assert_eq!(k[0].0, MMA_KERNEL, "the launch's largest job decides");
+    }
 }
