@@ -76,29 +76,19 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 // a[0] = A[g][4q..4q+3], a[1] = A[g+8][4q..], a[2] = A[g][16+4q..], a[3] = A[g+8][16+4q..];
 // b[0] = B[4q..4q+3][g], b[1] = B[16+4q..][g]; c/d[0, 1] = C[g][2q, 2q+1], c/d[2, 3] = C[g+8][2q, 2q+1].
 // The host selects the kernels that use it only on devices of compute capability 8.0 or more.
-QK_DEV void qk_mma_u8s8(const u32* a, const u32* b, const i32* c, i32* d) {
 #if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %11, %12, %13};"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]),
-          "r"(c[3]));
+#define QK_MMA_M16N8K32(atype)                                                                          \
+    asm("mma.sync.aligned.m16n8k32.row.col.s32." atype ".s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "  \
+        "{%8, %9}, {%10, %11, %12, %13};"                                                               \
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                                \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]),       \
+          "r"(c[2]), "r"(c[3]))
 #else
-    __trap();
+#define QK_MMA_M16N8K32(atype) __trap()
 #endif
-}
+QK_DEV void qk_mma_u8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_MMA_M16N8K32("u8"); }
 // The same with signed A bytes (.s8.s8).
-QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) {
-#if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %11, %12, %13};"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]),
-          "r"(c[3]));
-#else
-    __trap();
-#endif
-}
+QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_MMA_M16N8K32("s8"); }
 
 #else
 // ------------------------------------------------------------------------- host emulator

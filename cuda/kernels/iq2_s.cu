@@ -61,7 +61,7 @@ QK_UNROLL(QK_UNROLL_P4)
 MM_KERNELS_L4(iq2_s, mm_iq2_s, 1)
 MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 
-// On tensor cores (mm_common.cuh mma_iq2_pairs): entry e of sub-block ib is grid index
+// On tensor cores (mm_common.cuh mma_iq, MmaIq2Pairs): entry e of sub-block ib is grid index
 // qs[4 ib + e] | ((qh[ib] >> 2e) & 3) << 8 with sign byte qs[32 + 4 ib + e]; the scale byte is
 // scales[ib].
 struct MmaIq2S {
@@ -76,7 +76,7 @@ struct MmaIq2S {
         *scb = ld8(body + 72u + ib);
     }
 };
-QK_DEV void mma_iq2_s(const MmArgs& A) { mma_iq2_pairs<MmaIq2S, QK_PF_MMA_IQ>(A); }
+QK_DEV void mma_iq2_s(const MmArgs& A) { mma_iq<MmaIq2Pairs<MmaIq2S>, QK_PF_MMA_IQ>(A); }
 MMA_KERNEL(iq2_s, mma_iq2_s, QK_MINB_MMA_IQ)
 
 QK_DEV float deq_iq2_s(const u8* body, u32 d16, u32 e, const u32* tab) {

@@ -58,7 +58,7 @@ QK_UNROLL(QK_UNROLL_P4)
 MM_KERNELS_L4(iq2_xs, mm_iq2_xs, 1)
 MM_KERNELS_L4(iq2_xs, mm_iq2_xs, 4)
 
-// On tensor cores (mm_common.cuh mma_iq2_pairs): entry e of sub-block ib is qs[4 ib + e], a 9-bit
+// On tensor cores (mm_common.cuh mma_iq, MmaIq2Pairs): entry e of sub-block ib is qs[4 ib + e], a 9-bit
 // grid index and ksigns of its 7 sign bits; the scale byte is scales[ib].
 struct MmaIq2Xs {
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u;
@@ -73,7 +73,7 @@ struct MmaIq2Xs {
         *scb = ld8(body + 64u + ib);
     }
 };
-QK_DEV void mma_iq2_xs(const MmArgs& A) { mma_iq2_pairs<MmaIq2Xs, QK_PF_MMA_IQ>(A); }
+QK_DEV void mma_iq2_xs(const MmArgs& A) { mma_iq<MmaIq2Pairs<MmaIq2Xs>, QK_PF_MMA_IQ>(A); }
 MMA_KERNEL(iq2_xs, mma_iq2_xs, QK_MINB_MMA_IQ)
 
 QK_DEV float deq_iq2_xs(const u8* body, u32 d16, u32 e, const u32* tab) {

@@ -59,84 +59,21 @@ QK_UNROLL(QK_UNROLL_P4)
 MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 1)
 MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 4)
 
-// iq2_xxs on tensor cores (mm_common.cuh "Tensor-core kernels", iq_mma_lane): grid bytes <= 43, so
-// base-6 digits (2 of them cover 2 ls + 1 <= 31). Thread q holds sub-blocks q (k = 4q..) and
-// q + 4 (k = 16+4q..); lanes L and L + 1 (L even) share one 8-byte grid entry and its 8 signs.
-template <int PF>
-QK_DEV void mma_iq2_xxs_body(const MmArgs& A) {
-    QK_SHARED u32 grid[512];
-    mm_load_table(grid, A, TAB_IQ2XXS, 512);
-    const MmaCtx c = mma_ctx(A);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, q = c.q;
-    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 64u, (const u8*)J.w + (u64)c.row[1] * nb * 64u};
-    const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-    const u32 capw = J.capw, last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
-    const float* ad = (const float*)J.a_d;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
-    float acc[4][8];
+// On tensor cores (mm_common.cuh mma_iq, MmaIq2Pairs): entry e of sub-block ib is grid index
+// byte e of its first word with ksigns of bits 7e.. of the second; one scale for all 8 lanes.
+struct MmaIq2Xxs {
+    static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
+    static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
+        const uint2 e = ld64(body + 8u * ib);
 #pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
-QK_UNROLL(1)
-    for (u32 b = 0; b < nb; ++b) {
-        u32 a0[4], a1[4], sc[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
-        float xd[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const u8* body = w[h] + 64u * b;
-            mm_pf<PF, true>(body + 64u * PF, b, nb, 64u, q);
-            xd[h] = qk_h2f(qk_ld(wd[h] + b));
-#pragma unroll
-            for (int kh = 0; kh < 2; ++kh) {
-                const uint2 e = ld64(body + 8u * (q + 4u * (u32)kh));
-                a0[2 * kh + h] = e.x;
-                a1[2 * kh + h] = e.y;
-                sc[2 * kh + h] = 2u * (e.y >> 28) + 1u;
-            }
+        for (int k = 0; k < 4; ++k) {
+            gi[k] = wbyte(e.x, (u32)k);
+            sg[k] = ksigns((e.y >> (7 * k)) & 127u);
         }
-        u32 dg[2][4];
-        iq_digits<6, 2>(sc, dg);
-        float d[4];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
-        }
-        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
-#pragma unroll
-        for (int l2 = 0; l2 < 4; ++l2) {
-            uint2 g[4];
-            u32 sg[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                g[k] = ((const uint2*)grid)[(a0[k] >> (8 * l2)) & 0xffu];
-                sg[k] = ksigns((a1[k] >> (7 * l2)) & 127u);
-            }
-#pragma unroll
-            for (int o = 0; o < 2; ++o) {
-                const int l = 2 * l2 + o;
-                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
-                u32 v[4], m[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    v[k] = o ? g[k].y : g[k].x;
-                    m[k] = qk_mask4((sg[k] >> (4 * o)) & 0xfu);
-                }
-                i32 lane[4];
-                iq_mma_lane<6, 2>(v, m, dg, bv, lane);
-#pragma unroll
-                for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
-            }
-        }
+        *scb = (e.y >> 28) * 0x11u;
     }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, qk_mul(0.125f, mma_hsum8(acc[x])));
-}
-QK_DEV void mma_iq2_xxs(const MmArgs& A) { mma_iq2_xxs_body<QK_PF_MMA_IQ>(A); }
+};
+QK_DEV void mma_iq2_xxs(const MmArgs& A) { mma_iq<MmaIq2Pairs<MmaIq2Xxs>, QK_PF_MMA_IQ>(A); }
 MMA_KERNEL(iq2_xxs, mma_iq2_xxs, QK_MINB_MMA_IQ)
 
 QK_DEV float deq_iq2_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {

@@ -67,78 +67,29 @@ QK_UNROLL(QK_UNROLL_P4)
 MM_KERNELS_L4(iq3_s, mm_iq3_s, 1)
 MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)
 
-// iq3_s on tensor cores (mm_common.cuh "Tensor-core kernels", iq_mma_lane): grid bytes <= 15, so
-// base-16 digits (2 of them cover 2 ls + 1 <= 31). Thread q holds sub-blocks q (k = 4q..) and
-// q + 4 (k = 16+4q..); lane L is grid entry qs[8 ib + L] | qh bit L << 8, signed by bits 4L.. of
-// the sub-block's sign word.
-template <int PF>
-QK_DEV void mma_iq3_s_body(const MmArgs& A) {
-    QK_SHARED u32 grid[512];
-    mm_load_table(grid, A, TAB_IQ3S, 512);
-    const MmaCtx c = mma_ctx(A);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, q = c.q;
-    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 108u, (const u8*)J.w + (u64)c.row[1] * nb * 108u};
-    const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-    const u32 capw = J.capw, last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
-    const float* ad = (const float*)J.a_d;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
-    float acc[4][8];
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
-QK_UNROLL(1)
-    for (u32 b = 0; b < nb; ++b) {
-        u32 qs[4][2], qh[4], sgw[4], sc[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
-        float xd[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const u8* body = w[h] + 108u * b;
-            mm_pf<PF, true>(body + 108u * PF, b, nb, 108u, q);
-            xd[h] = qk_h2f(qk_ld(wd[h] + b));
-            const u32 qhw0 = ld32(body + 64u), qhw1 = ld32(body + 68u), scw = ld32(body + 104u);
-#pragma unroll
-            for (int kh = 0; kh < 2; ++kh) {
-                const u32 ib = q + 4u * (u32)kh, k = 2 * kh + h;
-                qs[k][0] = ld32(body + 8u * ib);
-                qs[k][1] = ld32(body + 8u * ib + 4u);
-                qh[k] = wbyte(kh ? qhw1 : qhw0, q);
-                sgw[k] = ld32(body + 72u + 4u * ib);
-                const u32 scb = wbyte(scw, ib / 2u);
-                sc[k] = 2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u;
-            }
+// On tensor cores (mm_common.cuh mma_iq): lane l of sub-block ib is grid entry qs[8 ib + l] | qh bit l
+// << 8, signed by bits 4l.. of the sub-block's sign word; grid bytes <= 15: base-16 digits.
+struct MmaIq3S {
+    static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
+    static constexpr int R = 16, ND = 2;
+    static constexpr float SCALE = 1.0f;
+    struct Sub {
+        u32 qs[2], qh, sgw, sc;
+        // (108-byte bodies: only 4-byte aligned)
+        QK_MEMBER void load(const u8* body, u32 ib) {
+            qs[0] = ld32(body + 8u * ib);
+            qs[1] = ld32(body + 8u * ib + 4u);
+            qh = ld8(body + 64u + ib);
+            sgw = ld32(body + 72u + 4u * ib);
+            const u32 scb = ld8(body + 104u + ib / 2u);
+            sc = 2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u;
         }
-        u32 dg[2][4];
-        iq_digits<16, 2>(sc, dg);
-        float d[4];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
-        }
-        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) {
-            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
-            u32 v[4], m[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                v[k] = grid[((qh[k] << (8 - l)) & 256u) | wbyte(qs[k][l >> 2], (u32)(l & 3))];
-                m[k] = qk_mask4((sgw[k] >> (4 * l)) & 0xfu);
-            }
-            i32 lane[4];
-            iq_mma_lane<16, 2>(v, m, dg, bv, lane);
-#pragma unroll
-            for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
-        }
-    }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, mma_hsum8(acc[x]));
-}
-QK_DEV void mma_iq3_s(const MmArgs& A) { mma_iq3_s_body<QK_PF_MMA_IQ>(A); }
+        QK_MEMBER u32 scale(int) const { return sc; }
+        QK_MEMBER u32 grid(const u32* g, int l) const { return g[((qh << (8 - l)) & 256u) | wbyte(qs[l >> 2], (u32)(l & 3))]; }
+        QK_MEMBER u32 signs(int l) const { return (sgw >> (4 * l)) & 0xfu; }
+    };
+};
+QK_DEV void mma_iq3_s(const MmArgs& A) { mma_iq<MmaIq3S, QK_PF_MMA_IQ>(A); }
 MMA_KERNEL(iq3_s, mma_iq3_s, QK_MINB_MMA_IQ)
 
 QK_DEV float deq_iq3_s(const u8* body, u32 d16, u32 e, const u32* tab) {

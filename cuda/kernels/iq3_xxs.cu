@@ -58,75 +58,26 @@ QK_UNROLL(QK_UNROLL_P4)
 MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 1)
 MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)
 
-// iq3_xxs on tensor cores (mm_common.cuh "Tensor-core kernels", iq_mma_lane): grid bytes <= 62, so
-// base-5 digits (3 of them cover 2 ls + 1 <= 31). Thread q holds sub-blocks q (k = 4q..) and
-// q + 4 (k = 16+4q..); lane L is grid entry qs[8 ib + L] with bits 4 (L & 1).. of sign group L >> 1.
-template <int PF>
-QK_DEV void mma_iq3_xxs_body(const MmArgs& A) {
-    QK_SHARED u32 grid[256];
-    mm_load_table(grid, A, TAB_IQ3XXS, 256);
-    const MmaCtx c = mma_ctx(A);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, q = c.q;
-    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 96u, (const u8*)J.w + (u64)c.row[1] * nb * 96u};
-    const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-    const u32 capw = J.capw, last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
-    const float* ad = (const float*)J.a_d;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
-    float acc[4][8];
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
-QK_UNROLL(1)
-    for (u32 b = 0; b < nb; ++b) {
-        u32 qs[4][2], aux[4], sc[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
-        float xd[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const u8* body = w[h] + 96u * b;
-            mm_pf<PF, true>(body + 96u * PF, b, nb, 96u, q);
-            xd[h] = qk_h2f(qk_ld(wd[h] + b));
-#pragma unroll
-            for (int kh = 0; kh < 2; ++kh) {
-                const u32 ib = q + 4u * (u32)kh, k = 2 * kh + h;
-                const uint2 e = ld64(body + 8u * ib);
-                qs[k][0] = e.x;
-                qs[k][1] = e.y;
-                aux[k] = ld32(body + 64u + 4u * ib);
-                sc[k] = 2u * (aux[k] >> 28) + 1u;
-            }
+// On tensor cores (mm_common.cuh mma_iq): lane l of sub-block ib is grid entry qs[8 ib + l], signed
+// by bits 4 (l & 1).. of ksigns of sign group l >> 1 of aux[ib]; grid bytes <= 62: base-5 digits.
+struct MmaIq3Xxs {
+    static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u;
+    static constexpr int R = 5, ND = 3;
+    static constexpr float SCALE = 0.25f;
+    struct Sub {
+        u32 qs[2], aux;
+        QK_MEMBER void load(const u8* body, u32 ib) {
+            const uint2 e = ld64(body + 8u * ib);
+            qs[0] = e.x;
+            qs[1] = e.y;
+            aux = ld32(body + 64u + 4u * ib);
         }
-        u32 dg[3][4];
-        iq_digits<5, 3>(sc, dg);
-        float d[4];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
-        }
-        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) {
-            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
-            u32 v[4], m[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                v[k] = grid[wbyte(qs[k][l >> 2], (u32)(l & 3))];
-                m[k] = qk_mask4((ksigns((aux[k] >> (7 * (l >> 1))) & 127u) >> (4 * (l & 1))) & 0xfu);
-            }
-            i32 lane[4];
-            iq_mma_lane<5, 3>(v, m, dg, bv, lane);
-#pragma unroll
-            for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
-        }
-    }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, qk_mul(0.25f, mma_hsum8(acc[x])));
-}
-QK_DEV void mma_iq3_xxs(const MmArgs& A) { mma_iq3_xxs_body<QK_PF_MMA_IQ>(A); }
+        QK_MEMBER u32 scale(int) const { return 2u * (aux >> 28) + 1u; }
+        QK_MEMBER u32 grid(const u32* g, int l) const { return g[wbyte(qs[l >> 2], (u32)(l & 3))]; }
+        QK_MEMBER u32 signs(int l) const { return (ksigns((aux >> (7 * (l >> 1))) & 127u) >> (4 * (l & 1))) & 0xfu; }
+    };
+};
+QK_DEV void mma_iq3_xxs(const MmArgs& A) { mma_iq<MmaIq3Xxs, QK_PF_MMA_IQ>(A); }
 MMA_KERNEL(iq3_xxs, mma_iq3_xxs, QK_MINB_MMA_IQ)
 
 QK_DEV float deq_iq3_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {

@@ -85,19 +85,14 @@ QK_DEV void mma_iq4_xs_body(const MmArgs& A) {
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 136u, (const u8*)J.w + (u64)c.row[1] * nb * 136u};
-    const u32 capw = J.capw, last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
-    const float* ad = (const float*)J.a_d;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const i32 cz[4] = {0, 0, 0, 0};
     u32 kv[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
     float acc[4][8];
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+    mma_zero(acc);
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
         u32 qw[4][4], su[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
@@ -117,12 +112,7 @@ QK_UNROLL(1)
             }
         }
         float d[4];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
-        }
+        mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
         const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -154,8 +144,7 @@ QK_UNROLL(1)
             }
         }
     }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, mma_hsum8(acc[x]));
+    mma_finish<false>(A, c, acc, 1.0f);
 }
 QK_DEV void mma_iq4_xs(const MmArgs& A) { mma_iq4_xs_body<QK_PF_MMA_IQ4XS>(A); }
 MMA_KERNEL(iq4_xs, mma_iq4_xs, QK_MINB_MMA_IQ4XS)

@@ -111,22 +111,17 @@ QK_DEV void kq_mma(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * BB, (const u8*)J.w + (u64)c.row[1] * nb * BB};
     const u32 capw = J.capw;
-    // Token slots past the job's tokens read the last token again (in bounds, no predicates;
-    // their cells are never stored).
-    const u32 last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
+    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const float* ad = (const float*)J.a_d;
     const i16* bs = (const i16*)J.a_x;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const u32* tk = c.tk;
     const i32 cz[4] = {0, 0, 0, 0}, cb[4] = {QK_BIAS, QK_BIAS, QK_BIAS, QK_BIAS};
     float acc[4][8], accm[4][NM];
+    mma_zero(acc);
 #pragma unroll
-    for (int x = 0; x < 4; ++x) {
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+    for (int x = 0; x < 4; ++x)
 #pragma unroll
         for (int m = 0; m < NM; ++m) accm[x][m] = 0.0f;
-    }
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
         u32 qw[2][8], qh[2][8], slo[2][2], shi[2][2], u2[2], u3[2];

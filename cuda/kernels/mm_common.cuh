@@ -25,6 +25,14 @@ QK_DEV void mm_prefetch(const MmArgs& A, u32 j, u32 row, u32 k, u32 tpr) {
     for (u32 o = 128u * k; o < A.pf; o += 128u * tpr) qk_prefetch_l2(base + o);
 }
 
+// The job a CTA belongs to: the last whose first CTA is at or before it.
+QK_DEV u32 mm_job_of(const MmArgs& A, u32 bid) {
+    u32 j = 0;
+    for (u32 k = 1; k < A.njobs; ++k)
+        if (bid >= A.jobs[k].cta0) j = k;
+    return j;
+}
+
 // The block loops' L2 prefetch: the weight bytes of block b + AHEAD of this row where ON (the
 // format's QK_PF_* distance and token counts, common.cuh), so that more of the row is in flight
 // than the loads of one iteration (at high NT the registers allow few threads and unroll 1).
@@ -95,9 +103,7 @@ struct MmCtxB {
 QK_DEV MmCtxB mm_ctx_b(const MmArgs& A) {
     MmCtxB c;
     const u32 bid = qk_bid();
-    u32 j = 0;
-    for (u32 k = 1; k < A.njobs; ++k)
-        if (bid >= A.jobs[k].cta0) j = k;
+    const u32 j = mm_job_of(A, bid);
     c.job = j;
     const u32 tid = qk_tid();
     c.h = tid & 1u;
@@ -189,9 +195,7 @@ template <int S>
 QK_DEV MmCtxW mm_ctx_w(const MmArgs& A) {
     MmCtxW c;
     const u32 bid = qk_bid();
-    u32 j = 0;
-    for (u32 k = 1; k < A.njobs; ++k)
-        if (bid >= A.jobs[k].cta0) j = k;
+    const u32 j = mm_job_of(A, bid);
     c.job = j;
     const u32 tid = qk_tid();
     c.h = tid & 1u;
@@ -350,9 +354,7 @@ QK_DEV void mmk_body(const MmArgs& A) {
     QK_SHARED float D[MMK_R][MMK_UMAX][2][NTM];
     QK_SHARED float M[MMK_R][MMK_UMAX];
     const u32 bid = qk_bid(), tid = qk_tid();
-    u32 j = 0;
-    for (u32 k = 1; k < A.njobs; ++k)
-        if (bid >= A.jobs[k].cta0) j = k;
+    const u32 j = mm_job_of(A, bid);
     const MmJob& J = A.jobs[j];
     const u32 units = A.nb * U::UNITS_PER_BLOCK;
     const u32 rows = J.rows;
@@ -507,14 +509,16 @@ struct MmaCtx {
     u32 row[2];
     bool valid[2];
     u32 nt;
+    // Token slots past the job's tokens read the last token again (in bounds, no predicates;
+    // their cells are never stored): acol is B's token column g, tk the cells' tokens 2q, 2q + 1.
+    u32 acol;
+    u32 tk[2];
 };
 
 QK_DEV MmaCtx mma_ctx(const MmArgs& A) {
     MmaCtx c;
     const u32 bid = qk_bid();
-    u32 j = 0;
-    for (u32 k = 1; k < A.njobs; ++k)
-        if (bid >= A.jobs[k].cta0) j = k;
+    const u32 j = mm_job_of(A, bid);
     c.job = j;
     const u32 tid = qk_tid(), lane = tid & 31u;
     c.g = lane >> 2;
@@ -529,7 +533,30 @@ QK_DEV MmaCtx mma_ctx(const MmArgs& A) {
         mm_prefetch(A, j, c.row[h], c.q, 4u);
     }
     c.nt = A.jobs[j].nt;
+    const u32 last = c.nt - 1u;
+    c.acol = c.g < last ? c.g : last;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) c.tk[t] = 2u * c.q + (u32)t < last ? 2u * c.q + (u32)t : last;
     return c;
+}
+
+// The 4 cells' 8 lane chains, zeroed.
+QK_DEV void mma_zero(float (*acc)[8]) {
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+}
+
+// The cells' block factors d[2h + t] = xd[h] * yd[token tk[t]] (ggml: `d = x.d * y.d`; the
+// K-quants write `y.d * x.d`, the same bits: IEEE products commute).
+QK_DEV void mma_cell_d(const MmaCtx& c, const float* ad, u32 capw, u32 b, const float* xd, float* d) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+        const float da = qk_ld(ad + (u64)b * capw + c.tk[t]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
+    }
 }
 
 // hsum_float_8 of one cell's 8 lanes, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
@@ -541,6 +568,14 @@ QK_DEV float mma_hsum8(const float* l) {
 QK_DEV void mma_store(const MmArgs& A, const MmaCtx& c, int cell, float v) {
     const u32 t = 2u * c.q + (u32)(cell & 1), h = (u32)cell >> 1;
     if (c.valid[h] && t < c.nt) ((float*)A.jobs[c.job].out)[(u64)t * A.jobs[c.job].rows + c.row[h]] = v;
+}
+
+// The end of a kernel without extra chains: each cell's hsum_float_8 (times `scale` where
+// SCALED: ggml's 0.125 or 0.25 of the IQ2/IQ3 dots), stored.
+template <bool SCALED>
+QK_DEV void mma_finish(const MmArgs& A, const MmaCtx& c, float (*acc)[8], float scale) {
+#pragma unroll
+    for (int x = 0; x < 4; ++x) mma_store(A, c, x, SCALED ? qk_mul(scale, mma_hsum8(acc[x])) : mma_hsum8(acc[x]));
 }
 
 // Per format: the resident 256-thread CTAs asked of ptxas (QK_MINB_MMA_*) and the L2 prefetch
@@ -633,32 +668,29 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
     }
 }
 
-// iq2_xs and iq2_s on tensor cores (iq_mma_lane; grid bytes <= 43: base-6 digits, 2 of them):
-// their sub-blocks are 4 grid entries of 8 bytes (lanes 2e, 2e + 1) with 8 signs each, lanes 0-3
-// scaled by the low nibble of the sub-block's scale byte, lanes 4-7 by the high one. `U::parse`
-// gives a sub-block's 4 grid indices, 4 sign bytes and its scale byte; thread q holds sub-blocks
-// q (k = 4q..) and q + 4 (k = 16+4q..). The result is 0.125 * hsum_float_8.
+// The IQ2/IQ3 formats on tensor cores (iq_mma_lane). Thread q holds sub-blocks q (k = 4q..) and
+// q + 4 (k = 16+4q..); `U::Sub` is one sub-block read from the body (`load`), giving lane l's 4
+// grid bytes (`grid`: lanes 2e, 2e + 1 of the 8-byte IQ2 entries load one entry, which the
+// unrolled loop shares), its 4 sign bits (`signs`) and the scale 2 ls + 1 of lanes 0-3 / 4-7
+// (`scale(half)`: iq2_xs and iq2_s scale per 16 elements). U::R, U::ND: the scale digits (grid
+// bytes <= 43: base 6, 2 digits; iq3_xxs's <= 62: base 5, 3; iq3_s's <= 15: base 16, 2); the
+// result is U::SCALE * hsum_float_8 (0.125, 0.25 or 1).
 template <class U, int PF>
-QK_DEV void mma_iq2_pairs(const MmArgs& A) {
+QK_DEV void mma_iq(const MmArgs& A) {
     QK_SHARED u32 grid[U::GRID_WORDS];
     mm_load_table(grid, A, U::TAB, U::GRID_WORDS);
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, q = c.q;
+    const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-    const u32 capw = J.capw, last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
-    const float* ad = (const float*)J.a_d;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     float acc[4][8];
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+    mma_zero(acc);
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
-        u32 gi[4][4], sg[4][4], slo[4], shi[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
+        typename U::Sub sub[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
+        u32 sc[2][4];            // [half][slot]
         float xd[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -668,45 +700,50 @@ QK_UNROLL(1)
 #pragma unroll
             for (int kh = 0; kh < 2; ++kh) {
                 const int k = 2 * kh + h;
-                u32 scb;
-                U::parse(body, q + 4u * (u32)kh, gi[k], sg[k], &scb);
-                slo[k] = 2u * (scb & 0xfu) + 1u;
-                shi[k] = 2u * (scb >> 4) + 1u;
+                sub[k].load(body, q + 4u * (u32)kh);
+                sc[0][k] = sub[k].scale(0);
+                sc[1][k] = sub[k].scale(1);
             }
         }
-        u32 dlo[2][4], dhi[2][4];
-        iq_digits<6, 2>(slo, dlo);
-        iq_digits<6, 2>(shi, dhi);
+        u32 dg[2][U::ND][4];
+        iq_digits<U::R, U::ND>(sc[0], dg[0]);
+        iq_digits<U::R, U::ND>(sc[1], dg[1]);
         float d[4];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(xd[h], da);
-        }
+        mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
         const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            uint2 g[4];
+        for (int l = 0; l < 8; ++l) {
+            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
+            u32 v[4], m[4];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) g[k] = ((const uint2*)grid)[gi[k][e]];
-#pragma unroll
-            for (int o = 0; o < 2; ++o) {
-                const int l = 2 * e + o;
-                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
-                u32 v[4], m[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    v[k] = o ? g[k].y : g[k].x;
-                    m[k] = qk_mask4((sg[k][e] >> (4 * o)) & 0xfu);
-                }
-                i32 lane[4];
-                iq_mma_lane<6, 2>(v, m, l < 4 ? dlo : dhi, bv, lane);
-#pragma unroll
-                for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
+            for (int k = 0; k < 4; ++k) {
+                v[k] = sub[k].grid(grid, l);
+                m[k] = qk_mask4(sub[k].signs(l));
             }
+            i32 lane[4];
+            iq_mma_lane<U::R, U::ND>(v, m, dg[l >> 2], bv, lane);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
         }
     }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, qk_mul(0.125f, mma_hsum8(acc[x])));
+    mma_finish<U::SCALE != 1.0f>(A, c, acc, U::SCALE);
 }
+
+// iq2_xs and iq2_s: sub-blocks of 4 grid entries of 8 bytes (lanes 2e, 2e + 1) with 8 signs each;
+// `U::parse` gives the 4 grid indices, 4 sign bytes and the scale byte (low nibble: lanes 0-3).
+template <class P>
+struct MmaIq2Pairs {
+    static constexpr u32 BODY = P::BODY, TAB = P::TAB, GRID_WORDS = P::GRID_WORDS;
+    static constexpr int R = 6, ND = 2;
+    static constexpr float SCALE = 0.125f;
+    struct Sub {
+        u32 gi[4], sg[4], scb;
+        QK_MEMBER void load(const u8* body, u32 ib) { P::parse(body, ib, gi, sg, &scb); }
+        QK_MEMBER u32 scale(int half) const { return 2u * ((scb >> (4 * half)) & 0xfu) + 1u; }
+        QK_MEMBER u32 grid(const u32* g, int l) const {
+            const uint2 e = ((const uint2*)g)[gi[l >> 1]];
+            return (l & 1) ? e.y : e.x;
+        }
+        QK_MEMBER u32 signs(int l) const { return (sg[l >> 1] >> (4 * (l & 1))) & 0xfu; }
+    };
+};

@@ -82,7 +82,7 @@ QK_DEV void mma_q5_1_body(const MmArgs& A) {
     const float* ad = (const float*)J.a_d;
     const float* as = (const float*)J.a_x;
     const i32 cb[4] = {QK_BIAS, QK_BIAS, QK_BIAS, QK_BIAS};
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const u32* tk = c.tk;
     // word g of a token's block b: quad 2b + (g >> 2), word g & 3 (layout.rs ActLayout)
     const u32* ay = (const u32*)J.a_qs + (u64)(g >> 2) * capw * 4u + (g & 3u);
     float acc[8][4], summs[2][2];

@@ -104,17 +104,13 @@ QK_DEV void mma_q6_k_body(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, j = q >> 1, k = q & 1u;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 208u, (const u8*)J.w + (u64)c.row[1] * nb * 208u};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-    const u32 capw = J.capw, last = c.nt - 1u;
-    const u32* aq = (const u32*)J.a_qs + (c.g < last ? c.g : last);  // token column g of B
-    const float* ad = (const float*)J.a_d;
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const i16* bs = (const i16*)J.a_x;
-    const u32 tk[2] = {2u * q < last ? 2u * q : last, 2u * q + 1u < last ? 2u * q + 1u : last};
+    const u32* tk = c.tk;
     const i32 cz[4] = {0, 0, 0, 0};
     float acc[4][8];
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int l = 0; l < 8; ++l) acc[x][l] = 0.0f;
+    mma_zero(acc);
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
         u32 ql[2][8], qh[2][8], sw[2][4], dig[2][2][4];  // dig[h][a/b][i]: digit i of su, byte = half
@@ -136,12 +132,7 @@ QK_UNROLL(1)
             }
         }
         float d[4];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const float da = qk_ld(ad + (u64)b * capw + tk[t]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) d[2 * h + t] = qk_mul(da, xd[h]);
-        }
+        mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
         u32 bsw[2][8];  // the 16 bsums of tokens 2q, 2q + 1 (bsums[2L], bsums[2L + 1] in word L)
 #pragma unroll
         for (int t = 0; t < 2; ++t) ld_body<8, 16>((const u8*)(bs + ((u64)tk[t] * nb + b) * 16u), bsw[t]);
@@ -190,8 +181,7 @@ QK_UNROLL(1)
             }
         }
     }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, mma_hsum8(acc[x]));
+    mma_finish<false>(A, c, acc, 1.0f);
 }
 QK_DEV void mma_q6_k(const MmArgs& A) { mma_q6_k_body<QK_PF_MMA_Q6K>(A); }
 MMA_KERNEL(q6_k, mma_q6_k, QK_MINB_MMA_Q6K)
