@@ -10,6 +10,11 @@
 //!   and split freely; each lane's float accumulator runs over the blocks in ggml's order; the
 //!   end is `hsum_float_8`'s order (see `kernels/mm_common.cuh`). Weights are read once for up
 //!   to 8 tokens per launch.
+//! - From a few tokens on (per format, [`args::mma_default_nt`]; `QKERN_CUDA_MMA_NT`), the
+//!   super-block formats run on tensor cores (compute capability 8.0+): `mma.sync` m16n8k32
+//!   computes the same exact integer lane sums for 16 rows x 8 tokens at once, with the
+//!   sub-block scales split into byte-sized digits; the float chains stay per lane and in block
+//!   order ("Tensor-core kernels" in `kernels/mm_common.cuh`).
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
 //!   backend; `matmul` allocates nothing once its output buffers have grown to size, and
