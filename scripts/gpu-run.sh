@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -61,6 +61,10 @@ cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
   for v in "${vs[@]}"; do o=${v%%|*}; f=${v##*|}; echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f" >> "$R/sweep.md"
     QKERN_CUDA_NVRTC_OPTS="$o" timeout 90 $C/cuda_bench --gib 1 --iters 10 --kernels-only --formats "$f" 2>&1 | grep -E '^\||regs|rror' >> "$R/sweep.md"
   done; cat "$R/sweep.md" ;;
+# The tensor-core kernels against the lane kernels at every NT 1..8 (their default thresholds).
+mmant) timeout ${CUDA_BENCH_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --mma-sweep \
+    --formats ${MMA_FORMATS:-q4_K,q5_K,q6_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q5_1} > "$R/mmant.md" 2>&1
+  grep -E 'NT 1..8|rror' "$R/mmant.md" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-100} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

@@ -11,7 +11,9 @@
 //!
 //! Writes `bench_cuda.md` to `$QKERN_RESULTS_DIR` when set. `--formats q4_K,nvfp4` limits the
 //! formats, `--no-forced` skips the forced lane splits, `--no-experts` the experts,
-//! `--kernels-only` both the launch-to-result table and the experts (tuning sweeps).
+//! `--kernels-only` both the launch-to-result table and the experts (tuning sweeps);
+//! `--mma-sweep` adds, for the formats with tensor-core kernels, their GB/s and the lane
+//! kernels' at every NT 1..8.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -165,6 +167,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             b.set_split_threshold(None);
             b.set_mma_tokens(None)?;
+        }
+        // `--mma-sweep`: every NT 1..8 with the lane kernels (S = 1) and with the tensor cores,
+        // to place a format's default threshold (args::mma_default_nt).
+        if qkern_cuda::args::has_mma(f) && args.iter().any(|a| a == "--mma-sweep") {
+            b.set_split_threshold(Some(0));
+            let mut cells = [String::new(), String::new()];
+            for (k, mma) in [Some(0u32), Some(1)].into_iter().enumerate() {
+                b.set_mma_tokens(mma)?;
+                for nt in 1..=8usize {
+                    let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
+                    write!(cells[k], " {:.0} |", bytes / (ms * 1e-3) / 1e9)?;
+                }
+            }
+            b.set_split_threshold(None);
+            b.set_mma_tokens(None)?;
+            let d = qkern_cuda::args::mma_default_nt(f);
+            forced.push(format!("| {f} NT 1..8, lane kernels (S=1) |{}", cells[0]));
+            forced.push(format!("| {f} NT 1..8, tensor cores (default from {d}) |{}", cells[1]));
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each
