@@ -41,6 +41,62 @@ fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) 
     Ok(qkern_formats::env::knob(name, expected, parse)?)
 }
 
+/// The copy threads' pool: `threads` (else half the host's cores, at most 8) including the
+/// caller's, so `threads - 1` helpers; none for one thread.
+fn copy_pool(threads: Option<usize>) -> Result<Option<rayon::ThreadPool>> {
+    let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8)));
+    if n <= 1 {
+        return Ok(None);
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n - 1)
+        .thread_name(|i| format!("qkern-cuda-copy-{i}"))
+        .build()
+        .map(Some)
+        .map_err(|e| invalid(format!("starting the copy threads: {e}")))
+}
+
+/// `QKERN_CUDA_COPY_THREADS`: 1 to 64.
+fn parse_copy_threads(s: &str) -> Option<usize> {
+    s.parse::<usize>().ok().filter(|n| (1..=64).contains(n))
+}
+
+/// Results of at least this many floats are copied to the caller's memory by the copy threads.
+const PAR_COPY_MIN: usize = 1 << 16;
+
+/// Copy each `(src, dst)` pair (`total` floats in all), split across `pool`'s threads and the
+/// caller's (which copies the last piece) from [`PAR_COPY_MIN`] floats on; below that, or
+/// without a pool, one after the other on the caller's thread.
+fn par_copy<'a>(
+    pool: Option<&rayon::ThreadPool>,
+    total: usize,
+    pairs: impl Iterator<Item = (&'a [f32], &'a mut [f32])>,
+) {
+    let pool = match pool {
+        Some(p) if total >= PAR_COPY_MIN => p,
+        _ => {
+            for (s, d) in pairs {
+                d.copy_from_slice(s);
+            }
+            return;
+        }
+    };
+    let piece = total.div_ceil(pool.current_num_threads() + 1).max(PAR_COPY_MIN / 8);
+    pool.in_place_scope(|sc| {
+        let mut held: Option<(&[f32], &mut [f32])> = None;
+        for (s, d) in pairs {
+            for (sp, dp) in s.chunks(piece).zip(d.chunks_mut(piece)) {
+                if let Some((a, b)) = held.replace((sp, dp)) {
+                    sc.spawn(move |_| b.copy_from_slice(a));
+                }
+            }
+        }
+        if let Some((a, b)) = held {
+            b.copy_from_slice(a);
+        }
+    });
+}
+
 fn parse_mma_nt(s: &str) -> Option<u32> {
     s.parse::<u32>().ok().filter(|&n| n <= args::MAX_NT as u32)
 }
@@ -89,6 +145,9 @@ struct Cold {
     /// [`WaitMode`] as a `u8`.
     wait: std::sync::atomic::AtomicU8,
     flag: Mutex<Option<HostFlag>>,
+    /// Helpers of the caller's thread for copying large results out of the pinned stage
+    /// (`None`: the caller copies alone). See [`CudaBackend::copy_threads`].
+    copy_pool: Option<rayon::ThreadPool>,
 }
 
 /// How the host waits for the stream's work (launch-to-result): [`CudaBackend::synchronize`]
@@ -381,6 +440,7 @@ impl CudaBackend {
                 host_out: std::sync::atomic::AtomicU8::new(DEFAULT_HOST_OUT as u8),
                 wait: std::sync::atomic::AtomicU8::new(DEFAULT_WAIT as u8),
                 flag: Mutex::new(None),
+                copy_pool: copy_pool(env_knob("QKERN_CUDA_COPY_THREADS", "1 to 64", parse_copy_threads)?)?,
             }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
             mma_nt: std::sync::atomic::AtomicU32::new(if major >= 8 { u32::MAX } else { 0 }),
@@ -418,6 +478,16 @@ impl CudaBackend {
     /// result to host memory (the bits are the same in every mode).
     pub fn set_host_out(&self, mode: HostOut) {
         self.cold.host_out.store(mode as u8, Ordering::Relaxed);
+    }
+
+    /// Threads that copy a large result (256 KiB or more) from the pinned stage into the
+    /// caller's slice, the caller's included (`QKERN_CUDA_COPY_THREADS`, 1 to 64, else half the
+    /// host's cores, at most 8). One thread copies about 12-17 GB/s on the H200's host (the wgpu
+    /// backend's measurement, whose copy threads gained 6-21 % of NT 1 call GB/s: session 9);
+    /// without them the host copy of an NT 8 result (15 MB for 1 GiB of q4_K) was most of the
+    /// call (session 10 run6: 2106 GB/s into device memory, 817 into host memory).
+    pub fn copy_threads(&self) -> usize {
+        self.cold.copy_pool.as_ref().map_or(1, |p| p.current_num_threads() + 1)
     }
 
     pub fn host_out(&self) -> HostOut {
@@ -1002,9 +1072,8 @@ impl CudaBackend {
             }
             let cr = r1 - r0;
             let region = &host[tokens * r0..tokens * r1];
-            for t in 0..tokens {
-                out[t * rows + r0..t * rows + r1].copy_from_slice(&region[t * cr..(t + 1) * cr]);
-            }
+            let pairs = region.chunks(cr).zip(out.chunks_mut(rows)).map(|(s, d)| (s, &mut d[r0..r1]));
+            par_copy(self.cold.copy_pool.as_ref(), tokens * cr, pairs);
         }
         Ok(())
     }
@@ -1039,7 +1108,7 @@ impl CudaBackend {
                 self.wait()
             })?;
         }
-        out.copy_from_slice(host);
+        par_copy(self.cold.copy_pool.as_ref(), n, std::iter::once((&*host, out)));
         Ok(())
     }
 
@@ -1210,6 +1279,27 @@ mod tests {
     /// An environment knob's value: unset or empty is `None`, a known value parses, anything
     /// else is a typed error naming the variable (not silently the default).
     #[test]
+    fn par_copy_copies_every_piece() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let lens = [0usize, 1, 3, PAR_COPY_MIN / 8 - 1, PAR_COPY_MIN + 5, 70_001, 2 * PAR_COPY_MIN + 3];
+        let src: Vec<Vec<f32>> =
+            lens.iter().enumerate().map(|(k, &n)| (0..n).map(|i| (i * 7 + k) as f32).collect()).collect();
+        for (pool, one) in [(Some(&pool), false), (Some(&pool), true), (None, false)] {
+            let mut outs: Vec<Vec<f32>> = lens.iter().map(|&n| vec![f32::NAN; n]).collect();
+            if one {
+                // one pair at a time (the chunked path's per-chunk calls)
+                for (s, o) in src.iter().zip(outs.iter_mut()) {
+                    par_copy(pool, s.len(), std::iter::once((&s[..], &mut o[..])));
+                }
+            } else {
+                let total = lens.iter().sum();
+                par_copy(pool, total, src.iter().zip(outs.iter_mut()).map(|(s, o)| (&s[..], &mut o[..])));
+            }
+            assert_eq!(outs, src, "pool {} one {one}", pool.is_some());
+        }
+    }
+
+    #[test]
     fn knobs_reject_unknown_values() {
         use qkern_formats::env::knob_value as knob;
         assert_eq!(knob("QKERN_CUDA_WAIT", None, "x", WaitMode::parse).unwrap(), None);
@@ -1222,5 +1312,8 @@ mod tests {
         assert_eq!(knob("QKERN_CUDA_MMA_NT", Some("8".into()), "x", parse_mma_nt).unwrap(), Some(8));
         assert!(knob("QKERN_CUDA_MMA_NT", Some("9".into()), "x", parse_mma_nt).is_err());
         assert!(knob("QKERN_CUDA_MMA_NT", Some("two".into()), "x", parse_mma_nt).is_err());
+        assert_eq!(knob("QKERN_CUDA_COPY_THREADS", Some("8".into()), "x", parse_copy_threads).unwrap(), Some(8));
+        assert!(knob("QKERN_CUDA_COPY_THREADS", Some("0".into()), "x", parse_copy_threads).is_err());
+        assert!(knob("QKERN_CUDA_COPY_THREADS", Some("65".into()), "x", parse_copy_threads).is_err());
     }
 }

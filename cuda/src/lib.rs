@@ -18,7 +18,8 @@
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
 //!   backend; `matmul` allocates nothing once its output buffers have grown to size, and
-//!   returns its result through pinned, device-mapped host memory ([`HostOut`]), waiting
+//!   returns its result through pinned, device-mapped host memory ([`HostOut`]), copied into
+//!   the caller's slice by several threads when large ([`CudaBackend::copy_threads`]), waiting
 //!   by a flag word the stream writes ([`WaitMode`]);
 //!   [`CudaBackend::matmul_device`] leaves the result on the device and
 //!   [`CudaBackend::matmul_grouped`] runs many (weights, activations) pairs, e.g. a layer's
