@@ -73,7 +73,7 @@ QK_UNROLL(QK_UNROLL_IQ)
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 1)
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 4)
 
-// iq4_xs on tensor cores (mm_common.cuh "Tensor-core kernels"), 3..8 tokens: A holds the signed
+// iq4_xs on tensor cores (mm_common.cuh "Tensor-core kernels"): A holds the signed
 // kvalues (s8 x s8 products). The scale ls - 32 goes through su = ls (0..63) = sum_i 2^i b_i:
 // lane = sum_i 2^i ((v & -b_i) . B) - 32 (v . B), the digit products chained through their C
 // operands (doubled between bits). K layout: thread q holds sub-blocks q (k = 4q..) and q + 4

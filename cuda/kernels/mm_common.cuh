@@ -491,7 +491,8 @@ QK_DEV u32 tab_byte(const u32* t, u32 b) { return (qk_ld(t + b / 4) >> (8 * (b %
 // ksigns_iq2xs[k]: the 7 sign bits k and their parity in bit 7.
 QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
 
-// ---- Tensor-core kernels (qk_mma_u8s8, sm_80+; the 256-element formats at 2..8 tokens).
+// ---- Tensor-core kernels (qk_mma_u8s8 / qk_mma_s8s8, sm_80+; the 256-element formats from a few
+// tokens on, as args::mma_default_nt says; any NT 1..8 gives the same bits).
 // The integer lane sums of ggml's AVX2 dots are exact, so any exact way of computing them gives
 // the reference's bits as long as every float step stays per lane and in block order. A warp
 // owns 16 rows (g, g + 8 for lane 4g + q) and all 8 token slots; for each AVX2 lane L (bytes

@@ -88,7 +88,7 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
 MM_KERNELS_L4(q6_k, mm_q6_k, 1)
 MM_KERNELS_L4(q6_k, mm_q6_k, 4)
 
-// q6_K on tensor cores (mm_common.cuh "Tensor-core kernels"), 3..8 tokens. Lane L of the AVX2 dot
+// q6_K on tensor cores (mm_common.cuh "Tensor-core kernels"). Lane L of the AVX2 dot
 // is sum_is sc[2 is + (L >= 4)] * dot4(q[is] bytes 4L.., q8) - 32 * corr_L, with q the unsigned
 // 6-bit quants and corr_L = bsums[2L] sc[2L] + bsums[2L+1] sc[2L+1] (mm_q6_k). The signed scales
 // go through their offset form su = sc + 128 = sum_i 4^i d_i (d_i <= 3, so q * d_i <= 189 fits a
