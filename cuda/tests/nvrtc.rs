@@ -31,6 +31,10 @@ fn every_module_compiles_for_sm_90() {
         for n in names {
             assert!(ptx.contains(&format!(".entry {n}(")), "{m}: PTX lacks kernel {n}");
         }
+        // The tensor-core kernels really use the tensor cores on sm_90.
+        if let kernels::Module::Weights(f) = m {
+            assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), args::has_mma(f), "{m}: mma.sync in the PTX");
+        }
         // No contraction: with --fmad=false every fused op is an explicit fma.rn.
         assert!(!ptx.contains("mad.f32") && !ptx.contains("mad.rn.f32"), "{m}: PTX has an unfused-looking mad");
         // No spills to local memory for the register arrays.
@@ -38,5 +42,19 @@ fn every_module_compiles_for_sm_90() {
         if local > 0 {
             eprintln!("{m}: {local} .local declarations in the PTX");
         }
+    }
+}
+
+/// On an architecture without int8 `mma.sync` (before sm_80) every module still compiles: the
+/// tensor-core kernels trap there, and the backend never selects them on such devices.
+#[test]
+fn every_module_compiles_for_sm_75() {
+    if let Err(e) = probe::nvrtc() {
+        eprintln!("NVRTC not found: skipped ({e})");
+        return;
+    }
+    for m in kernels::all_modules() {
+        let ptx = kernels::compile(m, "sm_75").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!ptx.contains("mma.sync"), "{m}: mma.sync in sm_75 PTX");
     }
 }
