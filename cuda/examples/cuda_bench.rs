@@ -405,6 +405,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         println!("{line}");
         writeln!(md, "{line}")?;
+        // The grouped launch on the tensor-core kernel (S = 1 forced; the size heuristic gives
+        // a layer's experts S = 4), for the formats that have one.
+        if qkern_cuda::args::has_mma(f) {
+            b.set_split_threshold(Some(0));
+            b.set_mma_tokens(Some(1))?;
+            let mut g = Vec::new();
+            for _ in 0..300 {
+                let t = Instant::now();
+                b.matmul_grouped(&jobs, &mut out)?;
+                b.synchronize()?;
+                g.push(t.elapsed().as_secs_f64() * 1e6 / 8.0);
+            }
+            b.set_split_threshold(None);
+            b.set_mma_tokens(None)?;
+            notes.push(format!("{name} {f}: grouped x8 on tensor cores (S=1 forced) {:.2} us/expert", median(g)));
+        }
     }
     writeln!(md, "\n(medians of 300 host-timed calls; kernel column: CUDA events over 200 back-to-back launches)")?;
     for n in &notes {
