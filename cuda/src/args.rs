@@ -105,20 +105,9 @@ pub fn threads_per_row(format: Format, s: u32) -> u32 {
 
 /// Whether the format has a tensor-core matmul kernel (`qk_mma_*`, mm_common.cuh "Tensor-core
 /// kernels": a warp per 16 rows and 8 token slots, integer lane sums by `mma.sync` m16n8k32).
+/// Every 256-element format has one, and q5_1 (off by default, [`mma_default_nt`]).
 pub fn has_mma(format: Format) -> bool {
-    matches!(
-        format,
-        Format::Q4_K
-            | Format::Q5_K
-            | Format::Q6_K
-            | Format::IQ2_XXS
-            | Format::IQ2_XS
-            | Format::IQ2_S
-            | Format::IQ3_XXS
-            | Format::IQ3_S
-            | Format::IQ4_XS
-            | Format::Q5_1
-    )
+    has_split(format) || format == Format::Q5_1
 }
 
 /// From how many tokens a format runs its tensor-core kernel by default (0: not by default): where

@@ -443,7 +443,8 @@ impl CudaBackend {
                 copy_pool: copy_pool(env_knob("QKERN_CUDA_COPY_THREADS", "1 to 64", parse_copy_threads)?)?,
             }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
-            mma_nt: std::sync::atomic::AtomicU32::new(if major >= 8 { u32::MAX } else { 0 }),
+            // set below (set_mma_tokens: the per-format defaults where the device has the kernels)
+            mma_nt: std::sync::atomic::AtomicU32::new(0),
         })
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
@@ -460,9 +461,7 @@ impl CudaBackend {
             if let Some(m) = env_knob("QKERN_CUDA_WAIT", "sync, query or flag", WaitMode::parse)? {
                 b.set_wait_mode(m);
             }
-            if let Some(n) = env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)? {
-                b.set_mma_tokens(Some(n))?;
-            }
+            b.set_mma_tokens(env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             Ok(b)
         })
     }
@@ -1276,8 +1275,6 @@ impl Owned for CudaF32 {
 mod tests {
     use super::*;
 
-    /// An environment knob's value: unset or empty is `None`, a known value parses, anything
-    /// else is a typed error naming the variable (not silently the default).
     #[test]
     fn par_copy_copies_every_piece() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
@@ -1299,6 +1296,8 @@ mod tests {
         }
     }
 
+    /// An environment knob's value: unset or empty is `None`, a known value parses, anything
+    /// else is a typed error naming the variable (not silently the default).
     #[test]
     fn knobs_reject_unknown_values() {
         use qkern_formats::env::knob_value as knob;
