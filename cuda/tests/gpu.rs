@@ -186,6 +186,9 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 }
                 b.set_split_threshold(None);
                 b.set_mma_tokens(None).unwrap();
+                // more tokens than a launch holds: a typed error, the setting unchanged
+                let e = b.set_mma_tokens(Some(qkern_cuda::args::MAX_NT as u32 + 1)).unwrap_err();
+                assert!(matches!(e, qkern_cuda::CudaError::Invalid(_)), "{e}");
                 // dequantize (f32, f16, bf16) on the first width only
                 if nt <= 2 {
                     let mut dw = vec![0f32; rows * cols];
