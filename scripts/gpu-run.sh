@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -11,6 +11,11 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=t
 # Logs go to /tmp/gpu-results, packed at the end into $OUT/results.tgz (the tool returns at
 # most 8 files).
 C=.carry; R=/tmp/gpu-results; rm -rf "$R"; mkdir -p "$R"
+# cuBLAS for cuda_bench's dense bf16 reference: the image's pip wheels (nvidia-cublas), else
+# the toolkit's.
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib /usr/local/cuda/lib64; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; done
 steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
@@ -65,7 +70,11 @@ cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
 mmant) timeout ${CUDA_BENCH_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --mma-sweep \
     --formats ${MMA_FORMATS:-q4_K,q5_K,q6_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q5_1} > "$R/mmant.md" 2>&1
   grep -E 'NT 1..8|rror' "$R/mmant.md" ;;
-cudabench) timeout ${CUDA_BENCH_TIMEOUT:-100} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
+# The dense bf16 reference alone (cuda_bench's cuBLAS table), and torch's bf16 matmul of the
+# same shapes as a cross-check of it.
+cublas) { timeout 120 $C/cuda_bench --gib 1 --iters 20 --formats q8_0 --no-forced --no-experts --kernels-only
+    timeout 120 python3 cuda/examples/cublas_gemv.py; } > "$R/cublas.md" 2>&1; cat "$R/cublas.md" ;;
+cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
 qbench) timeout ${QBENCH_TIMEOUT:-150} $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \

@@ -9,6 +9,11 @@
 //!   launch-to-result on the host clock (matmul into device memory, then stream sync; and
 //!   matmul into host memory), and a grouped launch of 8 distinct experts, per expert.
 //!
+//! - beside them, a dense bf16 GEMV/GEMM of the same logical shapes through cuBLAS
+//!   (`cublasGemmEx`: bf16 weights and activations, f32 compute, bf16 out), K = 4096 with the
+//!   same bytes of bf16 weights at NT = 1 and 8, and the expert shapes at NT = 4 (CUDA
+//!   events, back to back); skipped with a note where libcublas cannot be loaded (`--no-cublas`).
+//!
 //! Writes `bench_cuda.md` to `$QKERN_RESULTS_DIR` when set. `--formats q4_K,nvfp4` limits the
 //! formats, `--no-forced` skips the forced lane splits, `--no-experts` the experts,
 //! `--kernels-only` both the launch-to-result table and the experts (tuning sweeps);
@@ -73,6 +78,80 @@ fn ggml_ref(f: Format) -> Option<(f64, f64)> {
     })
 }
 
+/// The reference point: a dense bf16 GEMV (NT = 1) / GEMM (NT > 1) of the same logical
+/// shape through cuBLAS on the same card, in this run. `cublasGemmEx` with bf16 A, B and C and
+/// f32 compute (what `torch.matmul` of bf16 tensors calls): C (rows x nt, column-major, i.e.
+/// token-major as qkern's output) = W^T (W: K x rows column-major = rows x K row-major, the
+/// weights' layout) x X (K x nt). GB/s = bf16 weight bytes / time (CUDA events around `iters`
+/// back-to-back calls, after 3 warm-up calls). Its own context handle on the device's primary
+/// context and its own stream.
+fn cublas_section(md: &mut String, gib: f64, iters: usize, copy_gbs: f64) -> Result<(), Box<dyn std::error::Error>> {
+    use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+    use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+    use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+    use half::bf16;
+
+    writeln!(md, "## cuBLAS bf16 of the same logical shapes (dense reference)\n")?;
+    // SAFETY: only tries to load the library (dlopen of libcublas' candidate names).
+    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        writeln!(md, "not measured: libcublas could not be loaded (add its directory to LD_LIBRARY_PATH)\n")?;
+        return Ok(());
+    }
+    let ctx = cudarc::driver::CudaContext::new(0)?;
+    let stream = ctx.new_stream()?;
+    let blas = CudaBlas::new(stream.clone())?;
+    writeln!(md, "| shape | NT | us per call | GB/s (bf16 weights) | % copy |\n|---|---|---|---|---|")?;
+    let k_big = 4096usize;
+    let rows_big = (gib * (1u64 << 30) as f64 / (2 * k_big) as f64) as usize;
+    for (rows, k, nts) in [(rows_big, k_big, &[1usize, 8][..]), (640, 2560, &[4][..]), (2560, 640, &[4][..])] {
+        let host: Vec<bf16> = (0..rows * k).map(|i| bf16::from_f32(((i * 7919 % 255) as f32 - 127.0) / 64.0)).collect();
+        let w = stream.clone_htod(&host)?;
+        drop(host);
+        let xh: Vec<bf16> = (0..k * 8).map(|i| bf16::from_f32(((i * 104729 % 199) as f32 - 99.0) / 50.0)).collect();
+        let x = stream.clone_htod(&xh)?;
+        let mut y = stream.alloc_zeros::<bf16>(rows * 8)?;
+        for &nt in nts {
+            let cfg = GemmConfig {
+                transa: CUBLAS_OP_T,
+                transb: CUBLAS_OP_N,
+                m: rows as i32,
+                n: nt as i32,
+                k: k as i32,
+                alpha: bf16::ONE,
+                lda: k as i32,
+                ldb: k as i32,
+                beta: bf16::ZERO,
+                ldc: rows as i32,
+            };
+            let mut run = |n: usize| -> Result<(), Box<dyn std::error::Error>> {
+                for _ in 0..n {
+                    // SAFETY: `w` holds k x rows, `x` k x 8 >= k x nt and `y` rows x 8 >= rows x
+                    // nt elements: the extents `cfg` describes with these leading dimensions.
+                    unsafe { blas.gemm(cfg, &w, &x, &mut y) }?;
+                }
+                Ok(())
+            };
+            run(3)?;
+            let n = if rows == rows_big { iters.max(3) } else { 200 };
+            let (e0, e1) = (ctx.new_event(Some(CU_EVENT_DEFAULT))?, ctx.new_event(Some(CU_EVENT_DEFAULT))?);
+            e0.record(&stream)?;
+            run(n)?;
+            e1.record(&stream)?;
+            let ms = e0.elapsed_ms(&e1)? as f64 / n as f64;
+            let gbs = (2 * rows * k) as f64 / (ms * 1e-3) / 1e9;
+            writeln!(
+                md,
+                "| {rows} x {k} bf16 ({:.2} GiB) | {nt} | {:.1} | {gbs:.0} | {:.0}% |",
+                (2 * rows * k) as f64 / (1u64 << 30) as f64,
+                ms * 1e3,
+                100.0 * gbs / copy_gbs
+            )?;
+        }
+    }
+    writeln!(md)?;
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let arg = |k: &str, d: f64| {
@@ -106,6 +185,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     drop(src);
     drop(dst);
+    if !args.iter().any(|a| a == "--no-cublas") {
+        cublas_section(&mut md, gib, iters, copy_gbs)?;
+    }
     println!("{md}");
 
     // matmul throughput
