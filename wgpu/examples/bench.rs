@@ -12,7 +12,9 @@
 //! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
 //! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
 //! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per
-//! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`.
+//! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`,
+//! `coop` / `nocoop` (q4_K on cooperative matrices from one token, or not: the device has
+//! them only when made with `QKERN_WGPU_COOP=1`..`8`, which also makes `default` use them).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
 //!
 //! `--latency` times instead the API's `matmul` call on q8_0 matrices of 256 columns and
@@ -27,7 +29,7 @@ use std::time::Instant;
 
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
-use qkern_wgpu::{Checks, Tuning, WgpuBackend};
+use qkern_wgpu::{Checks, Coop, Tuning, WgpuBackend};
 
 /// The tuning of variant `name` for format `f`, from the backend's default `d`.
 fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
@@ -47,6 +49,10 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "iqpair" => Tuning { iq_pairs: true, ..d },
         "iq8" => Tuning { iq_pairs: false, ..d },
         "iqpair2" => Tuning { iq_pairs: true, unroll: 2, ..d },
+        // q4_K on cooperative matrices from one token (the device must have been made with
+        // them: QKERN_WGPU_COOP=1; else this is the default), or not
+        "coop" => Tuning { coop: Coop::Native(1), ..d },
+        "nocoop" => Tuning { coop: Coop::Off, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }
@@ -88,7 +94,12 @@ fn main() {
     let be = WgpuBackend::with_options(None, qkern_wgpu::Options { direct_out: Some(false), ..Default::default() })
         .expect("wgpu adapter");
     let default = be.tuning();
-    eprintln!("adapter: {} (max part {} MiB)", be.name(), be.max_part_bytes() >> 20);
+    eprintln!(
+        "adapter: {} (max part {} MiB, cooperative matrices for q4_K: {})",
+        be.name(),
+        be.max_part_bytes() >> 20,
+        if be.supports_coop() { "yes" } else { "no" }
+    );
     if args.iter().any(|a| a == "--latency") {
         latency(&be);
         // The same with direct output (where offered).

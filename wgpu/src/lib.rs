@@ -97,6 +97,21 @@
 //! unrolled in the source. `examples/bench.rs --variants` times them side by side in one
 //! process.
 //!
+//! # Cooperative matrices (q4_K, opt-in)
+//!
+//! At 8 tokens the thread-pair kernels are bound by their integer work (per lane, token and
+//! block 8 packed dot products and 8 scale multiplies), 2-4x their one-token time on the H200.
+//! [`Coop`] (`QKERN_WGPU_COOP`) runs q4_K's lane sums as 16 x 16 x 16 tile products instead
+//! (`wgsl/kc_q4_k.wgsl`), the CUDA backend's tensor-core route in WGSL: f16 tiles of
+//! `1024 + scale * quant` and of the activations, f32 sums, every value an integer below 2^24,
+//! so exact; then the same float chains. wgpu 30 exposes its experimental cooperative
+//! matrices where the Vulkan driver lists a configuration, and naga 30 takes f16 16 x 16
+//! tiles (wgpu-types' documentation still says 8 x 8 f32 only); NVIDIA's driver lists f16 16
+//! x 16 x 16 -> f32. The tile products also run emulated by plain invocations
+//! ([`Coop::Emulated`]), the same sums, which is how `tests/random_parity.rs` checks the
+//! kernel on lavapipe (and natively where the adapter has the tiles). Off by default until
+//! a GPU run measures it.
+//!
 //! # Hot path
 //!
 //! `quantize` and `matmul` create no buffers: pipelines are built once per (kernel, format,
@@ -235,6 +250,71 @@ pub struct Options {
     /// 13-28 % at NT 8, and the layout is one per backend. `import` and `read_acts` convert
     /// either way.
     pub q8k_split: Option<bool>,
+    /// q4_K's matmul on cooperative matrices (`None`: `QKERN_WGPU_COOP`, else [`Coop::Off`]).
+    /// See [`Coop`].
+    pub coop: Option<Coop>,
+}
+
+/// q4_K's matmul kernel with the integer lane sums from 16 x 16 x 16 tile products
+/// (`wgsl/kc_q4_k.wgsl`: f16 A and B, f32 C; every operand and partial sum an integer below
+/// 2^24, so exact; the thread pairs' float chains unchanged, so the bits are the same), from
+/// a number of tokens on. The CUDA backend's route to NT 8 near NT 1's time (`mma.sync`);
+/// here through wgpu's experimental cooperative matrices (`Features::EXPERIMENTAL_COOPERATIVE_MATRIX`,
+/// which wgpu 30's Vulkan backend enables where the driver lists a configuration: NVIDIA's
+/// include f16 16 x 16 x 16 -> f32). Not measured on a GPU yet, so off by default.
+/// `QKERN_WGPU_COOP`: `0` (off), `1`..`8` (native, from that many tokens), `emulate` or
+/// `emulate:N` (the same kernel with the tile products computed by plain invocations: any
+/// adapter; for tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Coop {
+    /// The thread-pair kernel at every token count.
+    Off,
+    /// The adapter's cooperative matrices, from this many tokens (1..=8) on. Needs f16 16 x 16 x
+    /// 16 -> f32 tiles on subgroups of exactly 32 invocations ([`WgpuBackend::supports_coop`]).
+    Native(u8),
+    /// The kernel with emulated tile products, from this many tokens (1..=8) on.
+    Emulated(u8),
+}
+
+impl Coop {
+    /// Whether a dispatch of `nt` tokens of `f` runs the cooperative-matrix kernel, and on
+    /// the adapter's cooperative matrices (`Some(true)`) or emulated (`Some(false)`).
+    fn kernel(self, f: Format, nt: u32) -> Option<bool> {
+        match self {
+            _ if !shaders::has_coop(f) => None,
+            Coop::Native(n) if nt >= n as u32 => Some(true),
+            Coop::Emulated(n) if nt >= n as u32 => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// `QKERN_WGPU_COOP`: `0`, `1`..`8`, `emulate` or `emulate:N`.
+fn parse_coop(v: &str) -> Option<Coop> {
+    let n = |s: &str| s.parse().ok().filter(|n: &u8| (1..=8).contains(n));
+    match v {
+        "0" => Some(Coop::Off),
+        "emulate" => Some(Coop::Emulated(1)),
+        _ => match v.strip_prefix("emulate:") {
+            Some(k) => n(k).map(Coop::Emulated),
+            None => n(v).map(Coop::Native),
+        },
+    }
+}
+
+/// Whether `adapter` can run [`Coop::Native`]: wgpu offers its cooperative matrices and
+/// f16, it lists f16 x f16 -> f32 tiles of 16 x 16 x 16, and its subgroups are exactly 32
+/// invocations (each of a kernel's two tile halves is one subgroup's).
+fn coop_supported(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
+    let f = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+    adapter.features().contains(f)
+        && info.subgroup_min_size == 32
+        && info.subgroup_max_size == 32
+        && adapter.cooperative_matrix_properties().iter().any(|p| {
+            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+                && p.ab_type == wgpu::CooperativeScalarType::F16
+                && p.cr_type == wgpu::CooperativeScalarType::F32
+        })
 }
 
 /// wgpu's shader runtime checks (`wgpu::ShaderRuntimeChecks`) for the kernels.
@@ -297,6 +377,9 @@ pub struct Tuning {
     /// lanes each, no per-token exchanges) instead of 8 invocations per row
     /// (`QKERN_WGPU_IQPAIR=1`; off by default until measured on a GPU).
     pub iq_pairs: bool,
+    /// q4_K on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
+    /// [`Coop::Native`] off on a device without them).
+    pub coop: Coop,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -392,6 +475,10 @@ pub struct WgpuBackend {
     copy_pool: Option<rayon::ThreadPool>,
     fma_measured_fused: bool,
     ftz: bool,
+    /// The adapter can run [`Coop::Native`] (whether or not this device enabled it).
+    coop_supported: bool,
+    /// The device was created with cooperative matrices and f16 ([`Coop::Native`] asked for).
+    coop_enabled: bool,
     tuning: Mutex<Tuning>,
     max_part: u64,
     max_binding: u64,
@@ -625,6 +712,10 @@ impl WgpuBackend {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(q8k_split),
         };
+        let coop = match opts.coop {
+            Some(c) => c,
+            None => env_knob("QKERN_WGPU_COOP", "0, 1 to 8, emulate or emulate:N", parse_coop)?.unwrap_or(Coop::Off),
+        };
         let chunks = match opts.chunks {
             Some(c) => c,
             None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
@@ -683,12 +774,31 @@ impl WgpuBackend {
         if direct_out {
             features |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }
+        let coop_supported = coop_supported(&adapter, &info);
+        let coop_enabled = matches!(coop, Coop::Native(_));
+        if coop_enabled && !coop_supported {
+            return Err(WgpuError::Unsupported(format!(
+                "QKERN_WGPU_COOP / Options::coop: {} offers no cooperative matrices of f16 16x16x16 -> f32 on \
+                 subgroups of 32 invocations (use emulate, or 0)",
+                info.name
+            )));
+        }
+        let experimental = if coop_enabled {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+            // SAFETY: wgpu's contract for experimental features is that their implementation
+            // may still have bugs; asked for only with `Coop::Native` (opt-in, off by
+            // default), whose kernel uses nothing but cooperative loads, stores and
+            // multiply-adds of workgroup memory with in-bounds offsets and strides.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let limits = adapter.limits();
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("qkern"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features: experimental,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -727,7 +837,19 @@ impl WgpuBackend {
             copy_pool,
             fma_measured_fused: false,
             ftz: false,
-            tuning: Mutex::new(Tuning { native_fma: false, checks, unroll, wg_rows, flat, lut2, chunks, iq_pairs }),
+            coop_supported,
+            coop_enabled,
+            tuning: Mutex::new(Tuning {
+                native_fma: false,
+                checks,
+                unroll,
+                wg_rows,
+                flat,
+                lut2,
+                chunks,
+                iq_pairs,
+                coop,
+            }),
             max_part,
             max_binding,
             tables,
@@ -759,7 +881,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -776,7 +898,12 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
-            if self.spin_wait { ", spin wait" } else { "" }
+            if self.spin_wait { ", spin wait" } else { "" },
+            match t.coop {
+                Coop::Off => String::new(),
+                Coop::Native(n) => format!(", q4_K on cooperative matrices from NT {n}"),
+                Coop::Emulated(n) => format!(", q4_K on emulated tiles from NT {n}"),
+            }
         )
     }
 
@@ -791,6 +918,7 @@ impl WgpuBackend {
             lut2: true,
             chunks: 0,
             iq_pairs: false,
+            coop: Coop::Off,
         })
     }
 
@@ -807,6 +935,10 @@ impl WgpuBackend {
                 _ => 4,
             },
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
+            coop: match t.coop {
+                Coop::Native(_) if !self.coop_enabled => Coop::Off,
+                c => c,
+            },
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -841,6 +973,11 @@ impl WgpuBackend {
         self.fma_measured_fused
     }
 
+    /// Whether the adapter can run q4_K on its cooperative matrices ([`Coop::Native`]).
+    pub fn supports_coop(&self) -> bool {
+        self.coop_supported
+    }
+
     /// Whether the lane reductions use subgroup shuffles.
     pub fn uses_subgroups(&self) -> bool {
         self.subgroups
@@ -871,24 +1008,24 @@ impl WgpuBackend {
             return Ok(p.clone());
         }
         let (src, layout, checks) = match k {
-            Kernel::Matmul(f, nt, t) => (
-                shaders::matmul_source(
-                    f,
-                    &shaders::MmSrc {
-                        nt,
-                        subgroups: self.subgroups,
-                        native_fma: t.native_fma,
-                        unroll: unroll_of(f, nt, t),
-                        rows: wg_rows(f, t),
-                        lut2: t.lut2,
-                        iq_pairs: t.iq_pairs,
-                        q8k_split: self.q8k_split,
-                    },
-                )
-                .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
-                &self.layouts.matmul,
-                t.checks,
-            ),
+            Kernel::Matmul(f, nt, t) => {
+                let o = shaders::MmSrc {
+                    nt,
+                    subgroups: self.subgroups,
+                    native_fma: t.native_fma,
+                    unroll: unroll_of(f, nt, t),
+                    rows: wg_rows(f, t),
+                    lut2: t.lut2,
+                    iq_pairs: t.iq_pairs,
+                    q8k_split: self.q8k_split,
+                };
+                let src = match coop_kernel(f, nt, t) {
+                    Some(native) => shaders::coop_source(f, &o, native),
+                    None => shaders::matmul_source(f, &o)
+                        .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
+                };
+                (src, &self.layouts.matmul, t.checks)
+            }
             Kernel::Dequant(f, c) => (shaders::dequant_source(f), &self.layouts.dequant, c),
             Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf, self.q8k_split), &self.layouts.quant_pl, c),
             Kernel::Probe => (Some(shaders::probe_source(false)), &self.layouts.quant_pl, Checks::Full),
@@ -1864,6 +2001,13 @@ fn flat_by_default(f: Format) -> bool {
     f == Format::Q5_K
 }
 
+/// Whether `nt`-token dispatches of `f` run the cooperative-matrix kernel under `t` (and
+/// natively): only where its rows per workgroup are the format's ([`wg_rows`]), since one
+/// call's dispatches of different token counts share them.
+fn coop_kernel(f: Format, nt: u32, t: Tuning) -> Option<bool> {
+    t.coop.kernel(f, nt).filter(|_| wg_rows(f, t) == shaders::COOP_ROWS)
+}
+
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
     let pair = layout::is_pair(f) || shaders::on_kpair(f, t.iq_pairs);
@@ -2124,6 +2268,36 @@ mod tests {
         assert_eq!(act_row_words(Format::Q8_K, 256, true), 76);
     }
 
+    /// `QKERN_WGPU_COOP` values, and which dispatches take the cooperative-matrix kernel.
+    #[test]
+    fn coop_knob_and_kernel_choice() {
+        assert_eq!(parse_coop("0"), Some(Coop::Off));
+        assert_eq!(parse_coop("3"), Some(Coop::Native(3)));
+        assert_eq!(parse_coop("emulate"), Some(Coop::Emulated(1)));
+        assert_eq!(parse_coop("emulate:8"), Some(Coop::Emulated(8)));
+        for bad in ["9", "-1", "on", "emulate:0", "emulate:9", "emulate:", ""] {
+            assert_eq!(parse_coop(bad), None, "{bad:?}");
+        }
+        let t = |coop| Tuning {
+            native_fma: false,
+            checks: Checks::None,
+            unroll: 0,
+            wg_rows: 0,
+            flat: false,
+            lut2: true,
+            chunks: 0,
+            iq_pairs: false,
+            coop,
+        };
+        assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::Off)), None);
+        assert_eq!(coop_kernel(Format::Q4_K, 2, t(Coop::Native(3))), None);
+        assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(true));
+        assert_eq!(coop_kernel(Format::Q4_K, 1, t(Coop::Emulated(1))), Some(false));
+        // only q4_K has the kernel, and only at its own rows per workgroup
+        assert_eq!(coop_kernel(Format::Q5_K, 8, t(Coop::Native(1))), None);
+        assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
+    }
+
     #[test]
     fn readback_chunks_by_size_and_tuning() {
         let t = Tuning {
@@ -2135,6 +2309,7 @@ mod tests {
             lut2: true,
             chunks: 0,
             iq_pairs: false,
+            coop: Coop::Off,
         };
         // One chunk per 2 MiB, at least 1, at most 8, never more than the rows; with direct
         // output none unless asked for.

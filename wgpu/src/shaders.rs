@@ -17,6 +17,10 @@ const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
 const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
+const KC_Q4_K: &str = include_str!("wgsl/kc_q4_k.wgsl");
+const KC_TILE_COOP: &str = include_str!("wgsl/kc_tile_coop.wgsl");
+const KC_TILE_EMULATED: &str = include_str!("wgsl/kc_tile_emulated.wgsl");
+const KC_MAIN: &str = include_str!("wgsl/kc_main.wgsl");
 const PARAMS: &str = include_str!("wgsl/params.wgsl");
 const ACT_Q8K: &str = include_str!("wgsl/act_q8k.wgsl");
 const ACT_Q8K_SPLIT: &str = include_str!("wgsl/act_q8k_split.wgsl");
@@ -237,6 +241,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
 }
 
 /// The options of a matmul kernel's source.
+#[derive(Clone, Copy)]
 pub(crate) struct MmSrc {
     pub nt: u32,
     pub subgroups: bool,
@@ -325,6 +330,42 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
+}
+
+/// The formats with a cooperative-matrix matmul kernel (`wgsl/kc_*.wgsl`).
+pub(crate) fn has_coop(f: Format) -> bool {
+    f == Format::Q4_K
+}
+
+/// Rows per workgroup of the cooperative-matrix kernels (two tile halves of 16).
+pub(crate) const COOP_ROWS: u32 = 32;
+
+/// The cooperative-matrix matmul kernel of `f` (`wgsl/kc_q4_k.wgsl`: 64 invocations, 32 rows,
+/// the thread pairs' float chains on integer lane sums from 16 x 16 x 16 tile products), on
+/// the adapter's cooperative matrices (`native`) or with the products emulated by plain
+/// invocations. The constant-count loops are unrolled in the source (`flatten_loops`), so
+/// that the lane-pair index of the vector components is a constant.
+pub(crate) fn coop_source(f: Format, c: &MmSrc, native: bool) -> Option<String> {
+    if !has_coop(f) {
+        return None;
+    }
+    let o = MmSrc { rows: COOP_ROWS, ..*c };
+    let mut s = String::with_capacity(24 * 1024);
+    if native {
+        s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+    }
+    s.push_str(&o.head(2));
+    s.push_str("alias WV = vec4<u32>;\n");
+    s.push_str(&table_consts());
+    s.push_str(PARAMS);
+    s.push_str(KPAIR_HEAD);
+    s.push_str(act_q8k(o.q8k_split));
+    s.push_str(&table_src(f, 2 * COOP_ROWS));
+    s.push_str(&common_without_buffers());
+    o.tail(&mut s, KC_Q4_K);
+    s.push_str(if native { KC_TILE_COOP } else { KC_TILE_EMULATED });
+    s.push_str(&KC_MAIN.replace("WG_SIZE", &(2 * COOP_ROWS).to_string()));
+    Some(flatten_loops(&s, o.nt, 8))
 }
 
 /// The dequantize kernel of `f`.
@@ -559,6 +600,24 @@ mod tests {
                             format!("flat matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"),
                             flat,
                         ));
+                    }
+                }
+            }
+            if has_coop(f) {
+                for nt in [1, 2, 5, 8] {
+                    for native in [false, true] {
+                        let o = MmSrc {
+                            nt,
+                            subgroups: native,
+                            native_fma: native,
+                            unroll: 1,
+                            rows: 32,
+                            lut2: true,
+                            iq_pairs: false,
+                            q8k_split: !native,
+                        };
+                        sources
+                            .push((format!("coop {f} nt={nt} native={native}"), coop_source(f, &o, native).unwrap()));
                     }
                 }
             }

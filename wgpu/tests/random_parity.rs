@@ -120,6 +120,17 @@ fn run_format(f: Format) {
             }
         }
     }
+    // q4_K's cooperative-matrix kernel (native or emulated tiles): every NT, short tiles.
+    if f == Format::Q4_K
+        && let Some(cb) = common::backend_coop()
+    {
+        for (i, nt) in (1..=8).chain([11]).enumerate() {
+            let rows = [13, 37, 1, 70][i % 4];
+            if let Err(m) = case(cb, f, seeds.next_u64(), rows, [1, 3, 2][i % 3], nt, Dist::ALL[i % Dist::ALL.len()]) {
+                failures.push(m);
+            }
+        }
+    }
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 

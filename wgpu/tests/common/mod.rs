@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use qkern_wgpu::{Options, WgpuBackend};
+use qkern_wgpu::{Coop, Options, WgpuBackend};
 
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -85,6 +85,20 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
             iq_pairs: Some(true),
             ..Options::default()
         })
+    })
+    .as_ref()
+}
+
+/// A backend that runs q4_K's cooperative-matrix kernel (`Options::coop`) from one token: on
+/// the adapter's cooperative matrices where it has them (`WgpuBackend::supports_coop`: e.g.
+/// NVIDIA's Vulkan driver), else with the tile products emulated (lavapipe), so that the
+/// kernel's layout, bias and chains are checked everywhere and the tiles themselves where a
+/// device has them.
+pub fn backend_coop() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| {
+        let native = backend()?.supports_coop();
+        open(Options { coop: Some(if native { Coop::Native(1) } else { Coop::Emulated(1) }), ..Options::default() })
     })
     .as_ref()
 }
