@@ -10,54 +10,29 @@
 
 #include "mm_common.cuh"
 
-template <int NTM, int S>
-QK_DEV void mm_iq2_s(const MmArgs& A, const MmCtxW& c) {
-    QK_SHARED u32 grid[2048];
-    mm_load_table(grid, A, TAB_IQ2S, 2048);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 80u;
-    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs;
-    const float* ad = (const float*)J.a_d;
-    float acc[NTM][4];
-    mm_zero<NTM>(acc);
-QK_UNROLL(QK_UNROLL_P4)
-    for (u32 b = 0; b < nb; ++b) {
-        const u8* body = w + 80u * b;
-        const float xd = qk_h2f(qk_ld(wd + b));
-        // S = 1: the whole body in registers; S = 4: the words loaded where needed.
-        u32 bw[S == 1 ? 20 : 1];
-        if (S == 1) ld_body<S == 1 ? 20 : 1, 16>(body, bw);
-        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
-        i32 isum[4][NTM];
+struct LaneIq2S : LaneIqBase {
+    static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
+    static constexpr int AL = 16;
+    static constexpr bool SCALED = true;
+    static constexpr float SCALE = 0.125f;
+    template <bool WHOLE, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8*, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+        const u32 qsw = W(ib), sgw = W(8u + ib);
+        const u32 qhb = wbyte(W(16u + ib / 4u), ib % 4u);
+        const u32 scb = wbyte(W(18u + ib / 4u), ib % 4u);
+        *ls = (i32)(2u * (h ? (scb >> 4) : (scb & 0xfu)) + 1u);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
-#pragma unroll
-        for (int k = 0; k < 8 / S; ++k) {
-            const u32 ib = (u32)(k * S) + c.s;
-            const u32 qsw = W(ib), sgw = W(8u + ib);
-            const u32 qhb = wbyte(W(16u + ib / 4u), ib % 4u);
-            const u32 scb = wbyte(W(18u + ib / 4u), ib % 4u);
-            const i32 ls = (i32)(2u * (h ? (scb >> 4) : (scb & 0xfu)) + 1u);
-            i32 sg[4];
-#pragma unroll
-            for (int i2 = 0; i2 < 2; ++i2) {
-                const u32 lp = 2u * h + (u32)i2;
-                const u32 idx = wbyte(qsw, lp) | ((qhb << (8u - 2u * lp)) & 0x300u);
-                const uint2 g = ((const uint2*)grid)[idx];
-                const u32 sgn = wbyte(sgw, lp);
-                mm_sign_pair(g, sgn, sg + 2 * i2);
-            }
-            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
+        for (int i2 = 0; i2 < 2; ++i2) {
+            const u32 lp = 2u * h + (u32)i2;
+            const u32 idx = wbyte(qsw, lp) | ((qhb << (8u - 2u * lp)) & 0x300u);
+            const uint2 g = ((const uint2*)grid)[idx];
+            const u32 sgn = wbyte(sgw, lp);
+            mm_sign_pair(g, sgn, sg + 2 * i2);
         }
-        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    mm_l4_finish<NTM, true>(A, c, acc, 0.125f);
-}
+};
+template <int NTM, int S>
+QK_DEV void mm_iq2_s(const MmArgs& A, const MmCtxW& c) { mm_iq_l4<LaneIq2S, NTM, S>(A, c); }
 MM_KERNELS_L4(iq2_s, mm_iq2_s, 1)
 MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 

@@ -11,51 +11,26 @@
 
 #include "mm_common.cuh"
 
-template <int NTM, int S>
-QK_DEV void mm_iq2_xxs(const MmArgs& A, const MmCtxW& c) {
-    QK_SHARED u32 grid[512];
-    mm_load_table(grid, A, TAB_IQ2XXS, 512);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 64u;
-    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs;
-    const float* ad = (const float*)J.a_d;
-    float acc[NTM][4];
-    mm_zero<NTM>(acc);
-QK_UNROLL(QK_UNROLL_P4)
-    for (u32 b = 0; b < nb; ++b) {
-        const u8* body = w + 64u * b;
-        const float xd = qk_h2f(qk_ld(wd + b));
-        // S = 1: the whole body in registers; S = 4: the words loaded where needed.
-        u32 bw[S == 1 ? 16 : 1];
-        if (S == 1) ld_body<S == 1 ? 16 : 1, 16>(body, bw);
-        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
-        i32 isum[4][NTM];
+struct LaneIq2Xxs : LaneIqBase {
+    static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
+    static constexpr int AL = 16;
+    static constexpr bool SCALED = true;
+    static constexpr float SCALE = 0.125f;
+    template <bool WHOLE, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8*, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+        const u32 a0 = W(2u * ib), a1 = W(2u * ib + 1u);
+        *ls = (i32)(2u * (a1 >> 28) + 1u);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
-#pragma unroll
-        for (int k = 0; k < 8 / S; ++k) {
-            const u32 ib = (u32)(k * S) + c.s;
-            const u32 a0 = W(2u * ib), a1 = W(2u * ib + 1u);
-            const i32 ls = (i32)(2u * (a1 >> 28) + 1u);
-            i32 sg[4];
-#pragma unroll
-            for (int i2 = 0; i2 < 2; ++i2) {
-                const u32 lp = 2u * h + (u32)i2;
-                const uint2 g = ((const uint2*)grid)[(a0 >> (8u * lp)) & 0xffu];
-                const u32 sgn = ksigns((a1 >> (7u * lp)) & 127u);
-                mm_sign_pair(g, sgn, sg + 2 * i2);
-            }
-            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
+        for (int i2 = 0; i2 < 2; ++i2) {
+            const u32 lp = 2u * h + (u32)i2;
+            const uint2 g = ((const uint2*)grid)[(a0 >> (8u * lp)) & 0xffu];
+            const u32 sgn = ksigns((a1 >> (7u * lp)) & 127u);
+            mm_sign_pair(g, sgn, sg + 2 * i2);
         }
-        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    mm_l4_finish<NTM, true>(A, c, acc, 0.125f);
-}
+};
+template <int NTM, int S>
+QK_DEV void mm_iq2_xxs(const MmArgs& A, const MmCtxW& c) { mm_iq_l4<LaneIq2Xxs, NTM, S>(A, c); }
 MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 1)
 MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 4)
 

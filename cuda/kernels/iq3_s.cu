@@ -10,60 +10,44 @@
 
 #include "mm_common.cuh"
 
-template <int NTM, int S>
-QK_DEV void mm_iq3_s(const MmArgs& A, const MmCtxW& c) {
-    QK_SHARED u32 grid[512];
-    mm_load_table(grid, A, TAB_IQ3S, 512);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 108u;
-    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs;
-    const float* ad = (const float*)J.a_d;
-    float acc[NTM][4];
-    mm_zero<NTM>(acc);
-QK_UNROLL(QK_UNROLL_P4)
-    for (u32 b = 0; b < nb; ++b) {
-        const u8* body = w + 108u * b;
+// The 108-byte bodies are only 4-byte aligned: a thread loads the 19 words it uses (its qs word
+// and signs word of each sub-block, qh, scales) where it uses them, not all 27 up front (H200
+// session 7 run7: NT 1 1243 against 1055 GB/s, NT 4 786 against 709), except at NTM >=
+// QK_IQ3S_BODY_NTM (NT 8: 490 against 469, with fewer spills).
+struct LaneIq3S : LaneIqBase {
+    static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
+    static constexpr int AL = 4;
+    static constexpr bool SCALED = false;
+    static constexpr float SCALE = 1.0f;
+    template <int NTM, int S>
+    static constexpr bool WHOLE = S == 1 && NTM >= QK_IQ3S_BODY_NTM;
+    template <int NTM>
+    static QK_MEMBER void prefetch(const u8* body, u32 b, u32 nb, const MmCtxW& c) {
         mm_pf<QK_PF_IQ3S, (NTM >= 2)>(body + 108u * QK_PF_IQ3S, b, nb, 108u, 2u * c.s + c.h);
-        const float xd = qk_h2f(qk_ld(wd + b));
-        // The 108-byte bodies are only 4-byte aligned: a thread loads the 19 words it uses (its
-        // qs word and signs word of each sub-block, qh, scales) where it uses them, not all 27
-        // up front (H200 session 7 run7: NT 1 1243 against 1055 GB/s, NT 4 786 against 709),
-        // except at NTM >= QK_IQ3S_BODY_NTM (NT 8: 490 against 469, with fewer spills).
-        constexpr bool BODY = S == 1 && NTM >= QK_IQ3S_BODY_NTM;
-        u32 bw[BODY ? 27 : 1];
-        if (BODY) ld_body<BODY ? 27 : 1, 4>(body, bw);
-        const auto W = [&](u32 k) { return BODY ? bw[k] : ld32(body + 4u * k); };
-        const u32 sc = W(26);
-        const u32 qh0 = W(16), qh1 = W(17);
-        i32 isum[4][NTM];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
-#pragma unroll
-        for (int k = 0; k < 8 / S; ++k) {
-            const u32 ib = (u32)(k * S) + c.s;
-            const u32 qsw = BODY ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
-            const u32 qh = wbyte(ib < 4u ? qh0 : qh1, ib % 4u);
-            const u32 sg16 = W(18u + ib) >> (16u * h);
-            const u32 scb = wbyte(sc, ib / 2u);
-            const i32 ls = (i32)(2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u);
-            i32 sg[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const u32 L = 4u * h + (u32)i;
-                const u32 g = grid[((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i)];
-                sg[i] = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
-            }
-            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
-        }
-        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    mm_l4_finish<NTM, false>(A, c, acc, 1.0f);
-}
+    // The scales and the qh bytes of the block.
+    struct Blk {
+        u32 sc, qh0, qh1;
+        template <class Wf>
+        QK_MEMBER explicit Blk(const Wf& W) : sc(W(26)), qh0(W(16)), qh1(W(17)) {}
+    };
+    template <bool WHOLE, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk& k, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+        const u32 qsw = WHOLE ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
+        const u32 qh = wbyte(ib < 4u ? k.qh0 : k.qh1, ib % 4u);
+        const u32 sg16 = W(18u + ib) >> (16u * h);
+        const u32 scb = wbyte(k.sc, ib / 2u);
+        *ls = (i32)(2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const u32 L = 4u * h + (u32)i;
+            const u32 g = grid[((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i)];
+            sg[i] = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
+        }
+    }
+};
+template <int NTM, int S>
+QK_DEV void mm_iq3_s(const MmArgs& A, const MmCtxW& c) { mm_iq_l4<LaneIq3S, NTM, S>(A, c); }
 MM_KERNELS_L4(iq3_s, mm_iq3_s, 1)
 MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)
 

@@ -10,51 +10,26 @@
 
 #include "mm_common.cuh"
 
-template <int NTM, int S>
-QK_DEV void mm_iq3_xxs(const MmArgs& A, const MmCtxW& c) {
-    QK_SHARED u32 grid[256];
-    mm_load_table(grid, A, TAB_IQ3XXS, 256);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 96u;
-    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
-    const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs;
-    const float* ad = (const float*)J.a_d;
-    float acc[NTM][4];
-    mm_zero<NTM>(acc);
-QK_UNROLL(QK_UNROLL_P4)
-    for (u32 b = 0; b < nb; ++b) {
-        const u8* body = w + 96u * b;
-        const float xd = qk_h2f(qk_ld(wd + b));
-        // S = 1: the whole body in registers; S = 4: the words loaded where needed.
-        u32 bw[S == 1 ? 24 : 1];
-        if (S == 1) ld_body<S == 1 ? 24 : 1, 16>(body, bw);
-        const auto W = [&](u32 k) { return S == 1 ? bw[k] : ld32(body + 4u * k); };
-        i32 isum[4][NTM];
+struct LaneIq3Xxs : LaneIqBase {
+    static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u;
+    static constexpr int AL = 16;
+    static constexpr bool SCALED = true;
+    static constexpr float SCALE = 0.25f;
+    template <bool WHOLE, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+        const u32 qsw = WHOLE ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
+        const u32 aux = W(16u + ib);
+        *ls = (i32)(2u * (aux >> 28) + 1u);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
-#pragma unroll
-        for (int k = 0; k < 8 / S; ++k) {
-            const u32 ib = (u32)(k * S) + c.s;
-            const u32 qsw = S == 1 ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
-            const u32 aux = W(16u + ib);
-            const i32 ls = (i32)(2u * (aux >> 28) + 1u);
-            i32 sg[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const u32 g = grid[wbyte(qsw, (u32)i)];
-                const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
-                sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
-            }
-            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
+        for (int i = 0; i < 4; ++i) {
+            const u32 g = grid[wbyte(qsw, (u32)i)];
+            const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
+            sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
         }
-        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
     }
-    mm_l4_finish<NTM, true>(A, c, acc, 0.25f);
-}
+};
+template <int NTM, int S>
+QK_DEV void mm_iq3_xxs(const MmArgs& A, const MmCtxW& c) { mm_iq_l4<LaneIq3Xxs, NTM, S>(A, c); }
 MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 1)
 MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)
 

@@ -491,6 +491,66 @@ QK_DEV u32 tab_byte(const u32* t, u32 b) { return (qk_ld(t + b / 4) >> (8 * (b %
 // ksigns_iq2xs[k]: the 7 sign bits k and their parity in bit 7.
 QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
 
+// The IQ2/IQ3 formats' matmul on the L4 lanes (MM_KERNELS_L4): one skeleton, a format `F`
+// giving its block (BODY bytes, grid table TAB of GRID_WORDS words, ld_body alignment AL), its
+// final scaling (SCALED, SCALE: ggml's 0.125 / 0.25, none for iq3_s), whether a thread loads
+// its whole body up front (`WHOLE<NTM, S>`, else the words where used), a prefetch hook,
+// the per-block values hoisted out of the sub-block loop (`Blk`, built from the word reader)
+// and `sub`: sub-block ib's scale `ls` and lanes 4h..4h+3's signed grid bytes `sg`.
+template <class F, int NTM, int S>
+QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
+    QK_SHARED u32 grid[F::GRID_WORDS];
+    mm_load_table(grid, A, F::TAB, F::GRID_WORDS);
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, h = c.h;
+    const u8* w = (const u8*)J.w + (u64)c.row * nb * F::BODY;
+    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs;
+    const float* ad = (const float*)J.a_d;
+    float acc[NTM][4];
+    mm_zero<NTM>(acc);
+QK_UNROLL(QK_UNROLL_P4)
+    for (u32 b = 0; b < nb; ++b) {
+        const u8* body = w + F::BODY * b;
+        F::template prefetch<NTM>(body, b, nb, c);
+        const float xd = qk_h2f(qk_ld(wd + b));
+        constexpr bool WHOLE = F::template WHOLE<NTM, S>;
+        constexpr int NW = WHOLE ? (int)(F::BODY / 4u) : 1;
+        u32 bw[NW];
+        if (WHOLE) ld_body<NW, F::AL>(body, bw);
+        const auto W = [&](u32 k) { return WHOLE ? bw[k] : ld32(body + 4u * k); };
+        const typename F::Blk blk(W);
+        i32 isum[4][NTM];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[i][t] = 0;
+#pragma unroll
+        for (int k = 0; k < 8 / S; ++k) {
+            const u32 ib = (u32)(k * S) + c.s;
+            i32 ls;
+            i32 sg[4];
+            F::template sub<WHOLE>(W, body, blk, ib, h, grid, &ls, sg);
+            mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
+        }
+        mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
+    }
+    mm_l4_finish<NTM, F::SCALED>(A, c, acc, F::SCALE);
+}
+
+// The defaults of an `mm_iq_l4` format: the whole body at S = 1, no prefetch, nothing hoisted.
+struct LaneIqBase {
+    template <int NTM, int S>
+    static constexpr bool WHOLE = S == 1;
+    template <int NTM>
+    static QK_MEMBER void prefetch(const u8*, u32, u32, const MmCtxW&) {}
+    struct Blk {
+        template <class Wf>
+        QK_MEMBER explicit Blk(const Wf&) {}
+    };
+};
+
 // ---- Tensor-core kernels (qk_mma_u8s8 / qk_mma_s8s8, sm_80+; the 256-element formats from a few
 // tokens on, as args::mma_default_nt says; any NT 1..8 gives the same bits).
 // The integer lane sums of ggml's AVX2 dots are exact, so any exact way of computing them gives
