@@ -99,6 +99,24 @@ fn matmul_body(f: Format) -> Option<&'static str> {
     })
 }
 
+/// `body` with its `IQ8_TAIL(scale)` line (the IQ2/IQ3 8-invocation kernels) replaced by
+/// `iq8_tail.wgsl` with that final scale (e.g. `0.125 *`, or nothing); other bodies as they are.
+fn with_iq8_tail(body: &str) -> String {
+    const TAIL: &str = include_str!("wgsl/iq8_tail.wgsl");
+    match body.find("IQ8_TAIL(") {
+        Some(i) => {
+            let args = &body[i + "IQ8_TAIL(".len()..];
+            let end = args.find(')').expect("IQ8_TAIL(scale)");
+            let scale = args[..end].trim();
+            let scale = if scale.is_empty() { String::new() } else { format!("{scale} ") };
+            // (its header comment dropped: the kernel reads as before the split)
+            let tail: String = TAIL.lines().filter(|l| !l.starts_with("//")).map(|l| format!("{l}\n")).collect();
+            format!("{}{}{}", &body[..i], tail.replace("SCALE", &scale), &args[end + 1..].trim_start_matches('\n'))
+        }
+        None => body.to_string(),
+    }
+}
+
 /// Whether `f` is one of the IQ2/IQ3 formats, which run 8 invocations per row
 /// (`matmul_head.wgsl`) or, with [`crate::Tuning::iq_pairs`], on thread pairs (`kp_iq.wgsl`).
 pub(crate) fn is_iq23(f: Format) -> bool {
@@ -217,7 +235,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
         let body = if is_iq23(f) { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
         return Some(kpair_source(f, &body, o));
     }
-    let body = matmul_body(f)?;
+    let body = &with_iq8_tail(matmul_body(f)?);
     if crate::layout::is_pair(f) {
         return Some(pair_source(f, body, o));
     }

@@ -24,20 +24,4 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         wv[L] = neg_bytes(grid, (sb >> (4u * (L & 1u))) & 0xfu);
         ls[L] = s;
     }
-    for (var t = 0u; t < NT; t++) {
-        var p: array<i32, 8>;
-        for (var L = 0u; L < 8u; L++) {
-            p[L] = ls[L] * dot4I8Packed(wv[L], aq(t, b, 8u * ib + L));
-        }
-        let sumi = tr8(p);
-        let d = dx * ad(t, b);
-        (*st).acc[t] = fmx(d, f32(sumi), (*st).acc[t]);
-    }
-}
-fn finish(st: ptr<function, St>, l: u32, lid: u32) -> array<f32, NT> {
-    var r: array<f32, NT>;
-    for (var t = 0u; t < NT; t++) {
-        r[t] = 0.25 * hsum8((*st).acc[t], lid);
-    }
-    return r;
-}
+IQ8_TAIL(0.25 *)
