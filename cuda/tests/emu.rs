@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use qkern_cuda::args::{self, DeqArgs, MmJobDesc, QuantArgs};
 use qkern_cuda::layout::{ActLayout, WeightLayout, tables};
 use qkern_formats::{Format, reference};
-use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
+use qkern_parity::inputs::{Dist, Rng, SPECIALS, floats, random_blocks};
 
 type LaunchFn = unsafe extern "C" fn(*const i8, u32, u32, *const u8, *mut i8, i32) -> i32;
 
@@ -157,29 +157,6 @@ fn ref_quantize(act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
     }
     out
 }
-
-const SPECIALS: [f32; 20] = [
-    0.0,
-    -0.0,
-    0.5,
-    -0.5,
-    1.5,
-    2.5,
-    -2.5,
-    126.5,
-    127.0,
-    -127.0,
-    1e-40,
-    -1e-45,
-    6.5e4,
-    1e30,
-    -1e30,
-    f32::MIN_POSITIVE,
-    f32::MAX,
-    f32::MIN,
-    f32::INFINITY,
-    f32::NEG_INFINITY,
-];
 
 #[test]
 fn quantizers_match_reference() {

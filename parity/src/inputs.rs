@@ -84,6 +84,32 @@ impl Dist {
 }
 
 /// `n` floats of distribution `d`.
+/// Hand-picked activation values for the quantizers: quantization ties (x.5 after scaling),
+/// signed zeros, subnormals, the extremes and infinities (no NaN: callers add the NaNs their
+/// backend's contract covers).
+pub const SPECIALS: [f32; 20] = [
+    0.0,
+    -0.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    126.5,
+    127.0,
+    -127.0,
+    1e-40,
+    -1e-45,
+    6.5e4,
+    1e30,
+    -1e30,
+    f32::MIN_POSITIVE,
+    f32::MAX,
+    f32::MIN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+];
+
 pub fn floats(rng: &mut Rng, d: Dist, n: usize) -> Vec<f32> {
     let mut v = vec![0f32; n];
     match d {
