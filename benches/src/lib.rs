@@ -384,6 +384,16 @@ impl Progress<'_> {
     }
 }
 
+/// The progress line of one measurement: `what`, then the first record's three contenders.
+fn contenders_line(what: &str, r: &Record) -> String {
+    format!(
+        "{what}: ours {}, ggml {}, candle {}",
+        short(&r.ours, r.bytes),
+        short(&r.ggml, r.bytes),
+        short(&r.candle, r.bytes)
+    )
+}
+
 fn short(c: &Cell, bytes: usize) -> String {
     match c.seconds() {
         Some(s) => format!("{:.2} GB/s", bytes as f64 / 1e9 / s.median),
@@ -450,14 +460,9 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
                 for &t in &cfg.threads {
                     for &nt in &cfg.tokens {
                         let recs = matmul(&set, shape, nt, t, &devices, &mut pools, budget)?;
-                        let r0 = &recs[0];
-                        prog.step(&format!(
-                            "matmul {} {} NT={nt} thr={t}: ours {}, ggml {}, candle {}",
-                            shape.name(),
-                            format,
-                            short(&r0.ours, r0.bytes),
-                            short(&r0.ggml, r0.bytes),
-                            short(&r0.candle, r0.bytes)
+                        prog.step(&contenders_line(
+                            &format!("matmul {} {format} NT={nt} thr={t}", shape.name()),
+                            &recs[0],
                         ));
                         records.extend(recs);
                     }
@@ -465,15 +470,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
             }
             if ops(Op::Dequant) {
                 let recs = dequant(&set, shape, &devices, budget)?;
-                let r0 = &recs[0];
-                prog.step(&format!(
-                    "dequant {} {}: ours {}, ggml {}, candle {}",
-                    shape.name(),
-                    format,
-                    short(&r0.ours, r0.bytes),
-                    short(&r0.ggml, r0.bytes),
-                    short(&r0.candle, r0.bytes)
-                ));
+                prog.step(&contenders_line(&format!("dequant {} {format}", shape.name()), &recs[0]));
                 records.extend(recs);
             }
         }
@@ -481,14 +478,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
             let cols = shape.dims(Format::Q8_0, cfg).1;
             for &act in &act_formats {
                 let recs = quantize(act, shape, cols, max_nt, cfg.seed, &devices, budget)?;
-                let r0 = &recs[0];
-                prog.step(&format!(
-                    "quantize {} {act} x{max_nt}: ours {}, ggml {}, candle {}",
-                    shape.name(),
-                    short(&r0.ours, r0.bytes),
-                    short(&r0.ggml, r0.bytes),
-                    short(&r0.candle, r0.bytes)
-                ));
+                prog.step(&contenders_line(&format!("quantize {} {act} x{max_nt}", shape.name()), &recs[0]));
                 records.extend(recs);
             }
         }
