@@ -302,11 +302,12 @@ fn parse_coop(v: &str) -> Option<Coop> {
     }
 }
 
-/// Whether `adapter` can run [`Coop::Native`]: wgpu offers its cooperative matrices and
-/// f16, it lists f16 x f16 -> f32 tiles of 16 x 16 x 16, and its subgroups are exactly 32
-/// invocations (each of a kernel's two tile halves is one subgroup's).
+/// Whether `adapter` can run [`Coop::Native`]: wgpu offers its cooperative matrices, f16 and
+/// subgroups, it lists f16 x f16 -> f32 tiles of 16 x 16 x 16, and its subgroups are exactly 32
+/// invocations (each of a kernel's two tile halves is one subgroup's; that they are numbered
+/// linearly is checked on the device, [`WgpuBackend::subgroups_usable`]).
 fn coop_supported(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
-    let f = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+    let f = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
     adapter.features().contains(f)
         && info.subgroup_min_size == 32
         && info.subgroup_max_size == 32
@@ -770,12 +771,14 @@ impl WgpuBackend {
         };
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
-        let mut features = if want_sg && has_sg { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let coop_supported = coop_supported(&adapter, &info);
+        let coop_enabled = matches!(coop, Coop::Native(_));
+        // Subgroups for the lane reductions, and for checking the cooperative tiles' halves.
+        let mut features =
+            if (want_sg && has_sg) || coop_enabled { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
         if direct_out {
             features |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }
-        let coop_supported = coop_supported(&adapter, &info);
-        let coop_enabled = matches!(coop, Coop::Native(_));
         if coop_enabled && !coop_supported {
             return Err(WgpuError::Unsupported(format!(
                 "QKERN_WGPU_COOP / Options::coop: {} offers no cooperative matrices of f16 16x16x16 -> f32 on \
@@ -830,7 +833,7 @@ impl WgpuBackend {
             adapter: Box::new((info, limits)),
             device,
             queue,
-            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroups: want_sg && features.contains(wgpu::Features::SUBGROUP),
             direct_out,
             spin_wait,
             q8k_split,
@@ -860,6 +863,13 @@ impl WgpuBackend {
             op: Mutex::new(()),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
+        if coop_enabled && !be.subgroups_usable()? {
+            return Err(WgpuError::Unsupported(format!(
+                "QKERN_WGPU_COOP / Options::coop: the subgroups of {} are not numbered linearly by \
+                 invocation index, which the cooperative tiles' halves assume",
+                be.adapter.0.name
+            )));
+        }
         if be.subgroups && !be.subgroups_usable()? {
             be.subgroups = false;
         }
