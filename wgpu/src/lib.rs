@@ -262,43 +262,58 @@ pub struct Options {
 /// here through wgpu's experimental cooperative matrices (`Features::EXPERIMENTAL_COOPERATIVE_MATRIX`,
 /// which wgpu 30's Vulkan backend enables where the driver lists a configuration: NVIDIA's
 /// include f16 16 x 16 x 16 -> f32). Not measured on a GPU yet, so off by default.
-/// `QKERN_WGPU_COOP`: `0` (off), `1`..`8` (native, from that many tokens), `emulate` or
-/// `emulate:N` (the same kernel with the tile products computed by plain invocations: any
-/// adapter; for tests).
+/// `QKERN_WGPU_COOP`: `0` (off), `1`..`8` (native, from that many tokens), `f16:N` (native,
+/// tiles staged in f16 arrays), `emulate` or `emulate:N` (the same kernel with the tile
+/// products computed by plain invocations: any adapter; for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Coop {
     /// The thread-pair kernel at every token count.
     Off,
     /// The adapter's cooperative matrices, from this many tokens (1..=8) on. Needs f16 16 x 16 x
     /// 16 -> f32 tiles on subgroups of exactly 32 invocations ([`WgpuBackend::supports_coop`]).
+    /// The tiles are staged in u32 workgroup arrays (two f16 a word) and loaded as f16.
     Native(u8),
+    /// As [`Coop::Native`], the tiles staged in f16 arrays instead (for a driver that would
+    /// not reinterpret u32 words as f16 elements; `QKERN_WGPU_COOP=f16:N`).
+    NativeF16(u8),
     /// The kernel with emulated tile products, from this many tokens (1..=8) on.
     Emulated(u8),
 }
 
 impl Coop {
-    /// Whether a dispatch of `nt` tokens of `f` runs the cooperative-matrix kernel, and on
-    /// the adapter's cooperative matrices (`Some(true)`) or emulated (`Some(false)`).
-    fn kernel(self, f: Format, nt: u32) -> Option<bool> {
+    /// Whether a dispatch of `nt` tokens of `f` runs the cooperative-matrix kernel, and how
+    /// its tiles are formed.
+    fn kernel(self, f: Format, nt: u32) -> Option<shaders::CoopTiles> {
         match self {
             _ if !shaders::has_coop(f) => None,
-            Coop::Native(n) if nt >= n as u32 => Some(true),
-            Coop::Emulated(n) if nt >= n as u32 => Some(false),
+            Coop::Native(n) if nt >= n as u32 => Some(shaders::CoopTiles::Words),
+            Coop::NativeF16(n) if nt >= n as u32 => Some(shaders::CoopTiles::Halves),
+            Coop::Emulated(n) if nt >= n as u32 => Some(shaders::CoopTiles::Emulated),
             _ => None,
         }
     }
+
+    /// Whether this asks for the adapter's cooperative matrices.
+    fn native(self) -> bool {
+        matches!(self, Coop::Native(_) | Coop::NativeF16(_))
+    }
 }
 
-/// `QKERN_WGPU_COOP`: `0`, `1`..`8`, `emulate` or `emulate:N`.
+/// `QKERN_WGPU_COOP`: `0`, `1`..`8`, `f16:N`, `emulate` or `emulate:N`.
 fn parse_coop(v: &str) -> Option<Coop> {
     let n = |s: &str| s.parse().ok().filter(|n: &u8| (1..=8).contains(n));
     match v {
         "0" => Some(Coop::Off),
         "emulate" => Some(Coop::Emulated(1)),
-        _ => match v.strip_prefix("emulate:") {
-            Some(k) => n(k).map(Coop::Emulated),
-            None => n(v).map(Coop::Native),
-        },
+        _ => {
+            if let Some(k) = v.strip_prefix("emulate:") {
+                n(k).map(Coop::Emulated)
+            } else if let Some(k) = v.strip_prefix("f16:") {
+                n(k).map(Coop::NativeF16)
+            } else {
+                n(v).map(Coop::Native)
+            }
+        }
     }
 }
 
@@ -715,7 +730,9 @@ impl WgpuBackend {
         };
         let coop = match opts.coop {
             Some(c) => c,
-            None => env_knob("QKERN_WGPU_COOP", "0, 1 to 8, emulate or emulate:N", parse_coop)?.unwrap_or(Coop::Off),
+            None => {
+                env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, emulate or emulate:N", parse_coop)?.unwrap_or(Coop::Off)
+            }
         };
         let chunks = match opts.chunks {
             Some(c) => c,
@@ -772,7 +789,7 @@ impl WgpuBackend {
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
         let coop_supported = coop_supported(&adapter, &info);
-        let coop_enabled = matches!(coop, Coop::Native(_));
+        let coop_enabled = coop.native();
         // Subgroups for the lane reductions, and for checking the cooperative tiles' halves.
         let mut features =
             if (want_sg && has_sg) || coop_enabled { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
@@ -912,6 +929,7 @@ impl WgpuBackend {
             match t.coop {
                 Coop::Off => String::new(),
                 Coop::Native(n) => format!(", q4_K on cooperative matrices from NT {n}"),
+                Coop::NativeF16(n) => format!(", q4_K on cooperative matrices (f16 staging) from NT {n}"),
                 Coop::Emulated(n) => format!(", q4_K on emulated tiles from NT {n}"),
             }
         )
@@ -945,10 +963,7 @@ impl WgpuBackend {
                 _ => 4,
             },
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
-            coop: match t.coop {
-                Coop::Native(_) if !self.coop_enabled => Coop::Off,
-                c => c,
-            },
+            coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -1030,7 +1045,7 @@ impl WgpuBackend {
                     q8k_split: self.q8k_split,
                 };
                 let src = match coop_kernel(f, nt, t) {
-                    Some(native) => shaders::coop_source(f, &o, native),
+                    Some(tiles) => shaders::coop_source(f, &o, tiles),
                     None => shaders::matmul_source(f, &o)
                         .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
                 };
@@ -2014,7 +2029,7 @@ fn flat_by_default(f: Format) -> bool {
 /// Whether `nt`-token dispatches of `f` run the cooperative-matrix kernel under `t` (and
 /// natively): only where its rows per workgroup are the format's ([`wg_rows`]), since one
 /// call's dispatches of different token counts share them.
-fn coop_kernel(f: Format, nt: u32, t: Tuning) -> Option<bool> {
+fn coop_kernel(f: Format, nt: u32, t: Tuning) -> Option<shaders::CoopTiles> {
     t.coop.kernel(f, nt).filter(|_| wg_rows(f, t) == shaders::COOP_ROWS)
 }
 
@@ -2285,7 +2300,8 @@ mod tests {
         assert_eq!(parse_coop("3"), Some(Coop::Native(3)));
         assert_eq!(parse_coop("emulate"), Some(Coop::Emulated(1)));
         assert_eq!(parse_coop("emulate:8"), Some(Coop::Emulated(8)));
-        for bad in ["9", "-1", "on", "emulate:0", "emulate:9", "emulate:", ""] {
+        assert_eq!(parse_coop("f16:2"), Some(Coop::NativeF16(2)));
+        for bad in ["9", "-1", "on", "emulate:0", "emulate:9", "emulate:", "f16:0", "f16", ""] {
             assert_eq!(parse_coop(bad), None, "{bad:?}");
         }
         let t = |coop| Tuning {
@@ -2301,8 +2317,9 @@ mod tests {
         };
         assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::Off)), None);
         assert_eq!(coop_kernel(Format::Q4_K, 2, t(Coop::Native(3))), None);
-        assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(true));
-        assert_eq!(coop_kernel(Format::Q4_K, 1, t(Coop::Emulated(1))), Some(false));
+        assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(shaders::CoopTiles::Words));
+        assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::NativeF16(3))), Some(shaders::CoopTiles::Halves));
+        assert_eq!(coop_kernel(Format::Q4_K, 1, t(Coop::Emulated(1))), Some(shaders::CoopTiles::Emulated));
         // only q4_K has the kernel, and only at its own rows per workgroup
         assert_eq!(coop_kernel(Format::Q5_K, 8, t(Coop::Native(1))), None);
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);

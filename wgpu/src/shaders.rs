@@ -20,6 +20,8 @@ const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_Q4_K: &str = include_str!("wgsl/kc_q4_k.wgsl");
 const KC_TILE_COOP: &str = include_str!("wgsl/kc_tile_coop.wgsl");
 const KC_TILE_EMULATED: &str = include_str!("wgsl/kc_tile_emulated.wgsl");
+const KC_STAGE_U32: &str = include_str!("wgsl/kc_stage_u32.wgsl");
+const KC_STAGE_F16: &str = include_str!("wgsl/kc_stage_f16.wgsl");
 const KC_MAIN: &str = include_str!("wgsl/kc_main.wgsl");
 const PARAMS: &str = include_str!("wgsl/params.wgsl");
 const ACT_Q8K: &str = include_str!("wgsl/act_q8k.wgsl");
@@ -355,20 +357,32 @@ pub(crate) fn has_coop(f: Format) -> bool {
     f == Format::Q4_K
 }
 
+/// How a cooperative-matrix kernel forms its tile products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CoopTiles {
+    /// Plain invocations (`kc_tile_emulated.wgsl`), any adapter.
+    Emulated,
+    /// The adapter's cooperative matrices, loaded from u32 workgroup arrays (two f16 a word).
+    Words,
+    /// The adapter's cooperative matrices, loaded from f16 workgroup arrays.
+    Halves,
+}
+
 /// Rows per workgroup of the cooperative-matrix kernels (two tile halves of 16).
 pub(crate) const COOP_ROWS: u32 = 32;
 
 /// The cooperative-matrix matmul kernel of `f` (`wgsl/kc_q4_k.wgsl`: 64 invocations, 32 rows,
 /// the thread pairs' float chains on integer lane sums from 16 x 16 x 16 tile products), on
-/// the adapter's cooperative matrices (`native`) or with the products emulated by plain
-/// invocations. The constant-count loops are unrolled in the source (`flatten_loops`), so
-/// that the lane-pair index of the vector components is a constant.
-pub(crate) fn coop_source(f: Format, c: &MmSrc, native: bool) -> Option<String> {
+/// the adapter's cooperative matrices or with the products emulated by plain invocations
+/// (`tiles`). The constant-count loops are unrolled in the source (`flatten_loops`), so that
+/// the lane-pair index of the vector components is a constant.
+pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<String> {
     if !has_coop(f) {
         return None;
     }
     let o = MmSrc { rows: COOP_ROWS, ..*c };
     let mut s = String::with_capacity(24 * 1024);
+    let native = tiles != CoopTiles::Emulated;
     if native {
         s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     }
@@ -380,6 +394,7 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, native: bool) -> Option<String> 
     s.push_str(act_q8k(o.q8k_split));
     s.push_str(&table_src(f, 2 * COOP_ROWS));
     s.push_str(&common_without_buffers());
+    s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
     o.tail(&mut s, KC_Q4_K);
     s.push_str(if native { KC_TILE_COOP } else { KC_TILE_EMULATED });
     s.push_str(&KC_MAIN.replace("WG_SIZE", &(2 * COOP_ROWS).to_string()));
@@ -623,7 +638,8 @@ mod tests {
             }
             if has_coop(f) {
                 for nt in [1, 2, 5, 8] {
-                    for native in [false, true] {
+                    for tiles in [CoopTiles::Emulated, CoopTiles::Words, CoopTiles::Halves] {
+                        let native = tiles != CoopTiles::Emulated;
                         let o = MmSrc {
                             nt,
                             subgroups: native,
@@ -634,8 +650,7 @@ mod tests {
                             iq_pairs: false,
                             q8k_split: !native,
                         };
-                        sources
-                            .push((format!("coop {f} nt={nt} native={native}"), coop_source(f, &o, native).unwrap()));
+                        sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }
                 }
             }

@@ -24,17 +24,17 @@
 // 32 invocations). `kc_tile` is either the cooperative-matrix product or its emulation by
 // plain invocations (the same sums; for adapters without cooperative matrices: the tests).
 
-// A_p of the two halves: 16 rows x 32 words (64 f16) each.
-var<workgroup> KA: array<u32, 1024>;
-// B_p: 64 rows x 8 words (16 f16 columns).
-var<workgroup> KB: array<u32, 512>;
+// The tiles A_p (of the two halves: 16 rows x 32 words, 64 f16, each) and B_p (64 rows x 8
+// words, 16 f16 columns) are staged by words, two f16 each, through `ka_put` / `kb_put`
+// (kc_stage_u32.wgsl: u32 arrays; kc_stage_f16.wgsl: f16 arrays, for a driver that would not
+// read f16 tiles out of u32 words).
 // C_0..C_3 of each half: 16 x 16 f32 each, row-major.
 var<workgroup> KC: array<f32, 2048>;
 
 // The off-diagonal quarters of B_p stay zero: written once.
 fn kc_init(lid: u32) {
     for (var i = lid; i < 512u; i += WG) {
-        KB[i] = 0u;
+        kb_put(i, 0u);
     }
     kc_init_tiles(lid);
     workgroupBarrier();
@@ -85,17 +85,17 @@ fn step(base: u32, b: u32, lid: u32, st: ptr<function, St>) {
             let hi = (x >> 4u) & 0x0f0f0f0fu;
             let s0 = kc_scale(sc, 2u * j);
             let s1 = kc_scale(sc, 2u * j + 1u);
-            KA[a0 + 4u * j] = kc_pair(lo, false, s0);
-            KA[a0 + 4u * j + 1u] = kc_pair(lo, true, s0);
-            KA[a0 + 4u * j + 2u] = kc_pair(hi, false, s1);
-            KA[a0 + 4u * j + 3u] = kc_pair(hi, true, s1);
+            ka_put(a0 + 4u * j, kc_pair(lo, false, s0));
+            ka_put(a0 + 4u * j + 1u, kc_pair(lo, true, s0));
+            ka_put(a0 + 4u * j + 2u, kc_pair(hi, false, s1));
+            ka_put(a0 + 4u * j + 3u, kc_pair(hi, true, s1));
         }
         let v0 = vec4<f32>(unpack4xI8(aq(t0, b, bk + p + 4u * bh)));
         let v1 = vec4<f32>(unpack4xI8(aq(t1, b, bk + p + 4u * bh)));
-        KB[bw] = pack2x16float(vec2<f32>(v0.x, v1.x));
-        KB[bw + 8u] = pack2x16float(vec2<f32>(v0.y, v1.y));
-        KB[bw + 16u] = pack2x16float(vec2<f32>(v0.z, v1.z));
-        KB[bw + 24u] = pack2x16float(vec2<f32>(v0.w, v1.w));
+        kb_put(bw, pack2x16float(vec2<f32>(v0.x, v1.x)));
+        kb_put(bw + 8u, pack2x16float(vec2<f32>(v0.y, v1.y)));
+        kb_put(bw + 16u, pack2x16float(vec2<f32>(v0.z, v1.z)));
+        kb_put(bw + 24u, pack2x16float(vec2<f32>(v0.w, v1.w)));
         workgroupBarrier();
         kc_tile(half, p, lid);
     }

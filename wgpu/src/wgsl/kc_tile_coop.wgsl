@@ -21,8 +21,8 @@ fn kc_tile(half: u32, p: u32, lid: u32) {
     let neg = coopLoadT<coop_mat16x16<f16, A>>(&KN[0], 8u);
     var c = coopLoadT<coop_mat16x16<f32, C>>(&KZ[0], 16u);
     for (var kc = 0u; kc < 4u; kc++) {
-        let a = coopLoadT<coop_mat16x16<f16, A>>(&KA[half * 512u + 8u * kc], 32u);
-        let bm = coopLoadT<coop_mat16x16<f16, B>>(&KB[128u * kc], 8u);
+        let a = coopLoadT<coop_mat16x16<f16, A>>(&KA[KW * (half * 512u + 8u * kc)], KW * 32u);
+        let bm = coopLoadT<coop_mat16x16<f16, B>>(&KB[KW * 128u * kc], KW * 8u);
         c = coopMultiplyAdd(a, bm, c);
         c = coopMultiplyAdd(neg, bm, c);
     }

@@ -93,12 +93,16 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
 /// the adapter's cooperative matrices where it has them (`WgpuBackend::supports_coop`: e.g.
 /// NVIDIA's Vulkan driver), else with the tile products emulated (lavapipe), so that the
 /// kernel's layout, bias and chains are checked everywhere and the tiles themselves where a
-/// device has them.
+/// device has them (tiles staged as u32 words, or as f16 with `QKERN_TEST_COOP=f16`).
 pub fn backend_coop() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
-        let native = backend()?.supports_coop();
-        open(Options { coop: Some(if native { Coop::Native(1) } else { Coop::Emulated(1) }), ..Options::default() })
+        let coop = match backend()?.supports_coop() {
+            false => Coop::Emulated(1),
+            true if std::env::var("QKERN_TEST_COOP").is_ok_and(|v| v == "f16") => Coop::NativeF16(1),
+            true => Coop::Native(1),
+        };
+        open(Options { coop: Some(coop), ..Options::default() })
     })
     .as_ref()
 }
