@@ -14,3 +14,10 @@ fn kb_put(i: u32, w: u32) {
     KB[2u * i] = v.x;
     KB[2u * i + 1u] = v.y;
 }
+// The -1024 tile of kc_tile_coop.wgsl (16 rows of 16 f16).
+var<workgroup> KN: array<f16, 256>;
+fn kn_init(lid: u32) {
+    for (var i = lid; i < 256u; i += WG) {
+        KN[i] = f16(-1024.0);
+    }
+}

@@ -10,3 +10,10 @@ fn ka_put(i: u32, w: u32) {
 fn kb_put(i: u32, w: u32) {
     KB[i] = w;
 }
+// The -1024 tile of kc_tile_coop.wgsl (f16 0xE400; 16 rows of 8 words).
+var<workgroup> KN: array<u32, 128>;
+fn kn_init(lid: u32) {
+    for (var i = lid; i < 128u; i += WG) {
+        KN[i] = 0xe400e400u;
+    }
+}

@@ -2,14 +2,11 @@
 // (needs `enable f16; enable wgpu_cooperative_matrix;`, subgroups of exactly 32 invocations:
 // each tile half is one subgroup's).
 
-// Constant tiles: A of -1024 everywhere (f16 0xE400, 16 x 16 as 16 rows of 8 words) and a
-// zero C (16 x 16 f32).
-var<workgroup> KN: array<u32, 128>;
+// Constant tiles: A of -1024 everywhere (KN, staged as KA is: kc_stage_*.wgsl) and a zero C
+// (16 x 16 f32).
 var<workgroup> KZ: array<f32, 256>;
 fn kc_init_tiles(lid: u32) {
-    for (var i = lid; i < 128u; i += WG) {
-        KN[i] = 0xe400e400u;
-    }
+    kn_init(lid);
     for (var i = lid; i < 256u; i += WG) {
         KZ[i] = 0.0;
     }
@@ -18,7 +15,7 @@ fn kc_init_tiles(lid: u32) {
 // C_p of tile half `half` into KC: the four K chunks of 16, each as A_p chunk x B_p chunk plus
 // (-1024) x B_p chunk (the bias of A taken back out).
 fn kc_tile(half: u32, p: u32, lid: u32) {
-    let neg = coopLoadT<coop_mat16x16<f16, A>>(&KN[0], 8u);
+    let neg = coopLoadT<coop_mat16x16<f16, A>>(&KN[0], KW * 8u);
     var c = coopLoadT<coop_mat16x16<f32, C>>(&KZ[0], 16u);
     for (var kc = 0u; kc < 4u; kc++) {
         let a = coopLoadT<coop_mat16x16<f16, A>>(&KA[KW * (half * 512u + 8u * kc)], KW * 32u);
