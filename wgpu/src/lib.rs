@@ -97,14 +97,15 @@
 //! unrolled in the source. `examples/bench.rs --variants` times them side by side in one
 //! process.
 //!
-//! # Cooperative matrices (q4_K, opt-in)
+//! # Cooperative matrices (q4_K, q5_K; opt-in)
 //!
 //! At 8 tokens the thread-pair kernels are bound by their integer work (per lane, token and
 //! block 8 packed dot products and 8 scale multiplies), 2-4x their one-token time on the H200.
-//! [`Coop`] (`QKERN_WGPU_COOP`) runs q4_K's lane sums as 16 x 16 x 16 tile products instead
-//! (`wgsl/kc_q4_k.wgsl`), the CUDA backend's tensor-core route in WGSL: f16 tiles of
-//! `1024 + scale * quant` and of the activations, f32 sums, every value an integer below 2^24,
-//! so exact; then the same float chains. wgpu 30 exposes its experimental cooperative
+//! [`Coop`] (`QKERN_WGPU_COOP`) runs q4_K's and q5_K's lane sums as 16 x 16 x 16 tile products
+//! instead (`wgsl/kc_common.wgsl`), the CUDA backend's tensor-core route in WGSL: f16 tiles of
+//! `scale * quant` (q4_K's biased by 1024: two per word from one integer multiply-add) and of
+//! the activations, f32 sums, every value an integer below 2^24, so exact; then the same float
+//! chains. wgpu 30 exposes its experimental cooperative
 //! matrices where the Vulkan driver lists a configuration, and naga 30 takes f16 16 x 16
 //! tiles (wgpu-types' documentation still says 8 x 8 f32 only); NVIDIA's driver lists f16 16
 //! x 16 x 16 -> f32. The tile products also run emulated by plain invocations
@@ -250,13 +251,14 @@ pub struct Options {
     /// 13-28 % at NT 8, and the layout is one per backend. `import` and `read_acts` convert
     /// either way.
     pub q8k_split: Option<bool>,
-    /// q4_K's matmul on cooperative matrices (`None`: `QKERN_WGPU_COOP`, else [`Coop::Off`]).
+    /// q4_K's and q5_K's matmul on cooperative matrices (`None`: `QKERN_WGPU_COOP`, else
+    /// [`Coop::Off`]).
     /// See [`Coop`].
     pub coop: Option<Coop>,
 }
 
-/// q4_K's matmul kernel with the integer lane sums from 16 x 16 x 16 tile products
-/// (`wgsl/kc_q4_k.wgsl`: f16 A and B, f32 C; every operand and partial sum an integer below
+/// q4_K's and q5_K's matmul kernels with the integer lane sums from 16 x 16 x 16 tile products
+/// (`wgsl/kc_common.wgsl`: f16 A and B, f32 C; every operand and partial sum an integer below
 /// 2^24, so exact; the thread pairs' float chains unchanged, so the bits are the same), from
 /// a number of tokens on. The CUDA backend's route to NT 8 near NT 1's time (`mma.sync`);
 /// here through wgpu's experimental cooperative matrices (`Features::EXPERIMENTAL_COOPERATIVE_MATRIX`,
@@ -393,7 +395,7 @@ pub struct Tuning {
     /// lanes each, no per-token exchanges) instead of 8 invocations per row
     /// (`QKERN_WGPU_IQPAIR=1`; off by default until measured on a GPU).
     pub iq_pairs: bool,
-    /// q4_K on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
+    /// q4_K and q5_K on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
     /// [`Coop::Native`] off on a device without them).
     pub coop: Coop,
 }
@@ -928,9 +930,9 @@ impl WgpuBackend {
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
-                Coop::Native(n) => format!(", q4_K on cooperative matrices from NT {n}"),
-                Coop::NativeF16(n) => format!(", q4_K on cooperative matrices (f16 staging) from NT {n}"),
-                Coop::Emulated(n) => format!(", q4_K on emulated tiles from NT {n}"),
+                Coop::Native(n) => format!(", q4_K/q5_K on cooperative matrices from NT {n}"),
+                Coop::NativeF16(n) => format!(", q4_K/q5_K on cooperative matrices (f16 staging) from NT {n}"),
+                Coop::Emulated(n) => format!(", q4_K/q5_K on emulated tiles from NT {n}"),
             }
         )
     }
@@ -998,7 +1000,7 @@ impl WgpuBackend {
         self.fma_measured_fused
     }
 
-    /// Whether the adapter can run q4_K on its cooperative matrices ([`Coop::Native`]).
+    /// Whether the adapter can run q4_K and q5_K on its cooperative matrices ([`Coop::Native`]).
     pub fn supports_coop(&self) -> bool {
         self.coop_supported
     }
@@ -2320,8 +2322,9 @@ mod tests {
         assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(shaders::CoopTiles::Words));
         assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::NativeF16(3))), Some(shaders::CoopTiles::Halves));
         assert_eq!(coop_kernel(Format::Q4_K, 1, t(Coop::Emulated(1))), Some(shaders::CoopTiles::Emulated));
-        // only q4_K has the kernel, and only at its own rows per workgroup
-        assert_eq!(coop_kernel(Format::Q5_K, 8, t(Coop::Native(1))), None);
+        // only q4_K and q5_K have the kernel, and only at its own rows per workgroup
+        assert_eq!(coop_kernel(Format::Q5_K, 8, t(Coop::Native(1))), Some(shaders::CoopTiles::Words));
+        assert_eq!(coop_kernel(Format::Q6_K, 8, t(Coop::Native(1))), None);
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
     }
 

@@ -17,7 +17,7 @@ const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
 const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
-const KC_Q4_K: &str = include_str!("wgsl/kc_q4_k.wgsl");
+const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
 const KC_TILE_COOP: &str = include_str!("wgsl/kc_tile_coop.wgsl");
 const KC_TILE_EMULATED: &str = include_str!("wgsl/kc_tile_emulated.wgsl");
 const KC_STAGE_U32: &str = include_str!("wgsl/kc_stage_u32.wgsl");
@@ -354,7 +354,16 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
 
 /// The formats with a cooperative-matrix matmul kernel (`wgsl/kc_*.wgsl`).
 pub(crate) fn has_coop(f: Format) -> bool {
-    f == Format::Q4_K
+    coop_body(f).is_some()
+}
+
+/// A format's part of its cooperative-matrix kernel (`wgsl/kc_common.wgsl` has the rest).
+fn coop_body(f: Format) -> Option<&'static str> {
+    match f {
+        Format::Q4_K => Some(include_str!("wgsl/kc_q4_k.wgsl")),
+        Format::Q5_K => Some(include_str!("wgsl/kc_q5_k.wgsl")),
+        _ => None,
+    }
 }
 
 /// How a cooperative-matrix kernel forms its tile products.
@@ -371,15 +380,13 @@ pub(crate) enum CoopTiles {
 /// Rows per workgroup of the cooperative-matrix kernels (two tile halves of 16).
 pub(crate) const COOP_ROWS: u32 = 32;
 
-/// The cooperative-matrix matmul kernel of `f` (`wgsl/kc_q4_k.wgsl`: 64 invocations, 32 rows,
+/// The cooperative-matrix matmul kernel of `f` (`wgsl/kc_common.wgsl`: 64 invocations, 32 rows,
 /// the thread pairs' float chains on integer lane sums from 16 x 16 x 16 tile products), on
 /// the adapter's cooperative matrices or with the products emulated by plain invocations
 /// (`tiles`). The constant-count loops are unrolled in the source (`flatten_loops`), so that
 /// the lane-pair index of the vector components is a constant.
 pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<String> {
-    if !has_coop(f) {
-        return None;
-    }
+    let body = coop_body(f)?;
     let o = MmSrc { rows: COOP_ROWS, ..*c };
     let mut s = String::with_capacity(24 * 1024);
     let native = tiles != CoopTiles::Emulated;
@@ -395,7 +402,8 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     s.push_str(&table_src(f, 2 * COOP_ROWS));
     s.push_str(&common_without_buffers());
     s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
-    o.tail(&mut s, KC_Q4_K);
+    o.tail(&mut s, body);
+    s.push_str(KC_COMMON);
     s.push_str(if native { KC_TILE_COOP } else { KC_TILE_EMULATED });
     s.push_str(&KC_MAIN.replace("WG_SIZE", &(2 * COOP_ROWS).to_string()));
     Some(flatten_loops(&s, o.nt, 8))

@@ -120,8 +120,8 @@ fn run_format(f: Format) {
             }
         }
     }
-    // q4_K's cooperative-matrix kernel (native or emulated tiles): every NT, short tiles.
-    if f == Format::Q4_K
+    // The cooperative-matrix kernels (q4_K, q5_K; native or emulated tiles): every NT, short tiles.
+    if matches!(f, Format::Q4_K | Format::Q5_K)
         && let Some(cb) = common::backend_coop()
     {
         for (i, nt) in (1..=8).chain([11]).enumerate() {

@@ -12,8 +12,8 @@ fn kc_init_tiles(lid: u32) {
     }
 }
 
-// C_p of tile half `half` into KC: the four K chunks of 16, each as A_p chunk x B_p chunk plus
-// (-1024) x B_p chunk (the bias of A taken back out).
+// C_p of tile half `half` into KC: the four K chunks of 16, each as A_p chunk x B_p chunk plus,
+// where A is biased (KC_BIAS), (-1024) x B_p chunk (the bias taken back out).
 fn kc_tile(half: u32, p: u32, lid: u32) {
     let neg = coopLoadT<coop_mat16x16<f16, A>>(&KN[0], KW * 8u);
     var c = coopLoadT<coop_mat16x16<f32, C>>(&KZ[0], 16u);
@@ -21,7 +21,9 @@ fn kc_tile(half: u32, p: u32, lid: u32) {
         let a = coopLoadT<coop_mat16x16<f16, A>>(&KA[KW * (half * 512u + 8u * kc)], KW * 32u);
         let bm = coopLoadT<coop_mat16x16<f16, B>>(&KB[KW * 128u * kc], KW * 8u);
         c = coopMultiplyAdd(a, bm, c);
-        c = coopMultiplyAdd(neg, bm, c);
+        if (KC_BIAS) {
+            c = coopMultiplyAdd(neg, bm, c);
+        }
     }
     coopStoreT(c, &KC[half * 1024u + p * 256u], 16u);
 }

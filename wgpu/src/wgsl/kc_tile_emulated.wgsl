@@ -15,7 +15,7 @@ fn kc_tile(half: u32, p: u32, lid: u32) {
         for (var k = 0u; k < 64u; k++) {
             let a = unpack2x16float(KA[half * 512u + m * 32u + (k >> 1u)]);
             let bv = unpack2x16float(KB[k * 8u + (n >> 1u)]);
-            s += (select(a.x, a.y, (k & 1u) == 1u) - 1024.0) * select(bv.x, bv.y, (n & 1u) == 1u);
+            s += (select(a.x, a.y, (k & 1u) == 1u) - select(0.0, 1024.0, KC_BIAS)) * select(bv.x, bv.y, (n & 1u) == 1u);
         }
         KC[half * 1024u + p * 256u + m * 16u + n] = s;
     }
