@@ -2306,17 +2306,7 @@ mod tests {
         for bad in ["9", "-1", "on", "emulate:0", "emulate:9", "emulate:", "f16:0", "f16", ""] {
             assert_eq!(parse_coop(bad), None, "{bad:?}");
         }
-        let t = |coop| Tuning {
-            native_fma: false,
-            checks: Checks::None,
-            unroll: 0,
-            wg_rows: 0,
-            flat: false,
-            lut2: true,
-            chunks: 0,
-            iq_pairs: false,
-            coop,
-        };
+        let t = |coop| Tuning { coop, ..plain_tuning() };
         assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::Off)), None);
         assert_eq!(coop_kernel(Format::Q4_K, 2, t(Coop::Native(3))), None);
         assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(shaders::CoopTiles::Words));
@@ -2328,9 +2318,9 @@ mod tests {
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
     }
 
-    #[test]
-    fn readback_chunks_by_size_and_tuning() {
-        let t = Tuning {
+    /// Every tuning knob at its default (no device needed).
+    fn plain_tuning() -> Tuning {
+        Tuning {
             native_fma: false,
             checks: Checks::None,
             unroll: 0,
@@ -2340,7 +2330,12 @@ mod tests {
             chunks: 0,
             iq_pairs: false,
             coop: Coop::Off,
-        };
+        }
+    }
+
+    #[test]
+    fn readback_chunks_by_size_and_tuning() {
+        let t = plain_tuning();
         // One chunk per 2 MiB, at least 1, at most 8, never more than the rows; with direct
         // output none unless asked for.
         for direct in [false, true] {
