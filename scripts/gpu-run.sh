@@ -74,11 +74,11 @@ mmant) timeout ${CUDA_BENCH_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --ker
 # same shapes as a cross-check of it.
 cublas) { timeout 120 $C/cuda_bench --gib 1 --iters 20 --formats q8_0 --no-forced --no-experts --kernels-only
     timeout 120 python3 cuda/examples/cublas_gemv.py; } > "$R/cublas.md" 2>&1; cat "$R/cublas.md" ;;
-# wgpu q4_K and q5_K on cooperative matrices (f16 tiles, Coop::Native): its bits (the random parity
+# wgpu q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (f16 tiles, Coop::Native): its bits (the random parity
 # test's coop backend runs natively where the adapter has them), then lanes against tiles.
-coop) { for v in words f16; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_parity q4_k q5_k --nocapture; done
-    QKERN_WGPU_COOP=1 timeout 150 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K --nt 1,2,4,8 --variants nocoop,coop,coop16 \
-      --csv "$R/coop.csv"; } > "$R/coop.log" 2>&1; grep -E "adapter|q[45]_K|test result|fail|rror" "$R/coop.log" | head -30 ;;
+coop) { for v in words f16; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_parity q4_k q5_k iq2 iq3 --nocapture; done
+    QKERN_WGPU_COOP=1 timeout 400 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s --nt 1,2,4,8 --variants nocoop,coop,coop16 \
+      --csv "$R/coop.csv"; } > "$R/coop.log" 2>&1; grep -E "adapter|q[45]_K|iq[23]|test result|fail|rror" "$R/coop.log" | head -30 ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

@@ -13,7 +13,7 @@
 //! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
 //! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per
 //! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`,
-//! `coop` / `coop16` / `nocoop` (q4_K and q5_K on cooperative matrices from one token, tiles staged
+//! `coop` / `coop16` / `nocoop` (q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token, tiles staged
 //! as u32 words / as f16, or not: the device has
 //! them only when made with `QKERN_WGPU_COOP=1`..`8`, which also makes `default` use them).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
@@ -50,7 +50,7 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "iqpair" => Tuning { iq_pairs: true, ..d },
         "iq8" => Tuning { iq_pairs: false, ..d },
         "iqpair2" => Tuning { iq_pairs: true, unroll: 2, ..d },
-        // q4_K and q5_K on cooperative matrices from one token (the device must have been made with
+        // q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token (the device must have been made with
         // them: QKERN_WGPU_COOP=1; else this is the default), or not
         "coop" => Tuning { coop: Coop::Native(1), ..d },
         "coop16" => Tuning { coop: Coop::NativeF16(1), ..d },
@@ -97,7 +97,7 @@ fn main() {
         .expect("wgpu adapter");
     let default = be.tuning();
     eprintln!(
-        "adapter: {} (max part {} MiB, cooperative matrices for q4_K, q5_K: {})",
+        "adapter: {} (max part {} MiB, cooperative matrices: {})",
         be.name(),
         be.max_part_bytes() >> 20,
         if be.supports_coop() { "yes" } else { "no" }

@@ -97,13 +97,14 @@
 //! unrolled in the source. `examples/bench.rs --variants` times them side by side in one
 //! process.
 //!
-//! # Cooperative matrices (q4_K, q5_K; opt-in)
+//! # Cooperative matrices (q4_K, q5_K, IQ2/IQ3; opt-in)
 //!
 //! At 8 tokens the thread-pair kernels are bound by their integer work (per lane, token and
 //! block 8 packed dot products and 8 scale multiplies), 2-4x their one-token time on the H200.
-//! [`Coop`] (`QKERN_WGPU_COOP`) runs q4_K's and q5_K's lane sums as 16 x 16 x 16 tile products
-//! instead (`wgsl/kc_common.wgsl`), the CUDA backend's tensor-core route in WGSL: f16 tiles of
-//! `scale * quant` (q4_K's biased by 1024: two per word from one integer multiply-add) and of
+//! [`Coop`] (`QKERN_WGPU_COOP`) runs the lane sums of q4_K, q5_K and the IQ2/IQ3 formats as
+//! 16 x 16 x 16 tile products instead (`wgsl/kc_common.wgsl`), the CUDA backend's tensor-core
+//! route in WGSL: f16 tiles of `scale * quant` (q4_K's biased by 1024: two per word from one
+//! integer multiply-add; the IQ formats' signed grid bytes times their scale) and of
 //! the activations, f32 sums, every value an integer below 2^24, so exact; then the same float
 //! chains. wgpu 30 exposes its experimental cooperative
 //! matrices where the Vulkan driver lists a configuration, and naga 30 takes f16 16 x 16
@@ -251,13 +252,14 @@ pub struct Options {
     /// 13-28 % at NT 8, and the layout is one per backend. `import` and `read_acts` convert
     /// either way.
     pub q8k_split: Option<bool>,
-    /// q4_K's and q5_K's matmul on cooperative matrices (`None`: `QKERN_WGPU_COOP`, else
-    /// [`Coop::Off`]).
+    /// q4_K's, q5_K's and the IQ2/IQ3 formats' matmul on cooperative matrices (`None`:
+    /// `QKERN_WGPU_COOP`, else [`Coop::Off`]).
     /// See [`Coop`].
     pub coop: Option<Coop>,
 }
 
-/// q4_K's and q5_K's matmul kernels with the integer lane sums from 16 x 16 x 16 tile products
+/// The matmul kernels of q4_K, q5_K and the IQ2/IQ3 formats with the integer lane sums from
+/// 16 x 16 x 16 tile products
 /// (`wgsl/kc_common.wgsl`: f16 A and B, f32 C; every operand and partial sum an integer below
 /// 2^24, so exact; the thread pairs' float chains unchanged, so the bits are the same), from
 /// a number of tokens on. The CUDA backend's route to NT 8 near NT 1's time (`mma.sync`);
@@ -395,7 +397,7 @@ pub struct Tuning {
     /// lanes each, no per-token exchanges) instead of 8 invocations per row
     /// (`QKERN_WGPU_IQPAIR=1`; off by default until measured on a GPU).
     pub iq_pairs: bool,
-    /// q4_K and q5_K on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
+    /// q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
     /// [`Coop::Native`] off on a device without them).
     pub coop: Coop,
 }
@@ -930,9 +932,9 @@ impl WgpuBackend {
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
-                Coop::Native(n) => format!(", q4_K/q5_K on cooperative matrices from NT {n}"),
-                Coop::NativeF16(n) => format!(", q4_K/q5_K on cooperative matrices (f16 staging) from NT {n}"),
-                Coop::Emulated(n) => format!(", q4_K/q5_K on emulated tiles from NT {n}"),
+                Coop::Native(n) => format!(", cooperative matrices from NT {n}"),
+                Coop::NativeF16(n) => format!(", cooperative matrices (f16 staging) from NT {n}"),
+                Coop::Emulated(n) => format!(", emulated tiles from NT {n}"),
             }
         )
     }
@@ -1000,7 +1002,8 @@ impl WgpuBackend {
         self.fma_measured_fused
     }
 
-    /// Whether the adapter can run q4_K and q5_K on its cooperative matrices ([`Coop::Native`]).
+    /// Whether the adapter can run the cooperative-matrix kernels on its own tiles
+    /// ([`Coop::Native`]).
     pub fn supports_coop(&self) -> bool {
         self.coop_supported
     }

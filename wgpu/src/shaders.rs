@@ -126,8 +126,13 @@ pub(crate) fn is_iq23(f: Format) -> bool {
 }
 
 /// The thread-pair body of an IQ2/IQ3 format: its `sub` and `res` (kpi_*.wgsl), then the
-/// shared `step` and `finish` (kp_iq.wgsl).
+/// shared `step` and `finish` (kp_iq_sub.wgsl, kp_iq.wgsl).
 fn iq_pair_body(f: Format) -> Option<String> {
+    Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kp_iq.wgsl")))
+}
+
+/// An IQ2/IQ3 format's sub-block decoder for the thread pairs (kpi_*.wgsl, kp_iq_sub.wgsl).
+fn iq_sub(f: Format) -> Option<String> {
     let sub = match f {
         Format::IQ2_XXS => include_str!("wgsl/kpi_iq2_xxs.wgsl"),
         Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
@@ -136,7 +141,7 @@ fn iq_pair_body(f: Format) -> Option<String> {
         Format::IQ3_S => include_str!("wgsl/kpi_iq3_s.wgsl"),
         _ => return None,
     };
-    Some(format!("{sub}{}", include_str!("wgsl/kp_iq.wgsl")))
+    Some(format!("{sub}{}", include_str!("wgsl/kp_iq_sub.wgsl")))
 }
 
 /// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
@@ -326,12 +331,24 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
 /// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let wg = 2 * c.rows;
+    let mut s = String::with_capacity(16 * 1024);
+    kpair_prelude(&mut s, f, c);
+    c.tail(&mut s, body);
+    let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
+    s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    s
+}
+
+/// What the thread-pair kernels (and the cooperative-matrix ones, which keep their layout) put
+/// before their body: constants, bindings (kpair_head.wgsl), the q8_K accessors, the format's
+/// table and the common helpers.
+fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc) {
+    let wg = 2 * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K => "vec4<u32>",
         Format::IQ4_XS => "vec2<u32>",
         _ => "u32",
     };
-    let mut s = String::with_capacity(16 * 1024);
     s.push_str(&c.head(2));
     s.push_str(&format!("alias WV = {wv};\n"));
     s.push_str(&table_consts());
@@ -346,10 +363,6 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     } else {
         s.push_str(&common_without_buffers());
     }
-    c.tail(&mut s, body);
-    let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
-    s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
-    s
 }
 
 /// The formats with a cooperative-matrix matmul kernel (`wgsl/kc_*.wgsl`).
@@ -358,10 +371,11 @@ pub(crate) fn has_coop(f: Format) -> bool {
 }
 
 /// A format's part of its cooperative-matrix kernel (`wgsl/kc_common.wgsl` has the rest).
-fn coop_body(f: Format) -> Option<&'static str> {
+fn coop_body(f: Format) -> Option<String> {
     match f {
-        Format::Q4_K => Some(include_str!("wgsl/kc_q4_k.wgsl")),
-        Format::Q5_K => Some(include_str!("wgsl/kc_q5_k.wgsl")),
+        Format::Q4_K => Some(include_str!("wgsl/kc_q4_k.wgsl").into()),
+        Format::Q5_K => Some(include_str!("wgsl/kc_q5_k.wgsl").into()),
+        f if is_iq23(f) => Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kc_iq.wgsl"))),
         _ => None,
     }
 }
@@ -393,16 +407,9 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     if native {
         s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     }
-    s.push_str(&o.head(2));
-    s.push_str("alias WV = vec4<u32>;\n");
-    s.push_str(&table_consts());
-    s.push_str(PARAMS);
-    s.push_str(KPAIR_HEAD);
-    s.push_str(act_q8k(o.q8k_split));
-    s.push_str(&table_src(f, 2 * COOP_ROWS));
-    s.push_str(&common_without_buffers());
+    kpair_prelude(&mut s, f, &o);
     s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
-    o.tail(&mut s, body);
+    o.tail(&mut s, &body);
     s.push_str(KC_COMMON);
     s.push_str(if native { KC_TILE_COOP } else { KC_TILE_EMULATED });
     s.push_str(&KC_MAIN.replace("WG_SIZE", &(2 * COOP_ROWS).to_string()));

@@ -120,9 +120,18 @@ fn run_format(f: Format) {
             }
         }
     }
-    // The cooperative-matrix kernels (q4_K, q5_K; native or emulated tiles): every NT, short tiles.
-    if matches!(f, Format::Q4_K | Format::Q5_K)
-        && let Some(cb) = common::backend_coop()
+    // The cooperative-matrix kernels (q4_K, q5_K, the IQ2/IQ3 formats; native or emulated
+    // tiles): every NT, short tiles.
+    if matches!(
+        f,
+        Format::Q4_K
+            | Format::Q5_K
+            | Format::IQ2_XXS
+            | Format::IQ2_XS
+            | Format::IQ2_S
+            | Format::IQ3_XXS
+            | Format::IQ3_S
+    ) && let Some(cb) = common::backend_coop()
     {
         for (i, nt) in (1..=8).chain([11]).enumerate() {
             let rows = [13, 37, 1, 70][i % 4];

@@ -1,6 +1,7 @@
-// ---- kc_main.wgsl: the cooperative-matrix kernels' entry (kc_q4_k.wgsl) -------------------
+// ---- kc_main.wgsl: the cooperative-matrix kernels' entry (kc_common.wgsl) -----------------
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    load_tab(lid);
     kc_init(lid);
     let h = lid & 1u;
     let row = part_row(wg, lid, 1u);

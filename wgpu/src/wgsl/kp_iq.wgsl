@@ -1,19 +1,5 @@
-// ---- kp_iq.wgsl: the IQ2/IQ3 formats on thread pairs (kpair_head.wgsl) ---------------------
-// After the format's file (kpi_*.wgsl), which gives BB (block bytes), `sub(B, ib, h)` (the
-// signed grid bytes of lanes 4h..4h+3 of sub-block ib of the block at byte B, and the lanes'
-// sub-block scale) and `res(x)` (ggml's factor on the hsum: 0.125, 0.25 or none). Invocation h
-// of a row owns lanes 4h..4h+3 (the CUDA backend's `MM_KERNELS_L4` mapping): it decodes its
-// half of every sub-block once per block, sums ls * dot(lane bytes, q8 word 8ib + L) over the 8
-// sub-blocks (exact), then runs the 4 lanes' chains `fmx(d, f32(lane), acc)`; the pair's
-// `hsum_float_8` is `hsum_pair`. No per-token exchanges (the 8-invocation kernels transpose-
-// reduce every token's lane sums).
-struct Sub { q: vec4<u32>, ls: i32 }
+// ---- kp_iq.wgsl: step and finish of the IQ2/IQ3 thread-pair kernels (after kp_iq_sub.wgsl) -
 struct St { acc: array<vec4<f32>, NT> }
-// The signed grid bytes of one 8-byte grid entry `idx` (the IQ2 formats): `.x` with sign bits
-// 0-3 of `sb`, `.y` with bits 4-7.
-fn signed_entry(idx: u32, sb: u32) -> vec2<u32> {
-    return vec2<u32>(neg_bytes(tab(2u * idx), sb & 0xfu), neg_bytes(tab(2u * idx + 1u), (sb >> 4u) & 0xfu));
-}
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let B = base + b * BB;
     let dx = f16f(w16(B));

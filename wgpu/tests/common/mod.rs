@@ -89,7 +89,7 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend that runs q4_K's and q5_K's cooperative-matrix kernels (`Options::coop`) from one token: on
+/// A backend that runs the cooperative-matrix kernels (q4_K, q5_K, IQ2/IQ3) (`Options::coop`) from one token: on
 /// the adapter's cooperative matrices where it has them (`WgpuBackend::supports_coop`: e.g.
 /// NVIDIA's Vulkan driver), else with the tile products emulated (lavapipe), so that the
 /// kernel's layout, bias and chains are checked everywhere and the tiles themselves where a
