@@ -1,31 +1,35 @@
-// ---- kc_common.wgsl: the K-quants' matmul with the integer lane sums on cooperative matrices
-// ggml_vec_dot_q{4,5}_K_q8_K (AVX2) as kp_q4_k.wgsl / kp_q5_k.wgsl run it: the same invocations
-// (2 per row, h owning AVX2 lanes 4h..4h+3), the same float chains in the same order. Only the
-// exact integer lane sums come another way: from 16 x 16 x 16 matrix products (f16 A and B, f32
-// C), the route the CUDA backend takes with mma.sync (cuda/kernels/kquants.cuh `kq_mma`).
+// ---- kc_common.wgsl: matmul with the integer lane sums on cooperative matrices ------------
+// For q4_K, q5_K (ggml_vec_dot_q{4,5}_K_q8_K, AVX2) and the IQ2/IQ3 formats as their thread-pair
+// kernels run them (kp_q4_k.wgsl, kp_q5_k.wgsl, kp_iq.wgsl): the same invocations (2 per row, h
+// owning AVX2 lanes 4h..4h+3), the same float chains in the same order. Only the exact integer
+// lane sums come another way: from 16 x 16 x 16 matrix products (f16 A and B, f32 C), the
+// route the CUDA backend takes with mma.sync (cuda/kernels/kquants.cuh `kq_mma`).
 //
 // Lane L of a block: sum over sub-blocks s (0..7) and bytes b (0..3) of sc[s] * q * a, q the
-// quant of byte b of qs word 8(s/2) + L (low nibble for even s, high for odd; q5_K adds its
-// fifth bit), a byte b of q8 word 16(s/2) + 8(s%2) + L. As a matrix product over K = 32
-// elements k = 4s + b: A[row][k] = sc[s] * q (at most 31 * 63 = 1953: an integer f16 holds
-// exactly), B[k][token] = a (-128..127). Two lanes share a product (lane pair p = lanes p and
-// p + 4): A_p is 16 rows x 64 (lane p's 32 elements, then lane p + 4's), B_p is 64 x 16,
-// block-diagonal (columns 0..7: lane p's activations of tokens 0..7 in rows 0..31; columns
-// 8..15: lane p + 4's in rows 32..63; zero elsewhere), so C_p[row][t] is lane p's sum of token
-// t and C_p[row][8 + t] lane p + 4's. q4_K's A holds 1024 + sc[s] * q (`KC_BIAS`: f16 bits
-// 0x6400 + v, two elements per word from one integer multiply-add), and one more product per
-// K chunk with an A of -1024 everywhere takes the bias back out; q5_K's (up to 1953) is
-// converted. Every operand and every partial sum is an integer below 2^24 in magnitude (at
-// most 32 * 1969 * 128), so every f32 sum is exact whatever order the hardware adds in: C is
-// exactly ggml's int32 lane sum.
+// weight of byte b of lane L in sub-block s (q4_K: a nibble of qs word 8(s/2) + L, low for even
+// s, high for odd; q5_K adds its fifth bit; the IQ formats: a signed grid byte), a byte b of
+// q8 word 8s + L. As a matrix product over K = 32 elements k = 4s + b: A[row][k] = sc[s] * q
+// (at most 31 * 63 = 1953 in magnitude: an integer f16 holds exactly), B[k][token] = a
+// (-128..127). Two lanes share a product (lane pair p = lanes p and p + 4): A_p is 16 rows x 64
+// (lane p's 32 elements, then lane p + 4's), B_p is 64 x 16, block-diagonal (columns 0..7: lane
+// p's activations of tokens 0..7 in rows 0..31; columns 8..15: lane p + 4's in rows 32..63;
+// zero elsewhere), so C_p[row][t] is lane p's sum of token t and C_p[row][8 + t] lane p + 4's.
+// q4_K's A holds 1024 + sc[s] * q (`KC_BIAS`: f16 bits 0x6400 + v, two elements per word from
+// one integer multiply-add), and one more product per K chunk with an A of -1024 everywhere
+// takes the bias back out; the others' A is converted. Every operand and every partial sum is
+// an integer below 2^24 in magnitude (at most 32 * 1969 * 128), so every f32 sum is exact
+// whatever order the hardware adds in: C is exactly ggml's int32 lane sum. (q6_K and iq4_xs,
+// whose |sc * q| reaches 4096, would need two tiles of scale digits, as the CUDA kernels split
+// them; their staging would cost about what their lane kernels spend at NT 8, so they have none.)
 //
 // A workgroup is 64 invocations, 32 rows: rows 0..15 (invocations 0..31) and rows 16..31
 // (32..63) are the two tile halves, one subgroup each where the tiles are the device's
 // cooperative matrices (the backend uses those only on adapters whose subgroups are exactly
 // 32 invocations, numbered linearly). `kc_tile` is either the cooperative-matrix product or
 // its emulation by plain invocations (the same sums; for adapters without cooperative
-// matrices: the tests). A format file (kc_q4_k.wgsl, kc_q5_k.wgsl) gives `KC_BIAS`, the
-// block's words `Wq` and `kc_fill_a` (this invocation's 16 words of A_p), `step` and `finish`.
+// matrices: the tests). A format file (kc_q4_k.wgsl, kc_q5_k.wgsl, kc_iq.wgsl) gives `KC_BIAS`,
+// the block's words `Wq` and `kc_fill_a` (this invocation's 16 words of A_p), `step` and
+// `finish`.
 
 // The tiles A_p (of the two halves: 16 rows x 32 words, 64 f16, each) and B_p (64 rows x 8
 // words, 16 f16 columns) are staged by words, two f16 each, through `ka_put` / `kb_put`
