@@ -1810,15 +1810,28 @@ impl WgpuBackend {
     /// Run the probe kernel on `words` (3 per case), returning `per` words per case.
     pub(crate) fn run_probe(&self, words: &[u32], n: usize, per: usize) -> Result<Vec<u32>> {
         let _op = self.lock_op()?;
-        use wgpu::BufferUsages as U;
         let pipe = self.pipeline(Kernel::Probe)?;
-        let input = self.buffer("probe in", (words.len() * 4) as u64, U::STORAGE | U::COPY_DST)?;
-        let obytes = (n * per * 4) as u64;
+        self.probe_dispatch(&pipe, words, n as u32, (n as u32).div_ceil(64), (n * per * 4) as u64)
+    }
+
+    /// One dispatch of a probe kernel (the quantizers' bindings: input words, output words, a
+    /// uniform whose first word is `param`) over `groups` workgroups; returns the first
+    /// `obytes` of its output as words.
+    fn probe_dispatch(
+        &self,
+        pipe: &wgpu::ComputePipeline,
+        words: &[u32],
+        param: u32,
+        groups: u32,
+        obytes: u64,
+    ) -> Result<Vec<u32>> {
+        use wgpu::BufferUsages as U;
+        let input = self.buffer("probe in", (words.len().max(4) * 4) as u64, U::STORAGE | U::COPY_DST)?;
         let output = self.buffer("probe out", obytes, U::STORAGE | U::COPY_SRC)?;
         let read = self.buffer("probe read", obytes, U::MAP_READ | U::COPY_DST)?;
         let params = self.buffer("probe params", SLOT, U::UNIFORM | U::COPY_DST)?;
         self.queue.write_buffer(&input, 0, bytemuck::cast_slice(words));
-        self.queue.write_buffer(&params, 0, bytemuck::cast_slice(&[n as u32, 0, 0, 0]));
+        self.queue.write_buffer(&params, 0, bytemuck::cast_slice(&[param, 0, 0, 0]));
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("probe"),
             layout: &self.layouts.quant,
@@ -1831,9 +1844,9 @@ impl WgpuBackend {
         let mut enc = self.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipe);
+            pass.set_pipeline(pipe);
             pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups((n as u32).div_ceil(64), 1, 1);
+            pass.dispatch_workgroups(groups, 1, 1);
         }
         enc.copy_buffer_to_buffer(&output, 0, &read, 0, obytes);
         self.queue.submit([enc.finish()]);
@@ -1843,7 +1856,6 @@ impl WgpuBackend {
     /// Whether subgroups hold whole, linearly numbered groups of 8 invocations (what the
     /// shuffle-based lane reductions assume): one small kernel run at device creation.
     fn subgroups_usable(&self) -> Result<bool> {
-        use wgpu::BufferUsages as U;
         let src = "\
             @group(0) @binding(0) var<storage, read> PI: array<u32>;\n\
             @group(0) @binding(1) var<storage, read_write> PO: array<u32>;\n\
@@ -1866,32 +1878,11 @@ impl WgpuBackend {
             compilation_options: Default::default(),
             cache: None,
         });
-        let input = self.buffer("sg in", 16, U::STORAGE)?;
-        let output = self.buffer("sg out", 256, U::STORAGE | U::COPY_SRC)?;
-        let read = self.buffer("sg read", 256, U::MAP_READ | U::COPY_DST)?;
-        let params = self.buffer("sg params", SLOT, U::UNIFORM)?;
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sg"),
-            layout: &self.layouts.quant,
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: input.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: output.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: params.as_entire_binding() },
-            ],
-        });
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipe);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(1, 1, 1);
-        }
-        enc.copy_buffer_to_buffer(&output, 0, &read, 0, 256);
-        self.queue.submit([enc.finish()]);
+        // A shader the adapter rejects is an error here, before anything runs.
         if self.check_errors().is_err() {
             return Ok(false);
         }
-        let words = self.read_back(&read, 256, words_of)?;
+        let words = self.probe_dispatch(&pipe, &[], 0, 1, 256)?;
         Ok(words.iter().enumerate().all(|(lid, &w)| {
             let (sid, ss, x) = (w & 0xff, (w >> 8) & 0xff, w >> 16);
             ss >= 8 && ss.is_power_of_two() && sid as usize == lid % ss as usize && x as usize == lid ^ 5
