@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, result, sys};
 use cudarc::nvrtc::Ptx;
-use qkern_formats::{Format, ShapeError};
+use qkern_formats::{Format, ShapeError, par};
 
 use crate::args::{self, DeqArgs, DeqKind, MmJobDesc, QuantArgs};
 use crate::kernels::{self, Module};
@@ -41,60 +41,14 @@ fn env_knob<T>(name: &'static str, expected: &'static str, parse: impl Fn(&str) 
     Ok(qkern_formats::env::knob(name, expected, parse)?)
 }
 
-/// The copy threads' pool: `threads` (else half the host's cores, at most 8) including the
-/// caller's, so `threads - 1` helpers; none for one thread.
-fn copy_pool(threads: Option<usize>) -> Result<Option<rayon::ThreadPool>> {
-    let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8)));
-    if n <= 1 {
-        return Ok(None);
-    }
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(n - 1)
-        .thread_name(|i| format!("qkern-cuda-copy-{i}"))
-        .build()
-        .map(Some)
-        .map_err(|e| invalid(format!("starting the copy threads: {e}")))
-}
-
-/// `QKERN_CUDA_COPY_THREADS`: 1 to 64.
-fn parse_copy_threads(s: &str) -> Option<usize> {
-    s.parse::<usize>().ok().filter(|n| (1..=64).contains(n))
-}
-
-/// Results of at least this many floats are copied to the caller's memory by the copy threads.
-const PAR_COPY_MIN: usize = 1 << 16;
-
-/// Copy each `(src, dst)` pair (`total` floats in all), split across `pool`'s threads and the
-/// caller's (which copies the last piece) from [`PAR_COPY_MIN`] floats on; below that, or
-/// without a pool, one after the other on the caller's thread.
+/// Copy each `(src, dst)` pair of equal lengths (`total` floats in all) on the copy threads
+/// (`qkern_formats::par::par_copy`).
 fn par_copy<'a>(
     pool: Option<&rayon::ThreadPool>,
     total: usize,
     pairs: impl Iterator<Item = (&'a [f32], &'a mut [f32])>,
 ) {
-    let pool = match pool {
-        Some(p) if total >= PAR_COPY_MIN => p,
-        _ => {
-            for (s, d) in pairs {
-                d.copy_from_slice(s);
-            }
-            return;
-        }
-    };
-    let piece = total.div_ceil(pool.current_num_threads() + 1).max(PAR_COPY_MIN / 8);
-    pool.in_place_scope(|sc| {
-        let mut held: Option<(&[f32], &mut [f32])> = None;
-        for (s, d) in pairs {
-            for (sp, dp) in s.chunks(piece).zip(d.chunks_mut(piece)) {
-                if let Some((a, b)) = held.replace((sp, dp)) {
-                    sc.spawn(move |_| b.copy_from_slice(a));
-                }
-            }
-        }
-        if let Some((a, b)) = held {
-            b.copy_from_slice(a);
-        }
-    });
+    qkern_formats::par::par_copy(pool, total, 1, pairs, |s, d| d.copy_from_slice(s));
 }
 
 fn parse_mma_nt(s: &str) -> Option<u32> {
@@ -440,7 +394,12 @@ impl CudaBackend {
                 host_out: std::sync::atomic::AtomicU8::new(DEFAULT_HOST_OUT as u8),
                 wait: std::sync::atomic::AtomicU8::new(DEFAULT_WAIT as u8),
                 flag: Mutex::new(None),
-                copy_pool: copy_pool(env_knob("QKERN_CUDA_COPY_THREADS", "1 to 64", parse_copy_threads)?)?,
+                copy_pool: par::copy_pool(
+                    env_knob("QKERN_CUDA_COPY_THREADS", "1 to 64", par::parse_copy_threads)?
+                        .unwrap_or_else(par::default_copy_threads),
+                    "qkern-cuda-copy",
+                )
+                .map_err(|e| invalid(format!("starting the copy threads: {e}")))?,
             }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
             // set below (set_mma_tokens: the per-format defaults where the device has the kernels)
@@ -1278,7 +1237,7 @@ mod tests {
     #[test]
     fn par_copy_copies_every_piece() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let lens = [0usize, 1, 3, PAR_COPY_MIN / 8 - 1, PAR_COPY_MIN + 5, 70_001, 2 * PAR_COPY_MIN + 3];
+        let lens = [0usize, 1, 3, par::PAR_COPY_MIN / 8 - 1, par::PAR_COPY_MIN + 5, 70_001, 2 * par::PAR_COPY_MIN + 3];
         let src: Vec<Vec<f32>> =
             lens.iter().enumerate().map(|(k, &n)| (0..n).map(|i| (i * 7 + k) as f32).collect()).collect();
         for (pool, one) in [(Some(&pool), false), (Some(&pool), true), (None, false)] {
@@ -1311,8 +1270,8 @@ mod tests {
         assert_eq!(knob("QKERN_CUDA_MMA_NT", Some("8".into()), "x", parse_mma_nt).unwrap(), Some(8));
         assert!(knob("QKERN_CUDA_MMA_NT", Some("9".into()), "x", parse_mma_nt).is_err());
         assert!(knob("QKERN_CUDA_MMA_NT", Some("two".into()), "x", parse_mma_nt).is_err());
-        assert_eq!(knob("QKERN_CUDA_COPY_THREADS", Some("8".into()), "x", parse_copy_threads).unwrap(), Some(8));
-        assert!(knob("QKERN_CUDA_COPY_THREADS", Some("0".into()), "x", parse_copy_threads).is_err());
-        assert!(knob("QKERN_CUDA_COPY_THREADS", Some("65".into()), "x", parse_copy_threads).is_err());
+        assert_eq!(knob("QKERN_CUDA_COPY_THREADS", Some("8".into()), "x", par::parse_copy_threads).unwrap(), Some(8));
+        assert!(knob("QKERN_CUDA_COPY_THREADS", Some("0".into()), "x", par::parse_copy_threads).is_err());
+        assert!(knob("QKERN_CUDA_COPY_THREADS", Some("65".into()), "x", par::parse_copy_threads).is_err());
     }
 }

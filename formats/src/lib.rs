@@ -4,12 +4,14 @@
 //! activation quantize and dot product for every format, bit-identical to ggml 0.26.0's
 //! x86 AVX2 kernels (`shared/REFERENCE.md`). The reference is safe Rust, the oracle every
 //! optimised path is tested against, and the fallback on CPUs without AVX2. Also the
-//! backends' shared parsing of their environment tuning knobs ([`env`]).
+//! backends' shared parsing of their environment tuning knobs ([`env`]) and the GPU backends'
+//! threaded copy of large results to the host ([`par`]).
 
 pub mod blocks;
 pub mod env;
 mod format;
 pub mod fp;
+pub mod par;
 pub mod reference;
 pub mod repack;
 pub mod tables;

@@ -138,7 +138,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use qkern_formats::{Format, ShapeError};
+use qkern_formats::{Format, ShapeError, par};
 
 mod layout;
 pub mod probe;
@@ -155,10 +155,6 @@ const PAD: u64 = 16;
 /// Bytes of one parameter slot (uniform dynamic offsets must be multiples of the
 /// adapter's alignment, 256 at most).
 const SLOT: u64 = 256;
-
-/// Floats of results from which a copy out of a mapped buffer is split across the copy
-/// threads (256 KiB; pieces are at least an eighth of it).
-const PAR_COPY_MIN: usize = 1 << 16;
 
 /// Parameter slots in the ring (dispatches per submission).
 const SLOTS: u64 = 256;
@@ -770,26 +766,12 @@ impl WgpuBackend {
         };
         let copy_threads = match opts.copy_threads {
             Some(n) => n.clamp(1, 64),
-            None => env_knob("QKERN_WGPU_COPY_THREADS", "1 to 64", parse_copy_threads)?.unwrap_or_else(|| {
-                if matches!(info.device_type, wgpu::DeviceType::Cpu) {
-                    1
-                } else {
-                    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8))
-                }
+            None => env_knob("QKERN_WGPU_COPY_THREADS", "1 to 64", par::parse_copy_threads)?.unwrap_or_else(|| {
+                if matches!(info.device_type, wgpu::DeviceType::Cpu) { 1 } else { par::default_copy_threads() }
             }),
         };
-        let copy_pool = if copy_threads > 1 {
-            // The caller copies too: copy_threads - 1 helpers.
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(copy_threads - 1)
-                    .thread_name(|i| format!("qkern-wgpu-copy-{i}"))
-                    .build()
-                    .map_err(|e| WgpuError::Device(format!("starting the copy threads: {e}")))?,
-            )
-        } else {
-            None
-        };
+        let copy_pool = par::copy_pool(copy_threads, "qkern-wgpu-copy")
+            .map_err(|e| WgpuError::Device(format!("starting the copy threads: {e}")))?;
         let direct_out = want_direct && adapter.features().contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let has_sg = adapter.features().contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 8;
         let coop_supported = coop_supported(&adapter, &info);
@@ -1895,11 +1877,6 @@ fn parse_chunks(v: &str) -> Option<u8> {
     v.parse().ok().filter(|c: &u8| *c <= 64)
 }
 
-/// `QKERN_WGPU_COPY_THREADS`: 1 to 64.
-fn parse_copy_threads(v: &str) -> Option<usize> {
-    v.parse().ok().filter(|n| (1..=64).contains(n))
-}
-
 /// `QKERN_WGPU_Q8K`: `split` (true) or `ggml` (false).
 fn parse_q8k(v: &str) -> Option<bool> {
     match v {
@@ -2039,37 +2016,11 @@ fn wg_rows(f: Format, t: Tuning) -> u32 {
     if pair || shaders::table_words(f) > 0 { 32 } else { 8 }
 }
 
-/// Copy each `(bytes, out)` pair (little-endian f32, `bytes` at least `4 * out.len()` long),
-/// split across `pool`'s threads and the caller's from [`PAR_COPY_MIN`] floats in all.
+/// Copy each `(bytes, out)` pair (little-endian f32, `bytes` at least `4 * out.len()` long)
+/// on the copy threads (`qkern_formats::par::par_copy`).
 fn par_copy(pool: Option<&rayon::ThreadPool>, pairs: &mut [(&[u8], &mut [f32])]) {
     let total: usize = pairs.iter().map(|(_, o)| o.len()).sum();
-    let pool = match pool {
-        Some(p) if total >= PAR_COPY_MIN => p,
-        _ => {
-            for (b, o) in pairs.iter_mut() {
-                copy_f32(b, o);
-            }
-            return;
-        }
-    };
-    let threads = pool.current_num_threads() + 1;
-    let piece = total.div_ceil(threads).max(PAR_COPY_MIN / 8);
-    let mut pieces: Vec<(&[u8], &mut [f32])> = Vec::with_capacity(threads + pairs.len());
-    for (b, o) in pairs.iter_mut() {
-        for (k, oc) in o.chunks_mut(piece).enumerate() {
-            let at = k * piece * 4;
-            pieces.push((&b[at..at + oc.len() * 4], oc));
-        }
-    }
-    let mine = pieces.pop();
-    pool.in_place_scope(|s| {
-        for (b, o) in pieces {
-            s.spawn(move |_| copy_f32(b, o));
-        }
-        if let Some((b, o)) = mine {
-            copy_f32(b, o);
-        }
-    });
+    par::par_copy(pool, total, 4, pairs.iter_mut().map(|(b, o)| (&**b, &mut **o)), copy_f32);
 }
 
 fn copy_f32(b: &[u8], out: &mut [f32]) {
@@ -2228,7 +2179,7 @@ mod tests {
     #[test]
     fn par_copy_copies_every_piece() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let lens = [0usize, 1, 3, PAR_COPY_MIN / 8 - 1, PAR_COPY_MIN + 5, 70_001, 2 * PAR_COPY_MIN + 3];
+        let lens = [0usize, 1, 3, par::PAR_COPY_MIN / 8 - 1, par::PAR_COPY_MIN + 5, 70_001, 2 * par::PAR_COPY_MIN + 3];
         let src: Vec<Vec<u8>> = lens
             .iter()
             .enumerate()
@@ -2259,10 +2210,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(parse_copy_threads("1"), Some(1));
-        assert_eq!(parse_copy_threads("64"), Some(64));
+        assert_eq!(par::parse_copy_threads("1"), Some(1));
+        assert_eq!(par::parse_copy_threads("64"), Some(64));
         for bad in ["0", "65", "-2", "", "x"] {
-            assert_eq!(parse_copy_threads(bad), None, "{bad:?}");
+            assert_eq!(par::parse_copy_threads(bad), None, "{bad:?}");
         }
     }
 
