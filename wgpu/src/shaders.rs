@@ -18,6 +18,7 @@ const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
+const KC_KQUANT: &str = include_str!("wgsl/kc_kquant.wgsl");
 const KC_TILE_COOP: &str = include_str!("wgsl/kc_tile_coop.wgsl");
 const KC_TILE_EMULATED: &str = include_str!("wgsl/kc_tile_emulated.wgsl");
 const KC_STAGE_U32: &str = include_str!("wgsl/kc_stage_u32.wgsl");
@@ -373,8 +374,8 @@ pub(crate) fn has_coop(f: Format) -> bool {
 /// A format's part of its cooperative-matrix kernel (`wgsl/kc_common.wgsl` has the rest).
 fn coop_body(f: Format) -> Option<String> {
     match f {
-        Format::Q4_K => Some(include_str!("wgsl/kc_q4_k.wgsl").into()),
-        Format::Q5_K => Some(include_str!("wgsl/kc_q5_k.wgsl").into()),
+        Format::Q4_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q4_k.wgsl"))),
+        Format::Q5_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q5_k.wgsl"))),
         f if is_iq23(f) => Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kc_iq.wgsl"))),
         _ => None,
     }

@@ -28,8 +28,8 @@
 // 32 invocations, numbered linearly). `kc_tile` is either the cooperative-matrix product or
 // its emulation by plain invocations (the same sums; for adapters without cooperative
 // matrices: the tests). A format file (kc_q4_k.wgsl, kc_q5_k.wgsl, kc_iq.wgsl) gives `KC_BIAS`,
-// the block's words `Wq` and `kc_fill_a` (this invocation's 16 words of A_p), `step` and
-// `finish`.
+// the block's words `Wq` and `kc_fill_a` (this invocation's 16 words of A_p; the K-quants'
+// from kc_kquant.wgsl with their `kc_word`), `step` and `finish`.
 
 // The tiles A_p (of the two halves: 16 rows x 32 words, 64 f16, each) and B_p (64 rows x 8
 // words, 16 f16 columns) are staged by words, two f16 each, through `ka_put` / `kb_put`

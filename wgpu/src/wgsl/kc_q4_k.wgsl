@@ -1,19 +1,10 @@
 // ---- kc_q4_k.wgsl: q4_K x q8_K on cooperative matrices (kc_common.wgsl) -------------------
 // ggml_vec_dot_q4_K_q8_K (AVX2) as kp_q4_k.wgsl. A words: 1024 + sc * q, biased (KC_BIAS).
 const KC_BIAS: bool = true;
-struct Wq { q: array<vec4<u32>, 4>, sc: vec4<u32> }
-fn kc_fill_a(w: Wq, p: u32, a0: u32) {
-    for (var j = 0u; j < 4u; j++) {
-        let x = w.q[j][p];
-        let lo = x & 0x0f0f0f0fu;
-        let hi = (x >> 4u) & 0x0f0f0f0fu;
-        let s0 = kc_scale(w.sc, 2u * j);
-        let s1 = kc_scale(w.sc, 2u * j + 1u);
-        ka_put(a0 + 4u * j, kc_spread(lo, false) * s0 + 0x64006400u);
-        ka_put(a0 + 4u * j + 1u, kc_spread(lo, true) * s0 + 0x64006400u);
-        ka_put(a0 + 4u * j + 2u, kc_spread(hi, false) * s1 + 0x64006400u);
-        ka_put(a0 + 4u * j + 3u, kc_spread(hi, true) * s1 + 0x64006400u);
-    }
+// Two quants (<= 15) spread into a word, times the scale (<= 63), as the f16 pair
+// (1024 + sc * q0, 1024 + sc * q1): bits 0x6400 + v, v < 1024.
+fn kc_word(x: u32, s: u32) -> u32 {
+    return x * s + 0x64006400u;
 }
 
 struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
@@ -26,7 +17,9 @@ fn step(base: u32, b: u32, lid: u32, st: ptr<function, St>) {
     var w: Wq;
     w.sc = kq_scales(hd);
     for (var j = 0u; j < 4u; j++) {
-        w.q[j] = W[i0 + 1u + 2u * j + h];
+        let q = W[i0 + 1u + 2u * j + h];
+        w.lo[j] = q & vec4<u32>(0x0f0f0f0fu);
+        w.hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
     }
     let lanes = kc_lanes(w, b, lid);
     for (var t = 0u; t < NT; t++) {

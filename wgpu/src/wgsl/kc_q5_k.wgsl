@@ -3,22 +3,11 @@
 // summs chain. A words: sc * q (up to 1953, past the 1024 bias's range), converted to f16
 // (exact: an integer below 2048).
 const KC_BIAS: bool = false;
-struct Wq { lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4>, sc: vec4<u32> }
-// The two elements of a spread word (each v <= 1953) as f16.
-fn kc_f16x2(u: u32) -> u32 {
+// Two quants (<= 31) spread into a word, times the scale (<= 63): sc * q up to 1953, past the
+// bias's range, so the f16 pair is converted (exact: integers below 2048).
+fn kc_word(x: u32, s: u32) -> u32 {
+    let u = x * s;
     return pack2x16float(vec2<f32>(f32(u & 0xffffu), f32(u >> 16u)));
-}
-fn kc_fill_a(w: Wq, p: u32, a0: u32) {
-    for (var j = 0u; j < 4u; j++) {
-        let lo = w.lo[j][p];
-        let hi = w.hi[j][p];
-        let s0 = kc_scale(w.sc, 2u * j);
-        let s1 = kc_scale(w.sc, 2u * j + 1u);
-        ka_put(a0 + 4u * j, kc_f16x2(kc_spread(lo, false) * s0));
-        ka_put(a0 + 4u * j + 1u, kc_f16x2(kc_spread(lo, true) * s0));
-        ka_put(a0 + 4u * j + 2u, kc_f16x2(kc_spread(hi, false) * s1));
-        ka_put(a0 + 4u * j + 3u, kc_f16x2(kc_spread(hi, true) * s1));
-    }
 }
 
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NTH> }
