@@ -36,6 +36,10 @@ pub fn copy_pool(threads: usize, name: &'static str) -> Result<Option<rayon::Thr
 /// on, with a pool, the destinations are cut into pieces of `total / (threads + 1)` floats (at
 /// least an eighth of the minimum), the pool's threads copy all but the last, which the
 /// caller copies; else every pair in turn on the caller's thread. Allocates nothing.
+///
+/// # Panics
+/// If a `src` is shorter than `unit * dst.len()`: a caller's bug (the backends size both from
+/// one length), not bad input from their users.
 pub fn par_copy<'a, S: Sync + 'a>(
     pool: Option<&rayon::ThreadPool>,
     total: usize,

@@ -866,16 +866,16 @@ impl WgpuBackend {
             op: Mutex::new(()),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
-        if coop_enabled && !be.subgroups_usable()? {
+        // One probe run serves both users of linearly numbered subgroups.
+        let sg_usable = (coop_enabled || be.subgroups) && be.subgroups_usable()?;
+        if coop_enabled && !sg_usable {
             return Err(WgpuError::Unsupported(format!(
                 "QKERN_WGPU_COOP / Options::coop: the subgroups of {} are not numbered linearly by \
                  invocation index, which the cooperative tiles' halves assume",
                 be.adapter.0.name
             )));
         }
-        if be.subgroups && !be.subgroups_usable()? {
-            be.subgroups = false;
-        }
+        be.subgroups &= sg_usable;
         // Whether `fma()` is fused here: measured on the normal-domain cases (no subnormal
         // operand, product or result; the kernels' domain, see "Subnormals" in the crate docs),
         // which include thousands where fused and unfused differ.

@@ -9,7 +9,7 @@ mod common;
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
 use qkern_parity::{bits_equal, bytes_equal};
-use qkern_wgpu::WgpuBackend;
+use qkern_wgpu::{Coop, Options, WgpuBackend, WgpuError};
 
 /// Raw random activation blocks without -128 bytes (outside the contract; see the crate docs).
 fn raw_acts(rng: &mut Rng, act: Format, cols: usize, nt: usize) -> Vec<u8> {
@@ -300,4 +300,24 @@ fn tiny_scales() {
         if be.flushes_subnormals() { " (FTZ adapter: outside the kernels' domain there)" } else { "" }
     );
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Cooperative-matrix tiles asked for on an adapter without them (lavapipe) are a typed error
+/// naming the adapter, not a silent fallback; where it has them the device opens with them.
+#[test]
+fn coop_native_needs_the_tiles() {
+    let Some(be) = common::backend() else { return };
+    for coop in [Coop::Native(1), Coop::NativeF16(4)] {
+        match (
+            WgpuBackend::with_options(common::index(), Options { coop: Some(coop), ..Options::default() }),
+            be.supports_coop(),
+        ) {
+            (Ok(b), true) => assert_eq!(b.tuning().coop, coop),
+            (Err(WgpuError::Unsupported(m)), false) => {
+                assert!(m.contains("cooperative matrices") && m.contains(&be.adapter_info().name), "{m}")
+            }
+            (Ok(_), false) => panic!("{coop:?} opened on {}, which has no cooperative tiles", be.name()),
+            (Err(e), _) => panic!("{coop:?}: {e}"),
+        }
+    }
 }

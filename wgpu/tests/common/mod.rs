@@ -11,7 +11,7 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-fn index() -> Option<usize> {
+pub fn index() -> Option<usize> {
     std::env::var("QKERN_WGPU_ADAPTER").ok().and_then(|v| v.parse().ok())
 }
 
