@@ -16,7 +16,9 @@
 //!
 //! Writes `bench_cuda.md` to `$QKERN_RESULTS_DIR` when set. `--formats q4_K,nvfp4` limits the
 //! formats, `--no-forced` skips the forced lane splits, `--no-experts` the experts,
-//! `--kernels-only` both the launch-to-result table and the experts (tuning sweeps);
+//! `--kernels-only` both the launch-to-result table and the experts (tuning sweeps),
+//! `--experts-only` everything but the experts (whose formats `--formats` also limits: a
+//! profiler's run, `scripts/gpu-run.sh ncu`);
 //! `--mma-sweep` adds, for the formats with tensor-core kernels, their GB/s and the lane
 //! kernels' at every NT 1..8.
 
@@ -166,6 +168,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect());
 
     let kernels_only = args.iter().any(|a| a == "--kernels-only");
+    let experts_only = args.iter().any(|a| a == "--experts-only");
+    let skip = |f: Format| only.as_ref().is_some_and(|o| !o.contains(&f));
     let b = CudaBackend::new(0)?;
     let t = Instant::now();
     b.warm_up()?;
@@ -185,7 +189,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     drop(src);
     drop(dst);
-    if !args.iter().any(|a| a == "--no-cublas") {
+    if !experts_only && !args.iter().any(|a| a == "--no-cublas") {
         // Not fatal: the qkern tables below are this run's point. (cudarc panics on a symbol
         // missing from the loaded library, hence the unwind guard.)
         let mut sec = String::new();
@@ -211,7 +215,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut l2r = Vec::new();
     let default_out = b.host_out();
     for f in Format::WEIGHTS {
-        if only.as_ref().is_some_and(|o| !o.contains(&f)) {
+        if experts_only || skip(f) {
             continue;
         }
         let act = f.vec_dot_type().unwrap();
@@ -375,6 +379,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("down 2560x640", Format::Q8_0, 2560, 640),
         ("down 2560x640", Format::IQ4_NL, 2560, 640),
     ] {
+        if skip(f) {
+            continue;
+        }
         let act = f.vec_dot_type().unwrap();
         let ws: Vec<_> =
             (0..8).map(|k| b.upload_weights(f, rows, cols, &weights(f, rows, cols, 100 + k)).unwrap()).collect();
