@@ -45,23 +45,6 @@ impl Rng {
     }
 }
 
-/// Byte offsets of a block's fp16 scale fields (`ggml-common.h` layouts).
-fn f16_scale_offsets(f: Format) -> &'static [usize] {
-    match f {
-        Format::Q5_1 | Format::Q8_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
-        Format::Q6_K => &[208],
-        Format::Q8_0
-        | Format::IQ2_XXS
-        | Format::IQ2_XS
-        | Format::IQ2_S
-        | Format::IQ3_XXS
-        | Format::IQ3_S
-        | Format::IQ4_NL
-        | Format::IQ4_XS => &[0],
-        _ => &[],
-    }
-}
-
 /// `n` raw random blocks of `f` with every fp16 (q8_K: f32) scale set to a finite value
 /// of moderate size (nvfp4's UE4M3 scales stay raw: every byte is finite).
 fn random_blocks(rng: &mut Rng, f: Format, n: usize) -> Vec<u8> {
@@ -69,7 +52,7 @@ fn random_blocks(rng: &mut Rng, f: Format, n: usize) -> Vec<u8> {
     let mut out = vec![0u8; bb * n];
     rng.fill(&mut out);
     for b in out.chunks_exact_mut(bb) {
-        for &off in f16_scale_offsets(f) {
+        for &off in f.f16_scale_offsets() {
             // Mostly moderate, sometimes zero or tiny (subnormal) scales.
             let v = match rng.below(16) {
                 0 => 0.0,

@@ -43,7 +43,7 @@ fn fill(seed: u64, out: &mut [u8]) {
 fn weights(f: Format, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     let mut w = vec![0u8; f.matrix_bytes(rows, cols).unwrap()];
     fill(seed, &mut w);
-    let offs = qkern_parity::inputs::f16_scale_offsets(f);
+    let offs = f.f16_scale_offsets();
     let s = half::f16::from_f32(0.01).to_le_bytes();
     for b in w.chunks_exact_mut(f.block_bytes()) {
         for &o in offs {

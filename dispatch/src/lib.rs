@@ -29,6 +29,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use qkern_cpu::{CpuPath, Features as CpuFeatures};
+/// ggml's scalar float conversions (fp16, bf16, nvfp4's ue4m3 and e2m1), bit for bit as its
+/// x86 build: for callers that write or read block scales and float rows themselves.
+pub use qkern_formats::fp;
 pub use qkern_formats::{Format, FormatError, ShapeError};
 
 mod buf;

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use qkern::Format;
+use qkern::fp::f32_to_f16;
 
 use crate::gguf::write::{GgufWriter, TensorSpec, WriteError};
 use crate::gguf::{Array, GString, GgmlType, Value};
@@ -77,50 +78,16 @@ impl Rng {
     }
 }
 
-/// f32 to IEEE half (round to nearest even; the moderate values used here are normal).
-fn f32_to_f16(x: f32) -> u16 {
-    let b = x.to_bits();
-    let sign = ((b >> 16) & 0x8000) as u16;
-    let exp = ((b >> 23) & 0xFF) as i32 - 127 + 15;
-    if !(1..31).contains(&exp) {
-        return sign; // out of the normal range: zero (not reached for the values used here)
-    }
-    let man = b & 0x7F_FFFF;
-    let mut h = ((exp as u32) << 10) | (man >> 13);
-    let rest = man & 0x1FFF;
-    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
-        h += 1;
-    }
-    sign | h as u16
-}
-
-/// Byte offsets of the fp16 scale fields of a block (as `qkern-parity`'s `inputs`).
-fn f16_fields(f: Format) -> &'static [usize] {
-    match f {
-        Format::Q5_1 | Format::Q8_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
-        Format::Q6_K => &[208],
-        Format::Q8_0
-        | Format::IQ2_XXS
-        | Format::IQ2_XS
-        | Format::IQ2_S
-        | Format::IQ3_XXS
-        | Format::IQ3_S
-        | Format::IQ4_NL
-        | Format::IQ4_XS => &[0],
-        _ => &[],
-    }
-}
-
 /// Random blocks of `f` with sane scales into `out` (whole blocks).
 fn random_blocks(rng: &mut Rng, f: Format, out: &mut [u8]) {
     rng.fill(out);
     let bb = f.block_bytes();
     for b in out.chunks_exact_mut(bb) {
-        for &off in f16_fields(f) {
+        for &off in f.f16_scale_offsets() {
             // +-(0.25..1) * 2^-7
             let v = (0.25 + 0.75 * rng.uniform()) / 128.0;
             let v = if rng.next() & 1 == 0 { v } else { -v };
-            b[off..off + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+            b[off..off + 2].copy_from_slice(&f32_to_f16(v).to_bits().to_le_bytes());
         }
         match f {
             // UE4M3 sub-block scales: exponent 3..=6 (2^-4 .. 2^-1), any mantissa.
@@ -151,7 +118,7 @@ fn float_bytes(rng: &mut Rng, f: Format, out: &mut [u8]) {
         }
         Format::F16 => {
             for c in out.chunks_exact_mut(2) {
-                c.copy_from_slice(&f32_to_f16((rng.uniform() * 2.0 - 1.0) * 0.1).to_le_bytes());
+                c.copy_from_slice(&f32_to_f16((rng.uniform() * 2.0 - 1.0) * 0.1).to_bits().to_le_bytes());
             }
         }
         _ => {

@@ -229,6 +229,26 @@ impl Format {
         (cols / be).checked_mul(self.block_bytes()).ok_or(crate::ShapeError::Overflow)
     }
 
+    /// Byte offsets, within one block, of the block's fp16 scale fields (`d`, and `m`, `dmin`
+    /// or `s` where the block has one; `ggml-common.h` layouts, checked against
+    /// [`crate::blocks`]): where a synthetic block gets finite scales, or a test plants a NaN.
+    /// Empty where a block has none: the float rows, q8_K (an f32 `d`), nvfp4 (ue4m3 bytes).
+    pub const fn f16_scale_offsets(self) -> &'static [usize] {
+        match self {
+            Format::Q5_1 | Format::Q8_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
+            Format::Q6_K => &[208],
+            Format::Q8_0
+            | Format::IQ2_XXS
+            | Format::IQ2_XS
+            | Format::IQ2_S
+            | Format::IQ3_XXS
+            | Format::IQ3_S
+            | Format::IQ4_NL
+            | Format::IQ4_XS => &[0],
+            Format::F32 | Format::F16 | Format::BF16 | Format::Q8_K | Format::NVFP4 => &[],
+        }
+    }
+
     /// Bytes of a `rows` x `cols` matrix, checked.
     pub fn matrix_bytes(self, rows: usize, cols: usize) -> Result<usize, crate::ShapeError> {
         if rows == 0 {
@@ -261,6 +281,39 @@ impl TryFrom<u32> for Format {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_scale_offsets_match_the_block_structs() {
+        use crate::blocks::*;
+        use core::mem::offset_of;
+        let expect: [(Format, &[usize]); 18] = [
+            (Format::F32, &[]),
+            (Format::F16, &[]),
+            (Format::BF16, &[]),
+            (Format::Q8_K, &[]),
+            (Format::NVFP4, &[]),
+            (Format::Q5_1, &[offset_of!(BlockQ5_1, d), offset_of!(BlockQ5_1, m)]),
+            (Format::Q8_1, &[offset_of!(BlockQ8_1, d), offset_of!(BlockQ8_1, s)]),
+            (Format::Q4_K, &[offset_of!(BlockQ4K, d), offset_of!(BlockQ4K, dmin)]),
+            (Format::Q5_K, &[offset_of!(BlockQ5K, d), offset_of!(BlockQ5K, dmin)]),
+            (Format::Q6_K, &[offset_of!(BlockQ6K, d)]),
+            (Format::Q8_0, &[offset_of!(BlockQ8_0, d)]),
+            (Format::IQ2_XXS, &[offset_of!(BlockIq2Xxs, d)]),
+            (Format::IQ2_XS, &[offset_of!(BlockIq2Xs, d)]),
+            (Format::IQ2_S, &[offset_of!(BlockIq2S, d)]),
+            (Format::IQ3_XXS, &[offset_of!(BlockIq3Xxs, d)]),
+            (Format::IQ3_S, &[offset_of!(BlockIq3S, d)]),
+            (Format::IQ4_NL, &[offset_of!(BlockIq4Nl, d)]),
+            (Format::IQ4_XS, &[offset_of!(BlockIq4Xs, d)]),
+        ];
+        for (f, offs) in expect {
+            assert_eq!(f.f16_scale_offsets(), offs, "{f}");
+            assert!(offs.iter().all(|&o| o + 2 <= f.block_bytes()), "{f}");
+        }
+        let mut seen: Vec<Format> = expect.iter().map(|e| e.0).collect();
+        seen.sort_by_key(|f| f.id());
+        assert_eq!(seen, Format::ALL);
+    }
 
     #[test]
     fn ids_and_names_roundtrip() {

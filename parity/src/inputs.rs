@@ -153,7 +153,7 @@ pub fn random_blocks(rng: &mut Rng, f: Format, nblocks: usize, wild: bool) -> Ve
     rng.fill_bytes(&mut out);
     if !wild {
         for b in out.chunks_exact_mut(bb) {
-            for &off in f16_scale_offsets(f) {
+            for &off in f.f16_scale_offsets() {
                 let s = half::f16::from_f32((rng.uniform() * 2.0 - 1.0) * 0.05).to_le_bytes();
                 b[off..off + 2].copy_from_slice(&s);
             }
@@ -164,21 +164,4 @@ pub fn random_blocks(rng: &mut Rng, f: Format, nblocks: usize, wild: bool) -> Ve
         }
     }
     out
-}
-
-/// Byte offsets of the fp16 scale fields of a block.
-pub fn f16_scale_offsets(f: Format) -> &'static [usize] {
-    match f {
-        Format::Q5_1 | Format::Q8_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
-        Format::Q6_K => &[208],
-        Format::Q8_0
-        | Format::IQ2_XXS
-        | Format::IQ2_XS
-        | Format::IQ2_S
-        | Format::IQ3_XXS
-        | Format::IQ3_S
-        | Format::IQ4_NL
-        | Format::IQ4_XS => &[0],
-        _ => &[],
-    }
 }

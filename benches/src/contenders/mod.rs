@@ -13,7 +13,7 @@
 //! - [`candle`]: candle-core's CPU quantized matmul (feature `candle`).
 
 use qkern::{AlignedBuf, Device, Format};
-use qkern_parity::inputs::{Dist, Rng, f16_scale_offsets, floats};
+use qkern_parity::inputs::{Dist, Rng, floats};
 
 pub mod candle;
 pub mod ggml;
@@ -110,7 +110,7 @@ impl WeightSet {
 /// in place (no second copy of a 512 MiB matrix), plus finite UE4M3 scales for nvfp4.
 fn fill_blocks(rng: &mut Rng, format: Format, out: &mut [u8]) {
     rng.fill_bytes(out);
-    let offs = f16_scale_offsets(format);
+    let offs = format.f16_scale_offsets();
     for b in out.chunks_exact_mut(format.block_bytes()) {
         for &off in offs {
             let s = half::f16::from_f32((rng.uniform() * 2.0 - 1.0) * 0.05);
