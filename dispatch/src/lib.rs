@@ -381,24 +381,17 @@ impl Device {
     /// Make weights resident on this device. On the CPU, aligned bytes are borrowed (no
     /// copy); unaligned ones are copied once into an aligned buffer.
     pub fn upload<'a>(&self, w: WeightsRef<'a>) -> Result<Weights<'a>> {
-        let storage = match &self.inner {
-            Inner::Cpu(_) => {
-                if w.bytes.as_ptr().align_offset(4) == 0 {
-                    WeightStorage::Host(HostBytes::Borrowed(w.bytes))
-                } else {
-                    WeightStorage::Host(HostBytes::Owned(AlignedBuf::copy_from(w.bytes)))
-                }
-            }
-            #[cfg(feature = "cuda")]
-            Inner::Cuda(c) => {
-                WeightStorage::Cuda(c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("cuda"))?)
-            }
-            #[cfg(feature = "wgpu")]
-            Inner::Wgpu(c) => {
-                WeightStorage::Wgpu(c.upload_weights(w.format, w.rows, w.cols, w.bytes).map_err(gpu_err!("wgpu"))?)
-            }
-        };
-        Ok(Weights { format: w.format, rows: w.rows, cols: w.cols, device: self.id, storage })
+        match &self.inner {
+            Inner::Cpu(_) if w.bytes.as_ptr().align_offset(4) == 0 => Ok(Weights {
+                format: w.format,
+                rows: w.rows,
+                cols: w.cols,
+                device: self.id,
+                storage: WeightStorage::Host(HostBytes::Borrowed(w.bytes)),
+            }),
+            // unaligned host bytes, or a GPU: a copy either way
+            _ => self.upload_owned(w),
+        }
     }
 
     /// Like [`Device::upload`] but always owning a copy (`Weights<'static>`).
@@ -498,9 +491,9 @@ impl Device {
         Ok(())
     }
 
-    /// `out[t * rows + r] = vec_dot(weight row r, token t)` for every token held by `acts`;
-    /// `out.len()` must be `acts.tokens() * w.rows()`.
-    pub fn matmul(&self, w: &Weights<'_>, acts: &Activations, out: &mut [f32]) -> Result<()> {
+    /// What a matmul of `w` with `acts` needs: both on this device, tokens held, the pairing
+    /// and widths agreeing. Returns the output's length, `tokens * rows`.
+    fn check_matmul(&self, w: &Weights<'_>, acts: &Activations) -> Result<usize> {
         self.check_owner("weights", w.device)?;
         self.check_owner("activation buffer", acts.device)?;
         if acts.tokens == 0 {
@@ -512,7 +505,13 @@ impl Device {
         if acts.cols != w.cols {
             return Err(Error::Cols { weights: w.cols, acts: acts.cols });
         }
-        let want = acts.tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+        Ok(acts.tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?)
+    }
+
+    /// `out[t * rows + r] = vec_dot(weight row r, token t)` for every token held by `acts`;
+    /// `out.len()` must be `acts.tokens() * w.rows()`.
+    pub fn matmul(&self, w: &Weights<'_>, acts: &Activations, out: &mut [f32]) -> Result<()> {
+        let want = self.check_matmul(w, acts)?;
         if out.len() != want {
             return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: want, got: out.len() }.into());
         }
@@ -542,21 +541,7 @@ impl Device {
     pub fn matmul_grouped(&self, jobs: &[(&Weights<'_>, &Activations)], out: &mut [f32]) -> Result<()> {
         let mut total = 0usize;
         for (w, acts) in jobs {
-            self.check_owner("weights", w.device)?;
-            self.check_owner("activation buffer", acts.device)?;
-            if acts.tokens == 0 {
-                return Err(Error::NoTokens);
-            }
-            if acts.format != w.act_format() {
-                return Err(
-                    ShapeError::Pairing { weights: w.format, expected: w.act_format(), got: acts.format }.into()
-                );
-            }
-            if acts.cols != w.cols {
-                return Err(Error::Cols { weights: w.cols, acts: acts.cols });
-            }
-            let n = acts.tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
-            total = total.checked_add(n).ok_or(ShapeError::Overflow)?;
+            total = total.checked_add(self.check_matmul(w, acts)?).ok_or(ShapeError::Overflow)?;
         }
         if out.len() != total {
             return Err(ShapeError::Length { what: "grouped output", expected: total, got: out.len() }.into());
