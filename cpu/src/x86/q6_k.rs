@@ -6,9 +6,8 @@ use core::arch::x86_64::*;
 use qkern_formats::blocks::{BlockQ6K, BlockQ8K};
 
 use super::{
-    Lane32, Q8KPrep, SCALE_SHUFFLE, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16,
-    load_i8x32, load_i16x16, load_u8x16, load_u8x32, madd_acc, q8k_32, q8k_prep, store_f32x8, superblocks_g,
-    token_rows,
+    Lane32, Q8KPrep, avx2_chunk_fn, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16, load_i8x32,
+    load_i16x16, load_u8x32, madd_acc, q8k_32, q8k_prep, store_f32x8, superblocks_g, token_rows,
 };
 
 /// The unsigned 6-bit quants `q4_k` (k = 0..4) of 128-element half `j`, ggml's
@@ -50,17 +49,40 @@ struct Unpacked {
     dx: __m256,
 }
 
+/// `cvtepi8_epi16(shuffle(scales, get_scale_shuffle(s)))` (scales `2s` and `2s + 1`, each
+/// in 8 i16 lanes) picked from the sign-extended scales instead: row `s` selects, in a vector
+/// holding scales `0..8` (s < 4) or `8..16` in both 128-bit lanes, word `2s mod 8` in every
+/// word of the low lane and word `2s + 1 mod 8` in the high lane. One in-lane byte shuffle
+/// a step; ggml's byte shuffle then widening, with its constant mask, became three shuffles
+/// and a widening in LLVM's lowering.
+static SCALE_PICK: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut s = 0;
+    while s < 8 {
+        let mut b = 0;
+        while b < 32 {
+            let word = (2 * s + b / 16) % 8;
+            t[s][b] = (2 * word + b % 2) as u8;
+            b += 1;
+        }
+        s += 1;
+    }
+    t
+};
+
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn unpack(x: &BlockQ6K) -> Unpacked {
-    let scales = load_i8x16(&x.scales);
+    let scales_16 = _mm256_cvtepi8_epi16(load_i8x16(&x.scales));
+    // scales 0..8 and 8..16, each in both 128-bit lanes
+    let halves = [_mm256_permute4x64_epi64::<0x44>(scales_16), _mm256_permute4x64_epi64::<0xEE>(scales_16)];
     let mut q = [_mm256_setzero_si256(); 8];
     let mut sc = [_mm256_setzero_si256(); 8];
     for s in 0..8 {
         q[s] = quants(x, s / 4, s % 4);
-        sc[s] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, load_u8x16(&SCALE_SHUFFLE[s])));
+        sc[s] = _mm256_shuffle_epi8(halves[s / 4], load_u8x32(&SCALE_PICK[s]));
     }
-    Unpacked { q, sc, scales_16: _mm256_cvtepi8_epi16(scales), dx: f16_to_f32x8(x.d) }
+    Unpacked { q, sc, scales_16, dx: f16_to_f32x8(x.d) }
 }
 
 /// `ggml_vec_dot_q6_K_q8_K` for `NT` tokens ([`superblocks_g`]). Per token and super-block:
