@@ -129,13 +129,12 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, sc: &[Lan
         let values128 = load_i8x16(&KVALUES_IQ4NL);
         let tab = f16_table();
         let (mut accum1, mut accum2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for p in 0..n / 2 {
-            let (i1, i2) = (2 * p, 2 * p + 1);
-            let (x1, x2) = (&w[i1], &w[i2]);
+        // (pairs of weight and activation blocks zipped: no bounds checks in the loop)
+        for ([x1, x2], [y1, y2]) in w.as_chunks::<2>().0.iter().zip(ys[0].as_chunks::<2>().0) {
             let (q1, q2) = (values(x1, values128), values(x2, values128));
             let (d1, d2) = (tab.x8(x1.d), tab.x8(x2.d));
-            accum1 = step(tab, q1, d1, &ys[0][i1], accum1);
-            accum2 = step(tab, q2, d2, &ys[0][i2], accum2);
+            accum1 = step(tab, q1, d1, y1, accum1);
+            accum2 = step(tab, q2, d2, y2, accum2);
         }
         out[0] = hsum_float_8(_mm256_add_ps(accum1, accum2));
         if n % 2 == 1 {
