@@ -167,7 +167,9 @@ macro_rules! iq_kernel {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn set_u64x4(v: [u64; 4]) -> __m256i {
-    _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64)
+    let lo = _mm_insert_epi64::<1>(_mm_cvtsi64_si128(v[0] as i64), v[1] as i64);
+    let hi = _mm_insert_epi64::<1>(_mm_cvtsi64_si128(v[2] as i64), v[3] as i64);
+    _mm256_set_m128i(hi, lo)
 }
 
 /// `_mm256_set_epi32(v[7], .., v[0])`.
