@@ -84,10 +84,13 @@ pub(crate) mod q8_0;
 /// point (see there); the same row loop, the same `$dot::<NT>` of the shared source.
 macro_rules! avx2_chunk_fn {
     (mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
-        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] [] mod $m, fn $name, $W, $A, |w, a, apr, _sc, o| $dot(w, a, apr, o));
     };
     (scaled mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
-        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] [] mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
+    };
+    (scaled pairs $dot2:ident, mod $m:ident, fn $name:ident, $dot:ident, $W:ty, $A:ty) => {
+        $crate::x86::avx2_chunk_fn!(@ ["avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", "The CPU must support the AVX-512 path (`CpuPath::Avx512.cpu_has_features()`)."] [$dot2] mod $m, fn $name, $W, $A, |w, a, apr, sc, o| $dot(w, a, apr, sc, o));
     };
 }
 pub(crate) use avx2_chunk_fn;

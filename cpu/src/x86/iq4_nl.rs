@@ -8,7 +8,7 @@ use qkern_formats::tables::KVALUES_IQ4NL;
 
 use super::{
     F16Table, Lane32, avx2_chunk_fn, f16_table, f16_to_f32, f16_to_f32x8, for_tokens, hsum_float_8, load_i8x16,
-    load_i8x32, load_u8x16, mul_sum_i8_pairs_float, mul_sum_us8_pairs, store_f32x8, token_rows,
+    load_i8x32, load_u8x16, mul_sum_i8_pairs_float, mul_sum_us8_pairs, prefetch_ahead, store_f32x8, token_rows,
 };
 
 /// The 32 values of a block: `MM256_SET_M128I(shuffle(values, qs >> 4 & 15), shuffle(values, qs & 15))`.
@@ -130,7 +130,8 @@ fn dot<const NT: usize>(w: &[BlockIq4Nl], a: &[BlockQ8_0], apr: usize, sc: &[Lan
         let tab = f16_table();
         let (mut accum1, mut accum2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         // (pairs of weight and activation blocks zipped: no bounds checks in the loop)
-        for ([x1, x2], [y1, y2]) in w.as_chunks::<2>().0.iter().zip(ys[0].as_chunks::<2>().0) {
+        for (p, ([x1, x2], [y1, y2])) in w.as_chunks::<2>().0.iter().zip(ys[0].as_chunks::<2>().0).enumerate() {
+            prefetch_ahead(w, 2 * p);
             let (q1, q2) = (values(x1, values128), values(x2, values128));
             let (d1, d2) = (tab.x8(x1.d), tab.x8(x2.d));
             accum1 = step(tab, q1, d1, y1, accum1);

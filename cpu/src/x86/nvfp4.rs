@@ -9,7 +9,7 @@ use qkern_formats::tables::KVALUES_FP4;
 
 use super::{
     avx2_chunk_fn, f16_table, for_tokens, hsum_float_8, load_i8x16, load_i8x32, load_u8x32, mul_sum_us8_pairs,
-    store_f32x8, superblocks_g, token_rows,
+    prefetch_ahead, store_f32x8, superblocks_g, token_rows,
 };
 
 /// `GGML_CPU_UE4M3_TO_FP32` of every byte (exact values, from the reference's converter).
@@ -91,6 +91,9 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
     if NT <= 5 {
         // Each block unpacked and used by all tokens at once (NT accumulators in registers).
         for (i, x) in w.iter().enumerate() {
+            if NT == 1 {
+                prefetch_ahead(w, i);
+            }
             let (q4, u) = (values(x, vals), scales(x));
             for_tokens!(NT, t => {
                 accum[t] = step(&q4, &u, &yp[t][i], accum[t]);

@@ -8,8 +8,8 @@ use qkern_formats::blocks::{BlockQ5_1, BlockQ8_1};
 
 use super::{
     Lane32, avx2_chunk_fn, bytes_from_bits_32, bytes_from_nibbles_32, f16_table, f16_to_f32, f16_to_f32x8, f32_to_f16,
-    for_tokens, hsum_float_8, hsum_i32_8, load_f32x8, load_i8x32, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8,
-    store_i8x32, token_rows,
+    for_tokens, hsum_float_8, hsum_i32_8, load_f32x8, load_i8x32, mul_sum_us8_pairs, prefetch_ahead, q8_block, q8_pack,
+    store_f32x8, store_i8x32, token_rows,
 };
 
 /// The 32 unsigned 5-bit quants of a block: `bytes_from_nibbles_32(qs) | (bytes_from_bits_32(qh) & 0x10)`.
@@ -46,6 +46,7 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, sc: &[Lane
         // so a pair is at most 2 * 31 * 128 = 7936 in magnitude.
         let qx = quants(x);
         if NT == 1 {
+            prefetch_ahead(w, i);
             let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&ys[0][i].qs)));
             let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
             acc[0] = _mm256_fmadd_ps(q, d, acc[0]);

@@ -7,7 +7,8 @@ use qkern_formats::blocks::BlockQ8_0;
 
 use super::{
     Lane32, avx2_chunk_fn, f16_table, f16_to_f32, f16_to_f32x8, f32_to_f16, for_tokens, hsum_float_8, load_i8x16,
-    load_i8x32, mul_sum_i8_pairs_float, mul_sum_us8_pairs, q8_block, q8_pack, store_f32x8, store_i8x32, token_rows,
+    load_i8x32, mul_sum_i8_pairs_float, mul_sum_us8_pairs, prefetch_ahead, q8_block, q8_pack, store_f32x8, store_i8x32,
+    token_rows,
 };
 
 /// `ggml_vec_dot_q8_0_q8_0` for `NT` tokens at once. Per block: `qx` loaded once; per
@@ -28,6 +29,7 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, sc: &[Lane
         let qx = load_i8x32(&x.qs);
         let dy = &sc[i].0;
         if NT == 1 {
+            prefetch_ahead(w, i);
             let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
             // No saturation (`mul_sum_us8_pairs`' contract): |x| <= 128 as u8 and sign(y, x) in
             // [-128, 127] (a -128 byte of y stays -128), so a pair lies in [2 * 128 * -128,
@@ -53,7 +55,33 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, sc: &[Lane
     });
 }
 
-avx2_chunk_fn!(scaled mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
+/// One token against two weight rows at once (`avx2_chunk_fn!`'s `pairs`): per row the
+/// one-token loop of [`dot`] (the same operations, so the same bits), the two rows' blocks
+/// interleaved. A row's fma chain (one fma per block, each waiting for the last) bounds the
+/// one-row loop when the weights are in cache; two independent chains fill each other's
+/// latency, and each token block is loaded once for both rows. Both rows' weights are
+/// prefetched [`PREFETCH_BYTES`] ahead.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_pair(w0: &[BlockQ8_0], w1: &[BlockQ8_0], a: &[BlockQ8_0], sc: &[Lane32]) -> [[f32; 1]; 2] {
+    let n = w0.len();
+    let (w1, y, sc) = (&w1[..n], &a[..n], &sc[..n]);
+    let tab = f16_table();
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for (i, (((x0, x1), y), s)) in w0.iter().zip(w1).zip(y).zip(sc).enumerate() {
+        prefetch_ahead(w0, i);
+        prefetch_ahead(w1, i);
+        let qy = load_i8x32(&y.qs);
+        // as in `dot::<1>`: `set1(FP16_TO_FP32(x.d) * dy)`, no saturation in the pairs
+        let d0 = _mm256_set1_ps(tab.get(x0.d) * s.0[0]);
+        acc0 = _mm256_fmadd_ps(d0, mul_sum_i8_pairs_float(load_i8x32(&x0.qs), qy), acc0);
+        let d1 = _mm256_set1_ps(tab.get(x1.d) * s.0[0]);
+        acc1 = _mm256_fmadd_ps(d1, mul_sum_i8_pairs_float(load_i8x32(&x1.qs), qy), acc1);
+    }
+    [[hsum_float_8(acc0)], [hsum_float_8(acc1)]]
+}
+
+avx2_chunk_fn!(scaled pairs dot_pair, mod nt, fn chunk_avx2, dot, BlockQ8_0, BlockQ8_0);
 
 /// x86 `quantize_row_q8_0` (AVX2 branch) of one row; `x.len() == y.len() * 32`.
 ///
