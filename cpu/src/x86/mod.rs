@@ -337,11 +337,13 @@ pub(crate) fn token_rows<A, const NT: usize>(a: &[A], apr: usize, n: usize) -> [
 // ---------------------------------------------------------------------------------------
 // Loads and conversions.
 
-/// How far ahead of the block in use the one-token block loops ask for weight bytes
-/// ([`prefetch_ahead`]). ggml's loops leave streaming to the hardware prefetchers; on the dev
-/// machine's Zen 2 one core then read a row-major weight matrix at 80-85 % of its streaming
-/// bandwidth (q8_0), and a software prefetch this far ahead took it to 90-95 %
-/// (`benches/results/2026-12-05-amd-epyc-2cpu-session12`).
+/// How far ahead of the block in use the block loops ask for weight bytes
+/// ([`prefetch_ahead`]): every format's one-token loop, and q8_0's and q5_1's at every token
+/// count (the segmented loops of the other formats at 2-8 tokens measured as fast or slower
+/// with it: q4_K and iq4_nl lost 3-10 %). ggml's loops leave streaming to the hardware
+/// prefetchers; on the dev machine's Zen 2 one core then read a row-major q8_0 matrix at
+/// 80-85 % of its streaming bandwidth, and with a prefetch this far ahead (384, 512, 768 and
+/// 1024 bytes tried; 512 best) at about 95 % (`benches/results/2026-12-05-amd-epyc-2cpu-session12`).
 pub(crate) const PREFETCH_BYTES: usize = 512;
 
 /// `prefetcht0` of the byte [`PREFETCH_BYTES`] past the start of `w[i]`. The address may lie

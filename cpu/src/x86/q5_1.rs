@@ -45,8 +45,8 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, sc: &[Lane
         // No saturation in `mul_sum_us8_pairs`: qx in [0, 31] (5 bits), y in [-128, 127],
         // so a pair is at most 2 * 31 * 128 = 7936 in magnitude.
         let qx = quants(x);
+        prefetch_ahead(w, i);
         if NT == 1 {
-            prefetch_ahead(w, i);
             let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&ys[0][i].qs)));
             let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
             acc[0] = _mm256_fmadd_ps(q, d, acc[0]);

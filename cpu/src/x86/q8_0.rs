@@ -28,8 +28,8 @@ fn dot<const NT: usize>(w: &[BlockQ8_0], a: &[BlockQ8_0], apr: usize, sc: &[Lane
     for (i, x) in w.iter().enumerate() {
         let qx = load_i8x32(&x.qs);
         let dy = &sc[i].0;
+        prefetch_ahead(w, i);
         if NT == 1 {
-            prefetch_ahead(w, i);
             let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
             // No saturation (`mul_sum_us8_pairs`' contract): |x| <= 128 as u8 and sign(y, x) in
             // [-128, 127] (a -128 byte of y stays -128), so a pair lies in [2 * 128 * -128,
