@@ -75,16 +75,18 @@ fn dot_trick(acc: __m256i, g: &Group, q8: __m256i) -> __m256i {
 /// The kernel `$dot::<NT>` of one IQ format on [`superblocks_g`]: `$group(x, g)` unpacks group
 /// `g` of super-block `x`, `$gdot` meets it with a token's q8 bytes, and the result is
 /// `$fscale * hsum_float_8(accumf)` (`$fscale` `0.125f`, `0.25f`, or none). `pairs`: one
-/// token walks the groups two at a time (faster for some formats, slower for others).
+/// token walks the groups two at a time (faster for some formats, slower for others);
+/// `direct_g`: [`superblocks_g`]'s `DIRECT_G` (iq4_xs only: the grid formats' unpacking is
+/// their work, and they lose 10-20 % at 2 tokens without the segment buffer).
 macro_rules! iq_kernel {
-    ($dot:ident, $X:ty, $group:ident, $gdot:ident, $fscale:expr, pairs: $pairs:expr) => {
+    ($dot:ident, $X:ty, $group:ident, $gdot:ident, $fscale:expr, pairs: $pairs:expr, direct_g: $dg:literal) => {
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         fn $dot<const NT: usize>(w: &[$X], _a: &[BlockQ8K], apr: usize, sc: &[Lane32], out: &mut [f32; NT]) {
             // Tokens per group of the segment loop ([`superblocks_g`]).
             const G: usize = 2;
             let ys: [&[Q8KPrep]; NT] = token_rows(q8k_prep(sc), apr, w.len());
-            let st = superblocks_g::<NT, G, _, _, _, _>(
+            let st = superblocks_g::<NT, G, $dg, _, _, _, _>(
                 w,
                 &ys,
                 _mm256_setzero_ps(),
@@ -230,7 +232,7 @@ fn iq2_xxs_group(x: &BlockIq2Xxs, g: usize) -> Group {
     Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
 
-iq_kernel!(iq2_xxs_dot, BlockIq2Xxs, iq2_xxs_group, dot_sign_epi8, Some(0.125), pairs: true);
+iq_kernel!(iq2_xxs_dot, BlockIq2Xxs, iq2_xxs_group, dot_sign_epi8, Some(0.125), pairs: true, direct_g: false);
 avx2_chunk_fn!(scaled mod iq2_xxs_nt, fn iq2_xxs_avx2, iq2_xxs_dot, BlockIq2Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -262,7 +264,7 @@ fn iq2_xs_group(x: &BlockIq2Xs, g: usize) -> Group {
     Group { q: q2, s: s2, scale: sc }
 }
 
-iq_kernel!(iq2_xs_dot, BlockIq2Xs, iq2_xs_group, dot_sign_epi8, Some(0.125), pairs: true);
+iq_kernel!(iq2_xs_dot, BlockIq2Xs, iq2_xs_group, dot_sign_epi8, Some(0.125), pairs: true, direct_g: false);
 avx2_chunk_fn!(scaled mod iq2_xs_nt, fn iq2_xs_avx2, iq2_xs_dot, BlockIq2Xs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -293,7 +295,7 @@ fn iq2_s_group(x: &BlockIq2S, g: usize) -> Group {
     Group { q: q2, s: s2, scale: sc }
 }
 
-iq_kernel!(iq2_s_dot, BlockIq2S, iq2_s_group, dot_xor_sub, Some(0.125), pairs: true);
+iq_kernel!(iq2_s_dot, BlockIq2S, iq2_s_group, dot_xor_sub, Some(0.125), pairs: true, direct_g: false);
 avx2_chunk_fn!(scaled mod iq2_s_nt, fn iq2_s_avx2, iq2_s_dot, BlockIq2S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -313,7 +315,7 @@ fn iq3_xxs_group(x: &BlockIq3Xxs, g: usize) -> Group {
     Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
 
-iq_kernel!(iq3_xxs_dot, BlockIq3Xxs, iq3_xxs_group, dot_sign_epi8, Some(0.25), pairs: false);
+iq_kernel!(iq3_xxs_dot, BlockIq3Xxs, iq3_xxs_group, dot_sign_epi8, Some(0.25), pairs: false, direct_g: false);
 avx2_chunk_fn!(scaled mod iq3_xxs_nt, fn iq3_xxs_avx2, iq3_xxs_dot, BlockIq3Xxs, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -332,7 +334,7 @@ fn iq3_s_group(x: &BlockIq3S, g: usize) -> Group {
     Group { q: q2, s: s2, scale: _mm256_set1_epi16(2 * ls + 1) }
 }
 
-iq_kernel!(iq3_s_dot, BlockIq3S, iq3_s_group, dot_xor_sub, None, pairs: true);
+iq_kernel!(iq3_s_dot, BlockIq3S, iq3_s_group, dot_xor_sub, None, pairs: true, direct_g: false);
 avx2_chunk_fn!(scaled mod iq3_s_nt, fn iq3_s_avx2, iq3_s_dot, BlockIq3S, BlockQ8K);
 
 // ---------------------------------------------------------------------------------------
@@ -355,7 +357,7 @@ fn iq4_xs_group(x: &BlockIq4Xs, g: usize) -> Group {
     Group { q: q4b, s: q4b, scale: _mm256_set1_epi16(ls) }
 }
 
-iq_kernel!(iq4_xs_dot, BlockIq4Xs, iq4_xs_group, dot_trick, None, pairs: false);
+iq_kernel!(iq4_xs_dot, BlockIq4Xs, iq4_xs_group, dot_trick, None, pairs: false, direct_g: true);
 avx2_chunk_fn!(scaled mod iq4_xs_nt, fn iq4_xs_avx2, iq4_xs_dot, BlockIq4Xs, BlockQ8K);
 
 /// `dequantize_row_iq4_xs` (ggml-quants.c): per group of 32, `dl = d * (ls - 32)`, then

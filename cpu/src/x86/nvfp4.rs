@@ -102,7 +102,7 @@ fn dot<const NT: usize>(w: &[BlockNvfp4], a: &[BlockQ8_0], apr: usize, out: &mut
     } else {
         // Beyond, [`superblocks_g`]: segments unpacked once, then token after token.
         let zf = _mm256_setzero_ps();
-        accum = superblocks_g::<NT, G, _, _, _, _>(
+        accum = superblocks_g::<NT, G, false, _, _, _, _>(
             w,
             &yp,
             zf,

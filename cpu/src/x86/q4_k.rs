@@ -124,7 +124,7 @@ fn dot<const NT: usize>(w: &[BlockQ4K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
         }
         out
     };
-    let st = superblocks_g::<NT, G, _, _, _, _>(
+    let st = superblocks_g::<NT, G, true, _, _, _, _>(
         w,
         &ys,
         (_mm256_setzero_ps(), _mm_setzero_ps()),
