@@ -18,7 +18,8 @@
 # finds the accumulator registers (those the fmas add into and write) and counts vector
 # instructions with a stack operand, and among them those that name an accumulator
 # register or are fmas themselves (accumulator spills and reloads). Exit status: 0 when no
-# hot loop of the requested kernels spills or reloads an accumulator, 1 otherwise.
+# hot loop of the requested kernels spills or reloads an accumulator (but the two accepted
+# below), 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +32,7 @@ for a in "$@"; do
         --no-build) build=0 ;;
         --avx512) avx512=1 ;;
         -v) verbose=1 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) nts+=("$a") ;;
     esac
 done
@@ -42,6 +43,14 @@ if [ $build = 1 ]; then
 fi
 lib=target/release/libqkern_cpu.rlib
 [ -f "$lib" ] || { echo "no $lib (build first)" >&2; exit 2; }
+
+# Kernels whose hot loop spills accumulators and is still the faster loop, as measured:
+# q4_K at 2 tokens and q6_K at 4 run one group of tokens without the segment buffer
+# (superblocks_g's DIRECT_G in cpu/src/x86/mod.rs), which spills a little and beat the
+# spill-free buffered loop by 30 % and more (benches/results/2026-12-05-amd-epyc-2cpu-session12).
+# (AVX2 only: the AVX-512 copies have 32 registers.)
+accepted=("q4_K:2" "q6_K:4")
+[ $avx512 = 1 ] && accepted=()
 
 # format label -> symbol prefix
 kernels=(
@@ -258,6 +267,7 @@ for k in "${kernels[@]}"; do
         read -r loops insns naccs other bad <<< "$out"
         if [ "$loops" = 0 ]; then verdict="no hot loop?"; fail=1
         elif [ "$bad" = 0 ]; then verdict="accumulators in registers"
+        elif [[ " ${accepted[*]} " == *" $label:$nt "* ]]; then verdict="accumulator spills (accepted: measured faster)"
         else verdict="ACCUMULATOR SPILLS"; fail=1; fi
         printf '%-8s %-3s %-6s %-6s %-5s %-9s %-9s %s\n' "$label" "$nt" "$loops" "$insns" "$naccs" "$bad" "$other" "$verdict"
         if [ "$bad" != 0 ] || [ "$verbose" = 1 ]; then sed 's/^/        /' "$dis.loops"; fi
