@@ -436,12 +436,12 @@ kernels! {
         avx512 dot Some(crate::x86::q5_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q5_k);
     BlockQ6K => dot Some(crate::x86::q6_k::chunk_avx2), dequantize Some(crate::x86::q6_k::dequantize_avx2);
         avx512 dot Some(crate::x86::q6_k::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_q6_k);
-    BlockIq2Xxs => dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize None;
-        avx512 dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize None;
-    BlockIq2Xs => dot Some(crate::x86::iq::iq2_xs_avx2), dequantize None;
-        avx512 dot Some(crate::x86::avx512::iq::iq2_xs_avx2), dequantize None;
-    BlockIq2S => dot Some(crate::x86::iq::iq2_s_avx2), dequantize None;
-        avx512 dot Some(crate::x86::iq::iq2_s_avx2), dequantize None;
+    BlockIq2Xxs => dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize Some(crate::x86::iq::iq2_xxs_dequantize_avx2);
+        avx512 dot Some(crate::x86::iq::iq2_xxs_avx2), dequantize Some(crate::x86::avx512::dequantize_iq2_xxs);
+    BlockIq2Xs => dot Some(crate::x86::iq::iq2_xs_avx2), dequantize Some(crate::x86::iq::iq2_xs_dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::iq::iq2_xs_avx2), dequantize Some(crate::x86::avx512::dequantize_iq2_xs);
+    BlockIq2S => dot Some(crate::x86::iq::iq2_s_avx2), dequantize Some(crate::x86::iq::iq2_s_dequantize_avx2);
+        avx512 dot Some(crate::x86::iq::iq2_s_avx2), dequantize Some(crate::x86::avx512::dequantize_iq2_s);
     BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize None;
         avx512 dot Some(crate::x86::avx512::iq::iq3_xxs_avx2), dequantize None;
     BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;

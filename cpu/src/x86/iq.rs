@@ -388,3 +388,99 @@ pub(crate) unsafe fn iq4_xs_dequantize_avx2(x: &[BlockIq4Xs], y: &mut [f32]) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The IQ2 dequantizers (ggml-quants.c `dequantize_row_iq2_xxs`, `_iq2_xs`, `_iq2_s`): per
+// grid entry of 8 weights `y[j] = db * grid[j] * (signs & kmask_iq2xs[j] ? -1.f : 1.f)`,
+// `db = d * (0.5f + ls) * 0.25f` in scalar f32 as there; the reference (and ggml's build)
+// applies the sign as a negation, a flip of the sign bit, NaN included.
+
+/// One grid entry's 8 values: `db * grid[j]` (one product each, as the reference), the sign
+/// bit flipped where bit `j` of `signs` is set.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_dequant8(db: __m256, grid: u64, signs: u8) -> __m256 {
+    let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    let g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(grid as i64)));
+    let v = _mm256_mul_ps(db, g);
+    let neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(signs as i32), bits), bits);
+    _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32::<31>(neg)))
+}
+
+/// `(d * (0.5 + ls)) * 0.25` in every lane (the reference's scalar expression).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq2_db(d: f32, ls: u32) -> __m256 {
+    _mm256_set1_ps(d * (0.5 + ls as f32) * 0.25)
+}
+
+/// `dequantize_row_iq2_xxs`: sub-block `ib` has `aux32[2ib]` (four grid indices) and
+/// `aux32[2ib + 1]` (four 7-bit sign indices into `ksigns_iq2xs`, the scale in bits 28-31).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn iq2_xxs_dequantize_avx2(x: &[BlockIq2Xxs], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = super::f16_to_f32(b.d);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        let words = bytemuck::cast_slice::<u16, u8>(&b.qs).as_chunks::<4>().0;
+        for ib in 0..8 {
+            let (a0, a1) = (u32::from_le_bytes(words[2 * ib]), u32::from_le_bytes(words[2 * ib + 1]));
+            let db = iq2_db(d, a1 >> 28);
+            for l in 0..4 {
+                let grid = IQ2XXS_GRID[((a0 >> (8 * l)) & 0xff) as usize];
+                let signs = KSIGNS_IQ2XS[((a1 >> (7 * l)) & 127) as usize];
+                super::store_f32x8(&mut out[4 * ib + l], iq2_dequant8(db, grid, signs));
+            }
+        }
+    }
+}
+
+/// `dequantize_row_iq2_xs`: entry `l` of sub-block `ib` is `qs[4ib + l]` (grid index in bits
+/// 0-8, sign index in 9-15); entries 0-1 take the low nibble of `scales[ib]`, 2-3 the high.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn iq2_xs_dequantize_avx2(x: &[BlockIq2Xs], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = super::f16_to_f32(b.d);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        for ib in 0..8 {
+            let sc = b.scales[ib] as u32;
+            let db = [iq2_db(d, sc & 0xf), iq2_db(d, sc >> 4)];
+            for l in 0..4 {
+                let q = b.qs[4 * ib + l];
+                let grid = IQ2XS_GRID[(q & 511) as usize];
+                let signs = KSIGNS_IQ2XS[(q >> 9) as usize];
+                super::store_f32x8(&mut out[4 * ib + l], iq2_dequant8(db[l / 2], grid, signs));
+            }
+        }
+    }
+}
+
+/// `dequantize_row_iq2_s`: entry `l` of sub-block `ib` has grid index `qs[4ib + l] |
+/// ((qh[ib] << (8 - 2l)) & 0x300)` and its sign bits in `qs[32 + 4ib + l]`; scales as iq2_xs.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn iq2_s_dequantize_avx2(x: &[BlockIq2S], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = super::f16_to_f32(b.d);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        for ib in 0..8 {
+            let sc = b.scales[ib] as u32;
+            let db = [iq2_db(d, sc & 0xf), iq2_db(d, sc >> 4)];
+            let qh = b.qh[ib] as usize;
+            for l in 0..4 {
+                let grid = IQ2S_GRID[b.qs[4 * ib + l] as usize | ((qh << (8 - 2 * l)) & 0x300)];
+                super::store_f32x8(&mut out[4 * ib + l], iq2_dequant8(db[l / 2], grid, b.qs[32 + 4 * ib + l]));
+            }
+        }
+    }
+}
