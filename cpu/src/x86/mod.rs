@@ -278,8 +278,8 @@ pub(crate) fn superblocks<const NT: usize, W, A, U: Copy, S: Copy>(
 ///
 /// `DIRECT_G`: with exactly `G` tokens, skip the segment buffer and run `stepg(&unpack(x),
 /// ..)` block by block. Faster where unpacking is cheap and the buffer's stores and loads
-/// are not (2 tokens: q4_K 1.01x -> 1.13x ggml out of cache, q5_K 1.27x -> 1.47x, iq4_xs
-/// 1.19x -> 1.41x; q6_K at 4 tokens 1.20x -> 1.38x), slower where unpacking is the work
+/// are not (2 tokens, out of cache: q4_K 1.01x -> 1.31x ggml, q5_K 1.27x -> 1.69x, iq4_xs
+/// 1.19x -> 1.60x; q6_K at 4 tokens 1.20x -> 1.59x), slower where unpacking is the work
 /// (the IQ2/IQ3 grids: 1.25x -> 1.14x for iq2_xxs), so each caller chooses.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
