@@ -459,10 +459,11 @@ act_kernels! {
         avx512 quantize Some(crate::x86::avx512::quantize_q8_0);
     BlockQ8_1 => quantize Some(crate::x86::q5_1::quantize_q8_1_avx2), prep Some(crate::x86::prep_q8_1);
         avx512 quantize Some(crate::x86::avx512::quantize_q8_1);
-    // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one: the reference it is. Its
-    // blocks are re-laid for the kernels (aligned quants, `bsums` pair sums).
-    BlockQ8K => quantize None, prep Some(crate::x86::prep_q8_k);
-        avx512 quantize None;
+    // ggml's x86 `quantize_row_q8_K` is the scalar `_ref` one; ours vectorizes it with the
+    // same bits. Its blocks are re-laid for the kernels (aligned quants, `bsums` pair sums).
+    // The AVX-512 path runs the AVX2 build (a quantizer of no loop-carried float state).
+    BlockQ8K => quantize Some(crate::x86::q8_k::quantize_avx2), prep Some(crate::x86::prep_q8_k);
+        avx512 quantize Some(crate::x86::q8_k::quantize_avx2);
 }
 
 /// Split `nt` tokens into `ceil(nt / MAX_NT)` chunks of near-equal size (e.g. 9 -> 5 + 4),

@@ -249,6 +249,24 @@ fn check_quantize(act: Format, seed: u64, nblocks: usize, kind: u8) -> Result<()
                 _ => rng.normal(),
             })
             .collect(),
+        // Runs of 32 that are all zero (either sign) or zero and NaN only, between normal
+        // ones: the quantizers' zero-block path (`amax == 0`, NaN never counted).
+        6 => (0..cols * nt)
+            .collect::<Vec<_>>()
+            .chunks(32)
+            .flat_map(|run| {
+                let k = rng.below(4);
+                run.iter()
+                    .map(|_| match (k, rng.below(3)) {
+                        (0, 0) => -0.0,
+                        (0, _) => 0.0,
+                        (1, 0) => f32::NAN,
+                        (1, _) => 0.0,
+                        _ => rng.normal(),
+                    })
+                    .collect::<Vec<f32>>()
+            })
+            .collect(),
         _ => random_floats(&mut rng, cols * nt),
     };
     let rb = act.row_bytes(cols).unwrap();
@@ -274,15 +292,15 @@ fn check_quantize(act: Format, seed: u64, nblocks: usize, kind: u8) -> Result<()
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
     #[test]
-    fn quantize_q8_0(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..6) {
+    fn quantize_q8_0(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..7) {
         check_quantize(Format::Q8_0, seed, nblocks, kind)?;
     }
     #[test]
-    fn quantize_q8_1(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..6) {
+    fn quantize_q8_1(seed in any::<u64>(), nblocks in 1usize..20, kind in 0u8..7) {
         check_quantize(Format::Q8_1, seed, nblocks, kind)?;
     }
     #[test]
-    fn quantize_q8_k(seed in any::<u64>(), nblocks in 1usize..4, kind in 0u8..6) {
+    fn quantize_q8_k(seed in any::<u64>(), nblocks in 1usize..4, kind in 0u8..7) {
         check_quantize(Format::Q8_K, seed, nblocks, kind)?;
     }
 }

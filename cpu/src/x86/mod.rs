@@ -84,6 +84,7 @@ pub(crate) mod q5_1;
 pub(crate) mod q5_k;
 pub(crate) mod q6_k;
 pub(crate) mod q8_0;
+pub(crate) mod q8_k;
 
 /// Define the `ChunkFn` entry point `$name` for the const-generic AVX2 kernel `$dot` and,
 /// in module `$m`, one non-inlined function per token count (`$m::nt1` .. `$m::nt8`, each
