@@ -38,6 +38,21 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, sc: &[Lane
     let tab = f16_table();
     let mut acc = [_mm256_setzero_ps(); NT];
     let mut summs = _mm256_setzero_ps();
+    if NT == 1 {
+        // The loop below for one token, its block, token and scale rows zipped (no bounds
+        // checks in the loop).
+        for (i, ((x, y), sc)) in w.iter().zip(ys[0]).zip(sc).enumerate() {
+            let (dy, s) = (&sc[0].0, &sc[1].0);
+            summs = _mm256_fmadd_ps(_mm256_set1_ps(tab.get(x.m)), load_f32x8(s), summs);
+            let qx = quants(x);
+            prefetch_ahead(w, i);
+            let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&y.qs)));
+            let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
+            acc[0] = _mm256_fmadd_ps(q, d, acc[0]);
+        }
+        out[0] = hsum_float_8(acc[0]) + _mm256_cvtss_f32(summs);
+        return;
+    }
     for (i, x) in w.iter().enumerate() {
         let (dy, s) = (&sc[i][0].0, &sc[i][1].0);
         // `summs += m * s`, contracted by gcc into `vfmadd231ss`: one fma per lane here.
@@ -46,20 +61,14 @@ fn dot<const NT: usize>(w: &[BlockQ5_1], a: &[BlockQ8_1], apr: usize, sc: &[Lane
         // so a pair is at most 2 * 31 * 128 = 7936 in magnitude.
         let qx = quants(x);
         prefetch_ahead(w, i);
-        if NT == 1 {
-            let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&ys[0][i].qs)));
-            let d = _mm256_set1_ps(tab.get(x.d) * dy[0]);
-            acc[0] = _mm256_fmadd_ps(q, d, acc[0]);
-        } else {
-            let dx = f16_to_f32x8(x.d);
-            for_tokens!(NT, t => {
-                let y = &ys[t][i];
-                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&y.qs)));
-                // `_mm256_mul_ps(dx, dy)`
-                let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t]));
-                acc[t] = _mm256_fmadd_ps(q, d, acc[t]);
-            });
-        }
+        let dx = f16_to_f32x8(x.d);
+        for_tokens!(NT, t => {
+            let y = &ys[t][i];
+            let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, load_i8x32(&y.qs)));
+            // `_mm256_mul_ps(dx, dy)`
+            let d = _mm256_mul_ps(dx, _mm256_broadcast_ss(&dy[t]));
+            acc[t] = _mm256_fmadd_ps(q, d, acc[t]);
+        });
     }
     let mut sm = [0f32; 8];
     store_f32x8(&mut sm, summs);
