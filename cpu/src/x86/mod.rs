@@ -27,8 +27,9 @@
 //!   tokens while only those tokens' accumulators are live in the inner loop. (A
 //!   super-block's state per token, e.g. q4_K's `acc`, `acc_m` and integer `sumi`, times 8
 //!   tokens does not fit AVX2's 16 registers.) Where the tokens are exactly one group, the
-//!   K-quants and iq4_xs skip the buffer (`DIRECT_G`): q4_K at 2 tokens and q6_K at 4 then
-//!   spill a few accumulators, and are still 30 % and more faster than with the buffer.
+//!   K-quants and iq4_xs skip the buffer (`DIRECT_G`): q4_K, q6_K and iq4_xs at 2 tokens and
+//!   q6_K at 4 then spill a few accumulators, and are still 18-35 % faster than with the
+//!   buffer.
 //!
 //! Work that depends only on the activations is done once per matmul, not once per weight
 //! row (`matmul::PrepFn`, the chunk's "prepared" activations, see [`prep_q8_0`],
