@@ -442,10 +442,10 @@ kernels! {
         avx512 dot Some(crate::x86::avx512::iq::iq2_xs_avx2), dequantize Some(crate::x86::avx512::dequantize_iq2_xs);
     BlockIq2S => dot Some(crate::x86::iq::iq2_s_avx2), dequantize Some(crate::x86::iq::iq2_s_dequantize_avx2);
         avx512 dot Some(crate::x86::iq::iq2_s_avx2), dequantize Some(crate::x86::avx512::dequantize_iq2_s);
-    BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize None;
-        avx512 dot Some(crate::x86::avx512::iq::iq3_xxs_avx2), dequantize None;
-    BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
-        avx512 dot Some(crate::x86::iq::iq3_s_avx2), dequantize None;
+    BlockIq3Xxs => dot Some(crate::x86::iq::iq3_xxs_avx2), dequantize Some(crate::x86::iq::iq3_xxs_dequantize_avx2);
+        avx512 dot Some(crate::x86::avx512::iq::iq3_xxs_avx2), dequantize Some(crate::x86::avx512::dequantize_iq3_xxs);
+    BlockIq3S => dot Some(crate::x86::iq::iq3_s_avx2), dequantize Some(crate::x86::iq::iq3_s_dequantize_avx2);
+        avx512 dot Some(crate::x86::iq::iq3_s_avx2), dequantize Some(crate::x86::avx512::dequantize_iq3_s);
     BlockIq4Nl => dot Some(crate::x86::iq4_nl::chunk_avx2), dequantize Some(crate::x86::iq4_nl::dequantize_avx2);
         avx512 dot Some(crate::x86::avx512::iq4_nl::chunk_avx2), dequantize Some(crate::x86::avx512::dequantize_iq4_nl);
     BlockIq4Xs => dot Some(crate::x86::iq::iq4_xs_avx2), dequantize Some(crate::x86::iq::iq4_xs_dequantize_avx2);

@@ -159,8 +159,8 @@ fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
 // (as `mul_sum_us8_pairs` above) and measure.
 
 use qkern_formats::blocks::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq4Nl, BlockIq4Xs, BlockNvfp4, BlockQ4K, BlockQ5_1, BlockQ5K, BlockQ6K,
-    BlockQ8_0, BlockQ8_1,
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockNvfp4, BlockQ4K,
+    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
 };
 
 avx512_fn!(/// x86 `quantize_row_q8_0` (AVX2 branch's operations), AVX-512 instantiation.
@@ -185,6 +185,10 @@ avx512_fn!(/// `dequantize_row_iq2_xs`, AVX-512 instantiation.
     fn dequantize_iq2_xs(x: &[BlockIq2Xs], y: &mut [f32]) = iq::iq2_xs_dequantize_avx2);
 avx512_fn!(/// `dequantize_row_iq2_s`, AVX-512 instantiation.
     fn dequantize_iq2_s(x: &[BlockIq2S], y: &mut [f32]) = iq::iq2_s_dequantize_avx2);
+avx512_fn!(/// `dequantize_row_iq3_xxs`, AVX-512 instantiation.
+    fn dequantize_iq3_xxs(x: &[BlockIq3Xxs], y: &mut [f32]) = iq::iq3_xxs_dequantize_avx2);
+avx512_fn!(/// `dequantize_row_iq3_s`, AVX-512 instantiation.
+    fn dequantize_iq3_s(x: &[BlockIq3S], y: &mut [f32]) = iq::iq3_s_dequantize_avx2);
 avx512_fn!(/// `dequantize_row_iq4_xs`, AVX-512 instantiation.
     fn dequantize_iq4_xs(x: &[BlockIq4Xs], y: &mut [f32]) = iq::iq4_xs_dequantize_avx2);
 avx512_fn!(/// `dequantize_row_nvfp4`, AVX-512 instantiation.

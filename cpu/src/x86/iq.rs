@@ -484,3 +484,73 @@ pub(crate) unsafe fn iq2_s_dequantize_avx2(x: &[BlockIq2S], y: &mut [f32]) {
         }
     }
 }
+
+// The IQ3 dequantizers (`dequantize_row_iq3_xxs`, `_iq3_s`): per 8 weights two 4-byte grid
+// entries, `y[j] = db * grid[j] * (signs & kmask_iq2xs[j] ? -1.f : 1.f)`; the reference (as
+// ggml's C) multiplies by +-1 here, so these multiply too (a NaN keeps its sign).
+
+/// Two grid entries' 8 values: `(db * grid[j]) * (+-1)`, -1 where bit `j` of `signs` is set.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq3_dequant8(db: __m256, g1: u32, g2: u32, signs: u8) -> __m256 {
+    let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    let grid = g1 as u64 | (g2 as u64) << 32;
+    let g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(grid as i64)));
+    let neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(signs as i32), bits), bits);
+    // +-1.0: the sign bit where `neg`
+    let pm1 = _mm256_or_ps(_mm256_set1_ps(1.0), _mm256_castsi256_ps(_mm256_slli_epi32::<31>(neg)));
+    _mm256_mul_ps(_mm256_mul_ps(db, g), pm1)
+}
+
+/// `dequantize_row_iq3_xxs`: sub-block `ib` has the grid indices `qs[8ib..8ib + 8]` and the
+/// 32-bit word at `qs[64 + 4ib]` (four 7-bit sign indices, the scale in bits 28-31);
+/// `db = d * (0.5 + ls) * 0.5`.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn iq3_xxs_dequantize_avx2(x: &[BlockIq3Xxs], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = super::f16_to_f32(b.d);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        let words = b.qs[64..].as_chunks::<4>().0;
+        for ib in 0..8 {
+            let aux = u32::from_le_bytes(words[ib]);
+            let db = _mm256_set1_ps(d * (0.5f32 + (aux >> 28) as f32) * 0.5f32);
+            for l in 0..4 {
+                let g1 = IQ3XXS_GRID[b.qs[8 * ib + 2 * l] as usize];
+                let g2 = IQ3XXS_GRID[b.qs[8 * ib + 2 * l + 1] as usize];
+                let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
+                super::store_f32x8(&mut out[4 * ib + l], iq3_dequant8(db, g1, g2, signs));
+            }
+        }
+    }
+}
+
+/// `dequantize_row_iq3_s`: entry pair `l` of sub-block `ib` has grid indices `qs[8ib + 2l] |
+/// ((qh[ib] << (8 - 2l)) & 256)` and `qs[8ib + 2l + 1] | ((qh[ib] << (7 - 2l)) & 256)`, sign
+/// bits `signs[4ib + l]`; `db = d * (1 + 2 ls)` with `ls` nibble `ib % 2` of `scales[ib / 2]`.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn iq3_s_dequantize_avx2(x: &[BlockIq3S], y: &mut [f32]) {
+    for (b, out) in x.iter().zip(y.as_chunks_mut::<256>().0) {
+        let d = super::f16_to_f32(b.d);
+        let out: &mut [[f32; 8]; 32] = bytemuck::cast_mut(out);
+        for ib in 0..8 {
+            let sc = b.scales[ib / 2];
+            let ls = if ib % 2 == 0 { sc & 0xf } else { sc >> 4 };
+            let db = _mm256_set1_ps(d * (1 + 2 * ls as i32) as f32);
+            let qh = b.qh[ib] as u32;
+            for l in 0..4 {
+                let i1 = b.qs[8 * ib + 2 * l] as u32 | ((qh << (8 - 2 * l)) & 256);
+                let i2 = b.qs[8 * ib + 2 * l + 1] as u32 | ((qh << (7 - 2 * l)) & 256);
+                let (g1, g2) = (IQ3S_GRID[i1 as usize], IQ3S_GRID[i2 as usize]);
+                super::store_f32x8(&mut out[4 * ib + l], iq3_dequant8(db, g1, g2, b.signs[4 * ib + l]));
+            }
+        }
+    }
+}
