@@ -20,7 +20,8 @@
 //! `--experts-only` everything but the experts (whose formats `--formats` also limits: a
 //! profiler's run, `scripts/gpu-run.sh ncu`);
 //! `--mma-sweep` adds, for the formats with tensor-core kernels, their GB/s and the lane
-//! kernels' at every NT 1..8.
+//! kernels' at every NT 1..8, and for the 32-element formats the two-thread and the
+//! one-thread-per-row kernels' at every NT 1..8.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -281,6 +282,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let d = qkern_cuda::args::mma_default_nt(f);
             forced.push(format!("| {f} NT 1..8, lane kernels (S=1) |{}", cells[0]));
             forced.push(format!("| {f} NT 1..8, tensor cores (default from {d}) |{}", cells[1]));
+        }
+        // `--mma-sweep`, the 32-element formats: every NT 1..8 with two threads per row and with
+        // one (args::row_default_mask), both without the tensor cores.
+        if qkern_cuda::args::has_row(f) && args.iter().any(|a| a == "--mma-sweep") {
+            b.set_mma_tokens(Some(0))?;
+            let mut cells = [String::new(), String::new()];
+            for (k, row) in [Some(0u32), Some(1)].into_iter().enumerate() {
+                b.set_row_tokens(row)?;
+                for nt in 1..=8usize {
+                    let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
+                    write!(cells[k], " {:.0} |", bytes / (ms * 1e-3) / 1e9)?;
+                }
+            }
+            b.set_row_tokens(None)?;
+            b.set_mma_tokens(None)?;
+            let d: Vec<String> = (1..=8u32)
+                .filter(|n| qkern_cuda::args::row_default_mask(f) >> (n - 1) & 1 == 1)
+                .map(|n| n.to_string())
+                .collect();
+            forced.push(format!("| {f} NT 1..8, two threads per row |{}", cells[0]));
+            forced.push(format!("| {f} NT 1..8, one thread per row (default at NT {}) |{}", d.join(","), cells[1]));
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each

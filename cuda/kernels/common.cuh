@@ -115,6 +115,9 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #ifndef QK_MINB_B
 #define QK_MINB_B 2  // 32-element formats, NTM >= 5: resident 256-thread CTAs asked of ptxas
 #endif
+#ifndef QK_MINB_R
+#define QK_MINB_R 2  // one-thread-per-row kernels (mm_common.cuh mmr_body): resident 256-thread CTAs asked of ptxas
+#endif
 #ifndef QK_MINB_B1
 #define QK_MINB_B1 1  // 32-element formats, NTM = 1: resident 256-thread CTAs asked of ptxas
 #endif

@@ -75,6 +75,7 @@ QK_UNROLL(QK_UNROLL_P)
 }
 MM_KERNELS_B(iq4_nl, mm_iq4_nl)
 MM_KERNELS_K(iq4_nl, UnitIq4Nl, MmPairs)
+MM_KERNELS_R(iq4_nl, UnitIq4Nl, MmPairs)
 
 QK_DEV float deq_iq4_nl(const u8* body, u32 d16, u32 e, const u32* tab) {
     // The nibble repack: element e is nibble (e & 15) of half e >> 4 (word 2h + j / 2, j = the

@@ -204,7 +204,7 @@ QK_UNROLL(1)
     for (int x = 0; x < 4; ++x) {
         const float m = Q5 ? accm[x][0] : qk_add(qk_add(accm[x][0], accm[x][NM > 2 ? 2 : 0]),
                                                  qk_add(accm[x][NM > 1 ? 1 : 0], accm[x][NM > 3 ? 3 : 0]));
-        mma_store(A, c, x, qk_add(mma_hsum8(acc[x]), m));
+        mma_store(A, c, x, qk_add(mm_hsum8(acc[x]), m));
     }
 }
 

@@ -423,6 +423,118 @@ QK_DEV void mmk_body(const MmArgs& A) {
     MMK_KERNEL_1(fmt, U, CH, 7)    \
     MMK_KERNEL_1(fmt, U, CH, 8)
 
+// ---- One thread per row (32-element formats at higher token counts; args.rs `row_default_mask`):
+// the thread runs both halves of every unit (h = 0: lanes 0-3, then h = 1: lanes 4-7) in unit
+// order, so that one warp-wide activation load serves 32 rows instead of 16 (the two-thread
+// kernels at NT 8 are bound by L1 requests, not by HBM: Nsight Compute, H200 session 13) and
+// the weight bytes are loaded once instead of by both threads of a pair. The float chains are
+// the two-thread kernels' lane for lane (MmPlain: acc over the units; MmPairs: iq4_nl's even
+// and odd accumulators and its scalar tail; MmSumms: q5_1's summs chain), hsum_float_8 in-thread
+// in the same order ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+template <class U, int CH, int NTM>
+QK_DEV void mm_row_half(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, float (*acc)[8], float* m) {
+    i32 isum[4][NTM];
+    float d[NTM];
+    U::template unit<NTM>(A, J, row, u, h, isum, d, m);
+#pragma unroll
+    for (int t = 0; t < NTM; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][4 * h + i] = qk_fma(d[t], qk_unbias(isum[i][t]), acc[t][4 * h + i]);
+}
+
+// hsum_float_8 of 8 lanes held by one thread (the row kernels, a tensor-core cell).
+QK_DEV float mm_hsum8(const float* l) {
+    return qk_add(qk_add(qk_add(l[0], l[4]), qk_add(l[2], l[6])), qk_add(qk_add(l[1], l[5]), qk_add(l[3], l[7])));
+}
+
+template <class U, int CH, int NTM>
+QK_DEV void mmr_body(const MmArgs& A) {
+    const u32 bid = qk_bid(), tid = qk_tid();
+    const u32 j = mm_job_of(A, bid);
+    const MmJob& J = A.jobs[j];
+    const u32 rows = J.rows;
+    const u32 r = (bid - J.cta0) * qk_bdim() + tid;
+    const u32 row = r < rows ? r : rows - 1u;
+    mm_prefetch(A, j, row, 0u, 1u);
+    const u32 units = A.nb * U::UNITS_PER_BLOCK;
+    float acc[NTM][8], res[NTM];
+#pragma unroll
+    for (int t = 0; t < NTM; ++t)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[t][i] = 0.0f;
+    if (CH == MmPairs) {
+        float acc2[NTM][8];
+#pragma unroll
+        for (int t = 0; t < NTM; ++t)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc2[t][i] = 0.0f;
+QK_UNROLL(1)
+        for (u32 p = 0; p < units / 2u; ++p) {
+            mm_row_half<U, CH, NTM>(A, J, row, 2u * p, 0u, acc, nullptr);
+            mm_row_half<U, CH, NTM>(A, J, row, 2u * p, 1u, acc, nullptr);
+            mm_row_half<U, CH, NTM>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
+            mm_row_half<U, CH, NTM>(A, J, row, 2u * p + 1u, 1u, acc2, nullptr);
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            float s[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s[i] = qk_add(acc[t][i], acc2[t][i]);
+            res[t] = mm_hsum8(s);
+        }
+        if (units & 1u) {
+            // the scalar tail: sumf = fma(d, sum of the 8 lanes, sumf) (iq4_nl: both halves' d agree)
+            i32 i0[4][NTM], i1[4][NTM];
+            float d[NTM];
+            U::template unit<NTM>(A, J, row, units - 1u, 0u, i0, d, nullptr);
+            U::template unit<NTM>(A, J, row, units - 1u, 1u, i1, d, nullptr);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                const u32 s0 = (u32)i0[0][t] + (u32)i0[1][t] + (u32)i0[2][t] + (u32)i0[3][t];
+                const u32 s1 = (u32)i1[0][t] + (u32)i1[1][t] + (u32)i1[2][t] + (u32)i1[3][t];
+                res[t] = qk_fma(d[t], qk_i2f(qk_unbias_sum(s0 + s1, 8)), res[t]);
+            }
+        }
+    } else {
+        float summs[NTM];
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
+        const float* as = (const float*)J.a_x;
+QK_UNROLL(1)
+        for (u32 u = 0; u < units; ++u) {
+            float m = 0.0f;
+            mm_row_half<U, CH, NTM>(A, J, row, u, 0u, acc, &m);
+            mm_row_half<U, CH, NTM>(A, J, row, u, 1u, acc, &m);
+            if (CH == MmSumms) {
+                float sa[NTM];
+                ld_tok_f<NTM>(as + (u64)u * J.capw, sa);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) summs[t] = qk_fma(m, sa[t], summs[t]);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) res[t] = CH == MmSumms ? qk_add(mm_hsum8(acc[t]), summs[t]) : mm_hsum8(acc[t]);
+    }
+    if (r < rows)
+#pragma unroll
+        for (int t = 0; t < NTM; ++t)
+            if ((u32)t < J.nt) ((float*)J.out)[(u64)t * rows + r] = res[t];
+}
+
+#define MMR_KERNEL_1(fmt, U, CH, NTM)                                                    \
+    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM>(A); }          \
+    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, QK_MINB_R)
+
+#define MM_KERNELS_R(fmt, U, CH)   \
+    MMR_KERNEL_1(fmt, U, CH, 1)    \
+    MMR_KERNEL_1(fmt, U, CH, 2)    \
+    MMR_KERNEL_1(fmt, U, CH, 3)    \
+    MMR_KERNEL_1(fmt, U, CH, 4)    \
+    MMR_KERNEL_1(fmt, U, CH, 5)    \
+    MMR_KERNEL_1(fmt, U, CH, 6)    \
+    MMR_KERNEL_1(fmt, U, CH, 7)    \
+    MMR_KERNEL_1(fmt, U, CH, 8)
+
 // A block body of W words into registers with the widest loads its alignment AL (bytes: 16,
 // 8 or 4) allows: a few wide loads instead of one narrow load per sub-block and byte. Index
 // the result only with compile-time constants (unrolled loops); pick run-time words with sel2.
@@ -620,10 +732,6 @@ QK_DEV void mma_cell_d(const MmaCtx& c, const float* ad, u32 capw, u32 b, const 
     }
 }
 
-// hsum_float_8 of one cell's 8 lanes, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-QK_DEV float mma_hsum8(const float* l) {
-    return qk_add(qk_add(qk_add(l[0], l[4]), qk_add(l[2], l[6])), qk_add(qk_add(l[1], l[5]), qk_add(l[3], l[7])));
-}
 
 // Cell c's result: row half c >> 1, token 2q + (c & 1).
 QK_DEV void mma_store(const MmArgs& A, const MmaCtx& c, int cell, float v) {
@@ -636,7 +744,7 @@ QK_DEV void mma_store(const MmArgs& A, const MmaCtx& c, int cell, float v) {
 template <bool SCALED>
 QK_DEV void mma_finish(const MmArgs& A, const MmaCtx& c, float (*acc)[8], float scale) {
 #pragma unroll
-    for (int x = 0; x < 4; ++x) mma_store(A, c, x, SCALED ? qk_mul(scale, mma_hsum8(acc[x])) : mma_hsum8(acc[x]));
+    for (int x = 0; x < 4; ++x) mma_store(A, c, x, SCALED ? qk_mul(scale, mm_hsum8(acc[x])) : mm_hsum8(acc[x]));
 }
 
 // Per format: the resident 256-thread CTAs asked of ptxas (QK_MINB_MMA_*) and the L2 prefetch

@@ -82,6 +82,7 @@ QK_UNROLL(QK_UNROLL_NV)
 }
 MM_KERNELS_B(nvfp4, mm_nvfp4)
 MM_KERNELS_K(nvfp4, UnitNvfp4, MmPlain)
+MM_KERNELS_R(nvfp4, UnitNvfp4, MmPlain)
 
 // Sub-block s sits at position 2 (s & 1) + (s >> 1) of the body; its scale is byte s of `dw`.
 QK_DEV float deq_nvfp4(const u8* body, u32 dw, u32 e, const u32* tab) {

@@ -134,6 +134,45 @@ pub fn mma_default_nt(format: Format) -> u32 {
 /// Index of the tensor-core kernel in [`mm_kernel_names`].
 pub const MMA_KERNEL: usize = 24;
 
+/// Index of the one-thread-per-row kernel (32-element formats, mm_common.cuh `mmr_body`) for
+/// `ntm` tokens in [`mm_kernel_names`].
+pub fn row_kernel_index(ntm: u32) -> usize {
+    MMA_KERNEL + ntm.clamp(1, 8) as usize
+}
+
+/// Whether the format has one-thread-per-row kernels (`qk_mmr_*`): the 32-element formats.
+pub fn has_row(format: Format) -> bool {
+    !has_split(format)
+}
+
+/// The token counts (bit `ntm - 1` of the mask) at which a 32-element format runs its
+/// one-thread-per-row kernel in large launches (`QKERN_CUDA_ROW_NT=n` overrides: n and above;
+/// 0: never). The two-thread kernels at high NT are bound by L1 requests (Nsight Compute: L1
+/// 89 % busy for q5_1 at NT 8, 87 % for q8_0, HBM 19-33 %; each warp-wide activation load
+/// serves 16 rows); one thread per row halves those per row, at twice the accumulators per
+/// thread. Where it measured faster (H200, 1 GiB, kernel-only GB/s, two threads / one,
+/// benches/results/2026-12-05-h200-session13 run3): q5_1 NT 1 3344 / 3590, NT 4 1871 / 2041,
+/// NT 5 1289 / 1516, NT 6 1249 / 1394 (NT 7, 8 slower: 1142 / 1094, 1059 / 1037); q8_0 NT 4
+/// 2758 / 2825, NT 5 2442 / 2668, NT 8 1714 / 1951 (NT 2, 3 slower: 4173 / 3675, 3603 / 2255);
+/// iq4_nl NT 1 2535 / 2652, NT 2 1877 / 2429, NT 3 1723 / 2017 (from NT 4 slower: its even and
+/// odd accumulators double the registers); nvfp4 NT 2 2247 / 2342, NT 4 1537 / 1728, NT 5 1389
+/// / 1556 (NT 3, 7 slower, 6, 8 even).
+pub fn row_default_mask(format: Format) -> u32 {
+    let nts: &[u32] = match format {
+        Format::Q5_1 => &[1, 2, 3, 4, 5, 6],
+        Format::Q8_0 => &[4, 5, 6, 7, 8],
+        Format::IQ4_NL => &[1, 2, 3],
+        Format::NVFP4 => &[2, 4, 5],
+        _ => &[],
+    };
+    nts.iter().fold(0, |m, &n| m | 1 << (n - 1))
+}
+
+/// The mask of [`row_default_mask`] for "from `n` tokens on" (0: never).
+pub fn row_mask_from(n: u32) -> u32 {
+    if n == 0 { 0 } else { (0xffu32 << (n.min(8) - 1)) & 0xff }
+}
+
 /// The NTM values instantiated.
 pub const NTMS: [u32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
@@ -155,6 +194,10 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
     }
     v.push(has_mma(format).then(|| format!("qk_mma_{st}")));
     debug_assert_eq!(v.len(), MMA_KERNEL + 1);
+    for ntm in NTMS {
+        v.push(has_row(format).then(|| format!("qk_mmr_{st}_n{ntm}")));
+    }
+    debug_assert_eq!(v.len(), row_kernel_index(8) + 1);
     v
 }
 
@@ -212,7 +255,9 @@ pub struct MmLaunch {
 /// which put 4x more threads on each row (0 forces S = 1). `min_ctas`: launches that would have fewer
 /// 256-thread CTAs than this use 64-thread CTAs. `mma_nt`: launches of at least this many tokens
 /// (in their largest job) that would run S = 1 use the format's tensor-core kernel where it has
-/// one ([`has_mma`]; 0: never).
+/// one ([`has_mma`]; 0: never). `row_mask`: launches of at least `s4_rows` rows whose NTM has
+/// its bit (`ntm - 1`) set and that would run the two-thread kernels of a 32-element format
+/// run its one-thread-per-row kernel instead ([`has_row`], [`row_default_mask`]).
 #[allow(clippy::too_many_arguments)]
 pub fn plan_matmul<E>(
     format: Format,
@@ -222,6 +267,7 @@ pub fn plan_matmul<E>(
     s4_rows: u64,
     min_ctas: u64,
     mma_nt: u32,
+    row_mask: u32,
     mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
 ) -> Result<(), E> {
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
@@ -257,7 +303,8 @@ pub fn plan_matmul<E>(
         let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
         // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
         let mma = s == 1 && has_mma(format) && mma_nt > 0 && *max_nt >= mma_nt;
-        let tpr = threads_per_row(format, s);
+        let row = !mma && has_row(format) && row_mask >> (ntm - 1) & 1 == 1 && *rows_total >= s4_rows;
+        let tpr = if row { 1 } else { threads_per_row(format, s) };
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
             |block: u32| args.jobs[..args.njobs as usize].iter().map(|j| j.rows.div_ceil(block / tpr)).sum::<u32>();
@@ -272,7 +319,13 @@ pub fn plan_matmul<E>(
             j.cta0 = cta;
             cta += j.rows.div_ceil(rpc);
         }
-        let kernel = if mma { MMA_KERNEL } else { mm_kernel_index(ntm, s) };
+        let kernel = if mma {
+            MMA_KERNEL
+        } else if row {
+            row_kernel_index(ntm)
+        } else {
+            mm_kernel_index(ntm, s)
+        };
         f(MmLaunch { kernel, grid: cta, block }, args)?;
         args.njobs = 0;
         *max_nt = 0;
@@ -343,8 +396,12 @@ mod tests {
 
     /// The kernels `plan_matmul` picks for one job of `rows` x `tokens` (4096 columns).
     fn kernels(f: Format, rows: u32, tokens: u32, s4_rows: u64, mma_nt: u32) -> Vec<(usize, u32, u32)> {
+        kernels_r(f, rows, tokens, s4_rows, mma_nt, 0)
+    }
+
+    fn kernels_r(f: Format, rows: u32, tokens: u32, s4_rows: u64, mma_nt: u32, row_nt: u32) -> Vec<(usize, u32, u32)> {
         let mut v = Vec::new();
-        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], s4_rows, 0, mma_nt, |l, a| {
+        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], s4_rows, 0, mma_nt, row_mask_from(row_nt), |l, a| {
             v.push((l.kernel, l.grid, a.jobs[0].nt));
             Ok(())
         })
@@ -356,7 +413,14 @@ mod tests {
     fn tensor_core_kernels_are_named_and_defaults_have_one() {
         for f in Format::WEIGHTS {
             let names = mm_kernel_names(f);
-            assert_eq!(names.len(), MMA_KERNEL + 1);
+            assert_eq!(names.len(), row_kernel_index(8) + 1);
+            for ntm in NTMS {
+                let n = &names[row_kernel_index(ntm)];
+                assert_eq!(n.is_some(), has_row(f), "{f}");
+                assert!(n.as_ref().is_none_or(|n| n == &format!("qk_mmr_{}_n{ntm}", stem(f))));
+            }
+            assert!(row_default_mask(f) == 0 || has_row(f));
+            assert!(row_default_mask(f) <= 0xff);
             assert_eq!(names[MMA_KERNEL].is_some(), has_mma(f), "{f}");
             if let Some(n) = &names[MMA_KERNEL] {
                 assert_eq!(n, &format!("qk_mma_{}", stem(f)));
@@ -364,6 +428,21 @@ mod tests {
             let d = mma_default_nt(f);
             assert!(d == 0 || (has_mma(f) && d as usize <= MAX_NT), "{f}: default {d}");
         }
+    }
+
+    #[test]
+    fn plan_picks_the_row_kernel_from_its_token_count_in_large_launches() {
+        let rows = 100_000;
+        // two threads per row below row_nt: 128 rows per 256-thread CTA; one from it: 256
+        assert_eq!(kernels_r(Format::Q5_1, rows, 3, 0, 0, 4), vec![(mm_kernel_index(3, 1), rows.div_ceil(128), 3)]);
+        assert_eq!(kernels_r(Format::Q5_1, rows, 4, 0, 0, 4), vec![(row_kernel_index(4), rows.div_ceil(256), 4)]);
+        assert_eq!(kernels_r(Format::Q8_0, rows, 8, 0, 0, 1)[0].0, row_kernel_index(8));
+        // launches under s4_rows rows keep the two-thread kernels; the tensor cores go first;
+        // the 256-element formats have none
+        assert_eq!(kernels_r(Format::Q8_0, rows, 8, rows as u64 + 1, 0, 1)[0].0, mm_kernel_index(8, 1));
+        assert_eq!(kernels_r(Format::Q5_1, rows, 8, 0, 5, 4)[0].0, MMA_KERNEL);
+        assert_eq!(kernels_r(Format::Q4_K, rows, 8, 0, 0, 1)[0].0, mm_kernel_index(8, 1));
+        assert_eq!((row_mask_from(0), row_mask_from(1), row_mask_from(8)), (0, 0xff, 0x80));
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct CudaBackend {
     /// Override of the smallest token count that runs the tensor-core kernels (0: never;
     /// `u32::MAX`: each format's `args::mma_default_nt`).
     mma_nt: std::sync::atomic::AtomicU32,
+    /// Override of the token counts that run the one-thread-per-row kernels (a mask, bit
+    /// `ntm - 1`; `u32::MAX`: each format's `args::row_default_mask`).
+    row_mask: std::sync::atomic::AtomicU32,
 }
 
 struct Cold {
@@ -404,6 +407,7 @@ impl CudaBackend {
             s4_override: AtomicU64::new(NO_OVERRIDE),
             // set below (set_mma_tokens: the per-format defaults where the device has the kernels)
             mma_nt: std::sync::atomic::AtomicU32::new(0),
+            row_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
         })
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
@@ -421,6 +425,7 @@ impl CudaBackend {
                 b.set_wait_mode(m);
             }
             b.set_mma_tokens(env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
+            b.set_row_tokens(env_knob("QKERN_CUDA_ROW_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             Ok(b)
         })
     }
@@ -931,6 +936,28 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// From how many tokens the 32-element formats run their one-thread-per-row kernels in
+    /// large launches (`Some(0)`: never; `None`: each format's default token counts,
+    /// `args::row_default_mask`). The bits are the same either way.
+    pub fn set_row_tokens(&self, n: Option<u32>) -> Result<()> {
+        let v = match n {
+            None => u32::MAX,
+            Some(n) if n > args::MAX_NT as u32 => {
+                return Err(invalid(format!("one-thread-per-row kernels from {n} tokens: at most {}", args::MAX_NT)));
+            }
+            Some(n) => args::row_mask_from(n),
+        };
+        self.row_mask.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn row_mask(&self, format: Format) -> u32 {
+        match self.row_mask.load(Ordering::Relaxed) {
+            u32::MAX => args::row_default_mask(format),
+            m => m,
+        }
+    }
+
     fn mma_nt(&self, format: Format) -> u32 {
         match self.mma_nt.load(Ordering::Relaxed) {
             u32::MAX => args::mma_default_nt(format),
@@ -947,7 +974,9 @@ impl CudaBackend {
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
         let m = self.module(Module::Weights(format))?;
         let mma_nt = self.mma_nt(format);
-        args::plan_matmul(format, cols, self.tab, jobs, self.s4_rows(format), 2 * self.sms as u64, mma_nt, |l, a| {
+        let row_mask = self.row_mask(format);
+        let (s4, min_ctas) = (self.s4_rows(format), 2 * self.sms as u64);
+        args::plan_matmul(format, cols, self.tab, jobs, s4, min_ctas, mma_nt, row_mask, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             self.launch(f, l.grid, l.block, a)
         })

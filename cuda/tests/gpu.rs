@@ -143,18 +143,23 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 row.add("quant", qd, want_q.len() / act.block_bytes());
                 let want = ref_matmul(f, rows, cols, &w, &want_q, nt);
                 // S = 1 and S = 4 forced; the formats with a tensor-core kernel run S = 1 both with
-                // it at every NT (from 1 token) and without it
-                let configs: &[(Option<u64>, Option<u32>)] = if qkern_cuda::args::has_mma(f) {
-                    &[(Some(0), Some(1)), (Some(u64::MAX), None), (Some(0), Some(0))]
+                // it at every NT (from 1 token) and without it; the 32-element formats run both
+                // their two-thread and their one-thread-per-row kernels at every NT
+                let mut configs: Vec<(Option<u64>, Option<u32>, Option<u32>)> = if qkern_cuda::args::has_mma(f) {
+                    vec![(Some(0), Some(1), Some(0)), (Some(u64::MAX), None, None), (Some(0), Some(0), Some(0))]
                 } else {
-                    &[(Some(0), None), (Some(u64::MAX), None)]
+                    vec![(Some(0), None, Some(0)), (Some(u64::MAX), None, None)]
                 };
-                for &(s, mma) in configs {
+                if qkern_cuda::args::has_row(f) {
+                    configs.push((Some(0), Some(0), Some(1)));
+                }
+                for &(s, mma, rk) in &configs {
                     if s == Some(u64::MAX) && f.block_elems() != 256 {
                         continue;
                     }
                     b.set_split_threshold(s);
                     b.set_mma_tokens(mma).unwrap();
+                    b.set_row_tokens(rk).unwrap();
                     // every way back to host memory, in turn (the bits must not depend on it)
                     b.set_host_out([HostOut::Pageable, HostOut::Pinned, HostOut::Mapped][(nt + i + wild as usize) % 3]);
                     b.set_wait_mode(
@@ -173,7 +178,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                             .unwrap_or(0);
                         writeln!(
                             log,
-                            "{f} {what} S={} mma {mma:?} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
+                            "{f} {what} S={} mma {mma:?} row {rk:?} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
                             if s == Some(0) { 1 } else { 4 },
                             want.len(),
                             k / rows,
@@ -186,6 +191,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 }
                 b.set_split_threshold(None);
                 b.set_mma_tokens(None).unwrap();
+                b.set_row_tokens(None).unwrap();
                 // more tokens than a launch holds: a typed error, the setting unchanged
                 let e = b.set_mma_tokens(Some(qkern_cuda::args::MAX_NT as u32 + 1)).unwrap_err();
                 assert!(matches!(e, qkern_cuda::CudaError::Invalid(_)), "{e}");
