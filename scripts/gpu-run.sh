@@ -76,8 +76,8 @@ cublas) { timeout 120 $C/cuda_bench --gib 1 --iters 20 --formats q8_0 --no-force
     timeout 120 python3 cuda/examples/cublas_gemv.py; } > "$R/cublas.md" 2>&1; cat "$R/cublas.md" ;;
 # wgpu q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (f16 tiles, Coop::Native): its bits (the random parity
 # test's coop backend runs natively where the adapter has them), then lanes against tiles.
-coop) { for v in words f16; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_parity q4_k q5_k iq2 iq3 --nocapture; done
-    QKERN_WGPU_COOP=1 timeout 400 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s --nt 1,2,4,8 --variants nocoop,coop,coop16 \
+coop) { for v in f16 words; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_parity q4_k q5_k iq2 iq3 --nocapture; done
+    QKERN_WGPU_COOP=1 timeout 400 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s --nt 1,2,4,8 --variants nocoop,coop,coopwords \
       --csv "$R/coop.csv"; } > "$R/coop.log" 2>&1; grep -E "adapter|q[45]_K|iq[23]|test result|fail|rror" "$R/coop.log" | head -30 ;;
 # Nsight Compute on the kernels short of a goal (where the runtime lets ncu read the counters:
 # Firecracker, not gVisor): one launch each, clocks left alone. NCU_KERNELS="format:kernel-regex[:e] ..."

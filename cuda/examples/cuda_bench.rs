@@ -341,7 +341,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let g = ggml_ref(f).map(|(a, c)| format!("{a:.0} / {c:.0}")).unwrap_or_else(|| "-".into());
         for (n, regs, local, occ) in b.kernel_stats(f)? {
-            if n.contains("_n1_") || n.contains("_n4_") || n.contains("_n8_") {
+            if ["_n1", "_n4", "_n8"].iter().any(|k| n.contains(&format!("{k}_")) || n.ends_with(k)) {
                 stats.push(format!("{n}: {regs} regs, {local} B local, {occ} CTAs/SM"));
             }
         }

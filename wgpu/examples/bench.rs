@@ -13,8 +13,8 @@
 //! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
 //! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per
 //! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`,
-//! `coop` / `coop16` / `nocoop` (q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token, tiles staged
-//! as u32 words / as f16, or not: the device has
+//! `coop` / `coopwords` / `nocoop` (q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token, tiles staged
+//! as f16 / as u32 words, or not: the device has
 //! them only when made with `QKERN_WGPU_COOP=1`..`8`, which also makes `default` use them).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
 //!
@@ -53,7 +53,7 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         // q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token (the device must have been made with
         // them: QKERN_WGPU_COOP=1; else this is the default), or not
         "coop" => Tuning { coop: Coop::Native(1), ..d },
-        "coop16" => Tuning { coop: Coop::NativeF16(1), ..d },
+        "coopwords" => Tuning { coop: Coop::NativeWords(1), ..d },
         "nocoop" => Tuning { coop: Coop::Off, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {

@@ -111,8 +111,11 @@
 //! tiles (wgpu-types' documentation still says 8 x 8 f32 only); NVIDIA's driver lists f16 16
 //! x 16 x 16 -> f32. The tile products also run emulated by plain invocations
 //! ([`Coop::Emulated`]), the same sums, which is how `tests/random_parity.rs` checks the
-//! kernel on lavapipe (and natively where the adapter has the tiles). Off by default until
-//! a GPU run measures it.
+//! kernel on lavapipe (and natively where the adapter has the tiles). Off by default: on the
+//! H200 (NVIDIA Vulkan driver 580, benches/results/2026-12-05-h200-session13 run2) the tiles
+//! staged in f16 arrays give the reference's bits at every NT but run 5-8x slower than the
+//! thread pairs (q4_K NT 1 317 GB/s against 2475, NT 8 295 against 578; the IQ formats
+//! 115-193 against 286-1225), and the u32-staged tiles do not compile there.
 //!
 //! # Hot path
 //!
@@ -261,9 +264,11 @@ pub struct Options {
 /// a number of tokens on. The CUDA backend's route to NT 8 near NT 1's time (`mma.sync`);
 /// here through wgpu's experimental cooperative matrices (`Features::EXPERIMENTAL_COOPERATIVE_MATRIX`,
 /// which wgpu 30's Vulkan backend enables where the driver lists a configuration: NVIDIA's
-/// include f16 16 x 16 x 16 -> f32). Not measured on a GPU yet, so off by default.
-/// `QKERN_WGPU_COOP`: `0` (off), `1`..`8` (native, from that many tokens), `f16:N` (native,
-/// tiles staged in f16 arrays), `emulate` or `emulate:N` (the same kernel with the tile
+/// include f16 16 x 16 x 16 -> f32). Off by default: slower than the thread pairs on the H200
+/// (the crate documentation's "Cooperative matrices").
+/// `QKERN_WGPU_COOP`: `0` (off), `1`..`8` or `f16:N` (native, from that many tokens, tiles
+/// staged in f16 arrays), `words:N` (native, tiles staged in u32 words), `emulate` or
+/// `emulate:N` (the same kernel with the tile
 /// products computed by plain invocations: any adapter; for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Coop {
@@ -271,11 +276,12 @@ pub enum Coop {
     Off,
     /// The adapter's cooperative matrices, from this many tokens (1..=8) on. Needs f16 16 x 16 x
     /// 16 -> f32 tiles on subgroups of exactly 32 invocations ([`WgpuBackend::supports_coop`]).
-    /// The tiles are staged in u32 workgroup arrays (two f16 a word) and loaded as f16.
+    /// The tiles are staged in f16 workgroup arrays (`QKERN_WGPU_COOP=N`, or `f16:N`).
     Native(u8),
-    /// As [`Coop::Native`], the tiles staged in f16 arrays instead (for a driver that would
-    /// not reinterpret u32 words as f16 elements; `QKERN_WGPU_COOP=f16:N`).
-    NativeF16(u8),
+    /// As [`Coop::Native`], the tiles staged in u32 workgroup arrays (two f16 a word) and loaded
+    /// as f16, as GLSL's coopMatLoad reads vector arrays (`QKERN_WGPU_COOP=words:N`). NVIDIA's
+    /// Vulkan driver 580 rejects these shaders ("NVVM compilation failed", H200 session 13).
+    NativeWords(u8),
     /// The kernel with emulated tile products, from this many tokens (1..=8) on.
     Emulated(u8),
 }
@@ -286,8 +292,8 @@ impl Coop {
     fn kernel(self, f: Format, nt: u32) -> Option<shaders::CoopTiles> {
         match self {
             _ if !shaders::has_coop(f) => None,
-            Coop::Native(n) if nt >= n as u32 => Some(shaders::CoopTiles::Words),
-            Coop::NativeF16(n) if nt >= n as u32 => Some(shaders::CoopTiles::Halves),
+            Coop::Native(n) if nt >= n as u32 => Some(shaders::CoopTiles::Halves),
+            Coop::NativeWords(n) if nt >= n as u32 => Some(shaders::CoopTiles::Words),
             Coop::Emulated(n) if nt >= n as u32 => Some(shaders::CoopTiles::Emulated),
             _ => None,
         }
@@ -295,11 +301,11 @@ impl Coop {
 
     /// Whether this asks for the adapter's cooperative matrices.
     fn native(self) -> bool {
-        matches!(self, Coop::Native(_) | Coop::NativeF16(_))
+        matches!(self, Coop::Native(_) | Coop::NativeWords(_))
     }
 }
 
-/// `QKERN_WGPU_COOP`: `0`, `1`..`8`, `f16:N`, `emulate` or `emulate:N`.
+/// `QKERN_WGPU_COOP`: `0`, `1`..`8` (or `f16:N`), `words:N`, `emulate` or `emulate:N`.
 fn parse_coop(v: &str) -> Option<Coop> {
     let n = |s: &str| s.parse().ok().filter(|n: &u8| (1..=8).contains(n));
     match v {
@@ -309,7 +315,9 @@ fn parse_coop(v: &str) -> Option<Coop> {
             if let Some(k) = v.strip_prefix("emulate:") {
                 n(k).map(Coop::Emulated)
             } else if let Some(k) = v.strip_prefix("f16:") {
-                n(k).map(Coop::NativeF16)
+                n(k).map(Coop::Native)
+            } else if let Some(k) = v.strip_prefix("words:") {
+                n(k).map(Coop::NativeWords)
             } else {
                 n(v).map(Coop::Native)
             }
@@ -731,7 +739,7 @@ impl WgpuBackend {
         let coop = match opts.coop {
             Some(c) => c,
             None => {
-                env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, emulate or emulate:N", parse_coop)?.unwrap_or(Coop::Off)
+                env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, words:N, emulate or emulate:N", parse_coop)?.unwrap_or(Coop::Off)
             }
         };
         let chunks = match opts.chunks {
@@ -915,7 +923,7 @@ impl WgpuBackend {
             match t.coop {
                 Coop::Off => String::new(),
                 Coop::Native(n) => format!(", cooperative matrices from NT {n}"),
-                Coop::NativeF16(n) => format!(", cooperative matrices (f16 staging) from NT {n}"),
+                Coop::NativeWords(n) => format!(", cooperative matrices (u32 staging) from NT {n}"),
                 Coop::Emulated(n) => format!(", emulated tiles from NT {n}"),
             }
         )
@@ -2247,18 +2255,19 @@ mod tests {
         assert_eq!(parse_coop("3"), Some(Coop::Native(3)));
         assert_eq!(parse_coop("emulate"), Some(Coop::Emulated(1)));
         assert_eq!(parse_coop("emulate:8"), Some(Coop::Emulated(8)));
-        assert_eq!(parse_coop("f16:2"), Some(Coop::NativeF16(2)));
+        assert_eq!(parse_coop("f16:2"), Some(Coop::Native(2)));
+        assert_eq!(parse_coop("words:2"), Some(Coop::NativeWords(2)));
         for bad in ["9", "-1", "on", "emulate:0", "emulate:9", "emulate:", "f16:0", "f16", ""] {
             assert_eq!(parse_coop(bad), None, "{bad:?}");
         }
         let t = |coop| Tuning { coop, ..plain_tuning() };
         assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::Off)), None);
         assert_eq!(coop_kernel(Format::Q4_K, 2, t(Coop::Native(3))), None);
-        assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(shaders::CoopTiles::Words));
-        assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::NativeF16(3))), Some(shaders::CoopTiles::Halves));
+        assert_eq!(coop_kernel(Format::Q4_K, 3, t(Coop::Native(3))), Some(shaders::CoopTiles::Halves));
+        assert_eq!(coop_kernel(Format::Q4_K, 8, t(Coop::NativeWords(3))), Some(shaders::CoopTiles::Words));
         assert_eq!(coop_kernel(Format::Q4_K, 1, t(Coop::Emulated(1))), Some(shaders::CoopTiles::Emulated));
         // only q4_K and q5_K have the kernel, and only at its own rows per workgroup
-        assert_eq!(coop_kernel(Format::Q5_K, 8, t(Coop::Native(1))), Some(shaders::CoopTiles::Words));
+        assert_eq!(coop_kernel(Format::Q5_K, 8, t(Coop::Native(1))), Some(shaders::CoopTiles::Halves));
         assert_eq!(coop_kernel(Format::Q6_K, 8, t(Coop::Native(1))), None);
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
     }

@@ -307,7 +307,7 @@ fn tiny_scales() {
 #[test]
 fn coop_native_needs_the_tiles() {
     let Some(be) = common::backend() else { return };
-    for coop in [Coop::Native(1), Coop::NativeF16(4)] {
+    for coop in [Coop::Native(1), Coop::NativeWords(4)] {
         match (
             WgpuBackend::with_options(common::index(), Options { coop: Some(coop), ..Options::default() }),
             be.supports_coop(),

@@ -99,7 +99,7 @@ pub fn backend_coop() -> Option<&'static WgpuBackend> {
     B.get_or_init(|| {
         let coop = match backend()?.supports_coop() {
             false => Coop::Emulated(1),
-            true if std::env::var("QKERN_TEST_COOP").is_ok_and(|v| v == "f16") => Coop::NativeF16(1),
+            true if std::env::var("QKERN_TEST_COOP").is_ok_and(|v| v == "words") => Coop::NativeWords(1),
             true => Coop::Native(1),
         };
         open(Options { coop: Some(coop), ..Options::default() })
