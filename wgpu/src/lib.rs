@@ -738,9 +738,8 @@ impl WgpuBackend {
         };
         let coop = match opts.coop {
             Some(c) => c,
-            None => {
-                env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, words:N, emulate or emulate:N", parse_coop)?.unwrap_or(Coop::Off)
-            }
+            None => env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, words:N, emulate or emulate:N", parse_coop)?
+                .unwrap_or(Coop::Off),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
