@@ -428,7 +428,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 String::new()
             };
-            notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4{tc}", v[0], v[1]));
+            // q4_K's two-phase kernel (off by default; QKERN_CUDA_KQ_MMK)
+            let two = if qkern_cuda::args::has_mmk(f) {
+                b.set_kq_two_phase(true);
+                let us = b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3;
+                b.set_kq_two_phase(false);
+                format!(", {us:.1} us two-phase")
+            } else {
+                String::new()
+            };
+            notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4{tc}{two}", v[0], v[1]));
         }
         let jobs: Vec<_> = ws.iter().zip(&acts).map(|(w, a)| (w, a, nt)).collect();
         // A/B: the context's sync mode x the way back to host memory (medians of 300 calls).

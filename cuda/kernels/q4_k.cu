@@ -59,6 +59,107 @@ MM_KERNELS_L4(q4_k, mm_q4_k, 4)
 QK_DEV void mma_q4_k(const MmArgs& A) { kq_mma<false, QK_PF_MMA_Q4K>(A); }
 MMA_KERNEL(q4_k, mma_q4_k, QK_MINB_MMA_Q4K)
 
+// Two-phase kernel for small launches with few super-blocks per row (a MoE expert's gate or up
+// projection, e.g. 640 x 2560: 10 blocks): the lane kernels give each row's blocks to one thread
+// group in sequence (Nsight Compute, H200 session 13: 160 warps of 3300 dependent instructions,
+// 3 % occupancy). Phase 1 spreads every (block, row, half, sub-block pair) of MMK_R rows over the
+// CTA's threads at once: the integer lane sums of one pair, summed over the 4 pairs by shuffles
+// (adjacent lanes), the chain factors d_t = yd * xd and -yd * xdmin, and the mins products, into
+// shared memory; phase 2 gives each (row, token, lane) chain to one thread, which runs
+// kq_lanes' chain acc = fma(d_t, lane, acc) over the blocks in order, then hsum_float_8 by
+// shuffles; lanes 0-3 of the group also run the 4-lane mins chain (m0 + m2) + (m1 + m3), as
+// mm_q4_k. The lane sums are exact integers below 2^22, so their conversion is any exact one.
+#define KQK_BMAX 16
+template <int NTM>
+QK_DEV void mmk_q4_k_body(const MmArgs& A) {
+    QK_SHARED i32 X[MMK_R][KQK_BMAX][8][NTM];
+    QK_SHARED i32 P[MMK_R][KQK_BMAX][NTM][4];
+    QK_SHARED float D[MMK_R][KQK_BMAX][NTM];
+    QK_SHARED float DM[MMK_R][KQK_BMAX][NTM];
+    const u32 bid = qk_bid(), tid = qk_tid();
+    const u32 j = mm_job_of(A, bid);
+    const MmJob& J = A.jobs[j];
+    const u32 nb = A.nb, rows = J.rows, capw = J.capw, nt = J.nt;
+    const u32 row0 = (bid - J.cta0) * MMK_R;
+    const u32* aq = (const u32*)J.a_qs;
+    const float* ad = (const float*)J.a_d;
+    const i16* bs = (const i16*)J.a_x;
+    const u32 items = MMK_R * nb * 8u;  // (block, row, half, pair), pair fastest
+    // Every thread runs every round (no early exit: the pair sums are shuffles).
+    for (u32 base = 0; base < items; base += qk_bdim()) {
+        const u32 it = base + tid < items ? base + tid : items - 1u;
+        const u32 s = it & 3u, h = (it >> 2) & 1u, r = (it >> 3) % MMK_R, b = it / (8u * MMK_R);
+        const u32 row = row0 + r < rows ? row0 + r : rows - 1u;
+        const u8* blk = (const u8*)J.w + ((u64)row * nb + b) * 144u;
+        const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
+        const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
+        u32 u0, u1, u2, u3;
+        kq_unpack(hdr.y, hdr.z, hdr.w, &u0, &u1, &u2, &u3);
+        const uint4 qv = ld128(blk + 16u + 32u * s + 16u * h);  // lanes 4h..4h+3 of pair s
+        const i32 sl = (i32)kq_byte(u0, u1, 2u * s), sh = (i32)kq_byte(u0, u1, 2u * s + 1u);
+        const bool store = base + tid < items;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const u32 qw = q4w(qv, i);
+            const u32* a = aq + (u64)(64u * b + 16u * s + 4u * h + (u32)i) * capw;
+            u32 alo[NTM], ahi[NTM];
+            ld_tok<NTM>(a, alo);
+            ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                i32 v = sl * qk_dp4a((i32)(qw & 0x0f0f0f0fu), (i32)alo[t], 0) +
+                        sh * qk_dp4a((i32)((qw >> 4) & 0x0f0f0f0fu), (i32)ahi[t], 0);
+                v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 1));
+                v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 2));
+                if (store && s == 0) X[r][b][4u * h + (u32)i][t] = v;
+            }
+        }
+        if (store && s == 0 && h == 0) {
+            float da[NTM];
+            ld_tok_f<NTM>(ad + (u64)b * capw, da);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) D[r][b][t] = qk_mul(da[t], xd);
+        }
+        if (store && s == 1 && h == 0) {
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                i32 prod[4] = {0, 0, 0, 0};
+                float dmin = 0.0f;
+                if ((u32)t < nt) {
+                    dmin = qk_mul(-qk_ld(ad + (u64)b * capw + (u32)t), xdmin);
+                    kq_mins_prod(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
+                }
+                DM[r][b][t] = dmin;
+#pragma unroll
+                for (int m = 0; m < 4; ++m) P[r][b][t][m] = prod[m];
+            }
+        }
+    }
+    qk_sync();
+    const u32 p = tid;
+    if (p >= MMK_R * NTM * 8u) return;  // whole warps (MMK_R * 8 == 32): no shuffle is split
+    const u32 l = p & 7u, t = (p >> 3) % NTM, r = p / (8u * NTM);
+    float acc = 0.0f, am = 0.0f;
+    for (u32 b = 0; b < nb; ++b) acc = qk_fma(D[r][b][t], qk_i2f(X[r][b][l][t]), acc);
+    if (l < 4u)
+        for (u32 b = 0; b < nb; ++b) am = qk_fma(DM[r][b][t], qk_i2f(P[r][b][t][l]), am);
+    const float hs = qk_hsum8(acc);
+    am = qk_add(am, qk_shfl_xor(am, 2));  // l = 0: m0 + m2, l = 1: m1 + m3
+    am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
+    if (l == 0 && row0 + r < rows && t < nt) ((float*)J.out)[(u64)t * rows + row0 + r] = qk_add(hs, am);
+}
+#define MMK_Q4K_1(NTM)                                                        \
+    QK_DEV void mmk_q4_k_n##NTM(const MmArgs& A) { mmk_q4_k_body<NTM>(A); } \
+    QK_ENTRY(qk_mmk_q4_k_n##NTM, MmArgs, mmk_q4_k_n##NTM)
+MMK_Q4K_1(1)
+MMK_Q4K_1(2)
+MMK_Q4K_1(3)
+MMK_Q4K_1(4)
+MMK_Q4K_1(5)
+MMK_Q4K_1(6)
+MMK_Q4K_1(7)
+MMK_Q4K_1(8)
+
 QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);
     const float d = qk_h2f((u16)(dd & 0xffffu)), mn = qk_h2f((u16)(dd >> 16));

@@ -190,7 +190,7 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
         v.push(has_split(format).then(|| format!("qk_mm_{st}_n{ntm}_s4")));
     }
     for ntm in NTMS {
-        v.push((!has_split(format)).then(|| format!("qk_mmk_{st}_n{ntm}")));
+        v.push(has_mmk(format).then(|| format!("qk_mmk_{st}_n{ntm}")));
     }
     v.push(has_mma(format).then(|| format!("qk_mma_{st}")));
     debug_assert_eq!(v.len(), MMA_KERNEL + 1);
@@ -201,7 +201,22 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
     v
 }
 
-/// Index of the two-phase small-K kernel (32-element formats) for `ntm` tokens.
+/// Whether the format has two-phase small-K kernels (`qk_mmk_*`, mm_common.cuh `mmk_body`):
+/// the 32-element formats, and q4_K (q4_k.cu `mmk_q4_k_body`, a MoE expert's gate and up
+/// projections; off by default until measured, `QKERN_CUDA_KQ_MMK=1`).
+pub fn has_mmk(format: Format) -> bool {
+    !has_split(format) || format == Format::Q4_K
+}
+
+/// The most weight units (blocks; nvfp4's half blocks) per row the two-phase kernel takes.
+pub fn mmk_max_units(format: Format) -> u32 {
+    if has_split(format) { KQ_MMK_BMAX } else { MMK_UMAX }
+}
+
+/// q4_k.cu `KQK_BMAX`: the two-phase q4_K kernel's most super-blocks per row (K <= 4096).
+pub const KQ_MMK_BMAX: u32 = 16;
+
+/// Index of the two-phase small-K kernel for `ntm` tokens.
 pub fn mmk_kernel_index(ntm: u32) -> usize {
     16 + ntm.clamp(1, 8) as usize - 1
 }
@@ -255,7 +270,9 @@ pub struct MmLaunch {
 /// which put 4x more threads on each row (0 forces S = 1). `min_ctas`: launches that would have fewer
 /// 256-thread CTAs than this use 64-thread CTAs. `mma_nt`: launches of at least this many tokens
 /// (in their largest job) that would run S = 1 use the format's tensor-core kernel where it has
-/// one ([`has_mma`]; 0: never). `row_mask`: launches of at least `s4_rows` rows whose NTM has
+/// one ([`has_mma`]; 0: never). `kq_mmk`: small launches of q4_K with at most
+/// [`KQ_MMK_BMAX`] blocks per row run its two-phase kernel ([`has_mmk`]; the 32-element
+/// formats' small launches always do). `row_mask`: launches of at least `s4_rows` rows whose NTM has
 /// its bit (`ntm - 1`) set and that would run the two-thread kernels of a 32-element format
 /// run its one-thread-per-row kernel instead ([`has_row`], [`row_default_mask`]).
 #[allow(clippy::too_many_arguments)]
@@ -268,6 +285,7 @@ pub fn plan_matmul<E>(
     min_ctas: u64,
     mma_nt: u32,
     row_mask: u32,
+    kq_mmk: bool,
     mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
 ) -> Result<(), E> {
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
@@ -283,7 +301,8 @@ pub fn plan_matmul<E>(
         }
         let ntm = NTMS.into_iter().find(|&n| n >= *max_nt).unwrap_or(8);
         let units = nb * if format == Format::NVFP4 { 2 } else { 1 };
-        if !has_split(format) && units <= MMK_UMAX && *rows_total < s4_rows {
+        if has_mmk(format) && (kq_mmk || !has_split(format)) && units <= mmk_max_units(format) && *rows_total < s4_rows
+        {
             // small K: the two-phase kernel, MMK_R rows per 256-thread CTA
             let mut cta = 0u32;
             for j in &mut args.jobs[..args.njobs as usize] {
@@ -401,7 +420,7 @@ mod tests {
 
     fn kernels_r(f: Format, rows: u32, tokens: u32, s4_rows: u64, mma_nt: u32, row_nt: u32) -> Vec<(usize, u32, u32)> {
         let mut v = Vec::new();
-        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], s4_rows, 0, mma_nt, row_mask_from(row_nt), |l, a| {
+        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], s4_rows, 0, mma_nt, row_mask_from(row_nt), false, |l, a| {
             v.push((l.kernel, l.grid, a.jobs[0].nt));
             Ok(())
         })
@@ -443,6 +462,26 @@ mod tests {
         assert_eq!(kernels_r(Format::Q5_1, rows, 8, 0, 5, 4)[0].0, MMA_KERNEL);
         assert_eq!(kernels_r(Format::Q4_K, rows, 8, 0, 0, 1)[0].0, mm_kernel_index(8, 1));
         assert_eq!((row_mask_from(0), row_mask_from(1), row_mask_from(8)), (0, 0xff, 0x80));
+    }
+
+    #[test]
+    fn q4_k_two_phase_kernel_only_when_asked_small_and_short() {
+        let pick = |cols: usize, rows: u32, on: bool| {
+            let mut v = Vec::new();
+            plan_matmul::<()>(Format::Q4_K, cols, 0, [job(rows, 4)], 1 << 20, 0, 0, 0, on, |l, _| {
+                v.push((l.kernel, l.grid));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        // an expert's gate: 640 x 2560 (10 blocks), MMK_R rows per CTA
+        assert_eq!(pick(2560, 640, true), vec![(mmk_kernel_index(4), 160)]);
+        assert_eq!(pick(2560, 640, false)[0].0, mm_kernel_index(4, 4));
+        // 17 blocks per row: more than the kernel holds
+        assert_eq!(pick(17 * 256, 640, true)[0].0, mm_kernel_index(4, 4));
+        assert_eq!(pick(16 * 256, 640, true)[0].0, mmk_kernel_index(4));
+        assert!(has_mmk(Format::Q4_K) && !has_mmk(Format::Q5_K) && has_mmk(Format::Q8_0));
     }
 
     #[test]

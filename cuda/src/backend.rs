@@ -89,6 +89,8 @@ pub struct CudaBackend {
     /// Override of the token counts that run the one-thread-per-row kernels (a mask, bit
     /// `ntm - 1`; `u32::MAX`: each format's `args::row_default_mask`).
     row_mask: std::sync::atomic::AtomicU32,
+    /// q4_K's two-phase small-launch kernel on ([`CudaBackend::set_kq_two_phase`]).
+    kq_mmk: std::sync::atomic::AtomicBool,
 }
 
 struct Cold {
@@ -408,6 +410,7 @@ impl CudaBackend {
             // set below (set_mma_tokens: the per-format defaults where the device has the kernels)
             mma_nt: std::sync::atomic::AtomicU32::new(0),
             row_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
+            kq_mmk: std::sync::atomic::AtomicBool::new(false),
         })
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
@@ -426,6 +429,13 @@ impl CudaBackend {
             }
             b.set_mma_tokens(env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             b.set_row_tokens(env_knob("QKERN_CUDA_ROW_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
+            if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", |v| match v {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            })? {
+                b.set_kq_two_phase(on);
+            }
             Ok(b)
         })
     }
@@ -951,6 +961,13 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Whether small launches of q4_K with at most 16 blocks per row (a MoE expert's gate and
+    /// up projections) run its two-phase kernel (`args::has_mmk`; off by default: not yet
+    /// measured on a GPU; `QKERN_CUDA_KQ_MMK=1`). The bits are the same either way.
+    pub fn set_kq_two_phase(&self, on: bool) {
+        self.kq_mmk.store(on, Ordering::Relaxed);
+    }
+
     fn row_mask(&self, format: Format) -> u32 {
         match self.row_mask.load(Ordering::Relaxed) {
             u32::MAX => args::row_default_mask(format),
@@ -975,8 +992,9 @@ impl CudaBackend {
         let m = self.module(Module::Weights(format))?;
         let mma_nt = self.mma_nt(format);
         let row_mask = self.row_mask(format);
+        let kq_mmk = self.kq_mmk.load(Ordering::Relaxed);
         let (s4, min_ctas) = (self.s4_rows(format), 2 * self.sms as u64);
-        args::plan_matmul(format, cols, self.tab, jobs, s4, min_ctas, mma_nt, row_mask, |l, a| {
+        args::plan_matmul(format, cols, self.tab, jobs, s4, min_ctas, mma_nt, row_mask, kq_mmk, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             self.launch(f, l.grid, l.block, a)
         })

@@ -277,7 +277,7 @@ fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
 }
 
 /// `mma_nt`: from how many tokens the tensor-core kernel runs (0: never; args::plan_matmul).
-fn emu_matmul(e: &Emu, cases: &[&Case], s4_rows: u64, mma_nt: u32, row_nt: u32) -> Vec<Vec<f32>> {
+fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk): (u64, u32, u32, bool)) -> Vec<Vec<f32>> {
     let devs: Vec<DevCase> = cases.iter().map(|c| upload(c)).collect();
     let outs: Vec<Buf> = cases.iter().map(|c| Buf::new(4 * c.rows * c.nt)).collect();
     let f = cases[0].f;
@@ -293,6 +293,7 @@ fn emu_matmul(e: &Emu, cases: &[&Case], s4_rows: u64, mma_nt: u32, row_nt: u32) 
         4,
         mma_nt,
         args::row_mask_from(row_nt),
+        kq_mmk,
         |l, a| {
             let name = names[l.kernel].as_ref().expect("kernel exists");
             run(e, name, l.grid, l.block, a);
@@ -337,40 +338,44 @@ fn matmul_format(f: Format) {
             // both lane splits at every NT (the split only exists for the 256-element formats;
             // for the others both settings pick the one-phase or the two-phase kernel), and the
             // tensor-core kernel at every NT where the format has one
-            for (s4, mma, row, what) in configs(f) {
-                let got = emu_matmul(e, &[&c], s4, mma, row);
+            for (k, what) in configs(f) {
+                let got = emu_matmul(e, &[&c], k);
                 check(&c, &got[0], what);
             }
         }
     }
     // more than 8 tokens (chunks), wild scales (NaN / Inf / subnormal)
-    for (s4, mma, row, what) in configs(f) {
+    for (k, what) in configs(f) {
         let c = make_case(&mut rng, f, 9, 2 * unit, 11, false);
-        check(&c, &emu_matmul(e, &[&c], s4, mma, row)[0], &format!("chunked {what}"));
+        check(&c, &emu_matmul(e, &[&c], k)[0], &format!("chunked {what}"));
         let c = make_case(&mut rng, f, 12, 3 * unit, 3, true);
-        check(&c, &emu_matmul(e, &[&c], s4, mma, row)[0], &format!("wild scales {what}"));
+        check(&c, &emu_matmul(e, &[&c], k)[0], &format!("wild scales {what}"));
     }
     // grouped: jobs with different rows and tokens in one launch (and over 16 jobs)
     let cols = 2 * unit;
     let cases: Vec<Case> = (0..19).map(|k| make_case(&mut rng, f, 3 + 5 * (k % 4), cols, 1 + k % 9, false)).collect();
     let refs: Vec<&Case> = cases.iter().collect();
-    for (s4, mma, row, what) in configs(f) {
-        let got = emu_matmul(e, &refs, s4, mma, row);
+    for (k, what) in configs(f) {
+        let got = emu_matmul(e, &refs, k);
         for (c, g) in cases.iter().zip(&got) {
             check(c, g, &format!("grouped {what}"));
         }
     }
 }
 
-/// The kernel choices a format's matmul tests run: (S = 4 row threshold, tensor-core token
-/// threshold, one-thread-per-row token threshold, name).
-fn configs(f: Format) -> Vec<(u64, u32, u32, &'static str)> {
-    let mut v = vec![(0, 0, 0, "S=1"), (u64::MAX, 0, 0, "S=4")];
+/// The kernel choices a format's matmul tests run: ((S = 4 row threshold, tensor-core token
+/// threshold, one-thread-per-row token threshold, q4_K's two-phase kernel), name).
+type Config = ((u64, u32, u32, bool), &'static str);
+fn configs(f: Format) -> Vec<Config> {
+    let mut v = vec![((0, 0, 0, false), "S=1"), ((u64::MAX, 0, 0, false), "S=4")];
     if args::has_mma(f) {
-        v.push((0, 1, 0, "MMA"));
+        v.push(((0, 1, 0, false), "MMA"));
     }
     if args::has_row(f) {
-        v.push((0, 0, 1, "row"));
+        v.push(((0, 0, 1, false), "row"));
+    }
+    if args::has_mmk(f) && args::has_split(f) {
+        v.push(((u64::MAX, 0, 0, true), "two-phase"));
     }
     v
 }

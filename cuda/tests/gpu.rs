@@ -153,7 +153,13 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 if qkern_cuda::args::has_row(f) {
                     configs.push((Some(0), Some(0), Some(1)));
                 }
-                for &(s, mma, rk) in &configs {
+                // q4_K's two-phase kernel: small launches (S = 4 threshold above every size)
+                let kq = qkern_cuda::args::has_mmk(f) && qkern_cuda::args::has_split(f);
+                if kq {
+                    configs.push((Some(u64::MAX), Some(0), None));
+                }
+                for (ci, &(s, mma, rk)) in configs.iter().enumerate() {
+                    b.set_kq_two_phase(kq && ci == configs.len() - 1);
                     if s == Some(u64::MAX) && f.block_elems() != 256 {
                         continue;
                     }
@@ -192,6 +198,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 b.set_split_threshold(None);
                 b.set_mma_tokens(None).unwrap();
                 b.set_row_tokens(None).unwrap();
+                b.set_kq_two_phase(false);
                 // more tokens than a launch holds: a typed error, the setting unchanged
                 let e = b.set_mma_tokens(Some(qkern_cuda::args::MAX_NT as u32 + 1)).unwrap_err();
                 assert!(matches!(e, qkern_cuda::CudaError::Invalid(_)), "{e}");
