@@ -100,6 +100,11 @@ fn span<const NT: usize, const K: usize>(
         }};
     }
     for p in 0..n / 2 {
+        // The first span streams the row from memory (the second, of 5-8 tokens, finds it in
+        // L1): ask for it ahead, as the one-token loop does.
+        if t0 == 0 {
+            prefetch_ahead(w, 2 * p);
+        }
         block!(2 * p, a1);
         block!(2 * p + 1, a2);
     }

@@ -248,7 +248,8 @@ pub(crate) fn superblocks<const NT: usize, W, A, U: Copy, S: Copy>(
     }
     let mut buf = [const { core::mem::MaybeUninit::<U>::uninit() }; SEG];
     for (si, seg) in w.chunks(SEG).enumerate() {
-        for (b, x) in buf.iter_mut().zip(seg) {
+        for (j, (b, x)) in buf.iter_mut().zip(seg).enumerate() {
+            prefetch_ahead(w, si * SEG + j);
             b.write(unpack(x));
         }
         // SAFETY: the loop above initialised `buf[..seg.len()]` (`seg.len() <= SEG`), and
@@ -305,6 +306,7 @@ pub(crate) fn superblocks_g<const NT: usize, const G: usize, const DIRECT_G: boo
         let yg: [&[A]; G] = core::array::from_fn(|g| ys[g]);
         let mut sg: [S; G] = [s0; G];
         for (i, x) in w.iter().enumerate() {
+            prefetch_ahead(w, i);
             sg = stepg(&unpack(x), x, core::array::from_fn(|g| &yg[g][i]), sg);
         }
         state[..G].copy_from_slice(&sg);
@@ -312,7 +314,8 @@ pub(crate) fn superblocks_g<const NT: usize, const G: usize, const DIRECT_G: boo
     }
     let mut buf = [const { core::mem::MaybeUninit::<U>::uninit() }; SEG];
     for (si, seg) in w.chunks(SEG).enumerate() {
-        for (b, x) in buf.iter_mut().zip(seg) {
+        for (j, (b, x)) in buf.iter_mut().zip(seg).enumerate() {
+            prefetch_ahead(w, si * SEG + j);
             b.write(unpack(x));
         }
         // SAFETY: the loop above initialised `buf[..seg.len()]` (`seg.len() <= SEG`), and
@@ -359,12 +362,16 @@ pub(crate) fn token_rows<A, const NT: usize>(a: &[A], apr: usize, n: usize) -> [
 // Loads and conversions.
 
 /// How far ahead of the block in use the block loops ask for weight bytes
-/// ([`prefetch_ahead`]): every format's one-token loop, and q8_0's and q5_1's at every token
-/// count (the segmented loops of the other formats at 2-8 tokens measured as fast or slower
-/// with it: q4_K and iq4_nl lost 3-10 %). ggml's loops leave streaming to the hardware
-/// prefetchers; on the dev machine's Zen 2 one core then read a row-major q8_0 matrix at
+/// ([`prefetch_ahead`]): every block loop that streams a row from memory (the one-token
+/// loops, q8_0's and q5_1's at every token count, iq4_nl's first span, the two-level
+/// kernels' segment unpacking and one-group loops). ggml's loops leave streaming to the
+/// hardware prefetchers; on session 12's Zen 2 one core then read a row-major q8_0 matrix at
 /// 80-85 % of its streaming bandwidth, and with a prefetch this far ahead (384, 512, 768 and
 /// 1024 bytes tried; 512 best) at about 95 % (`benches/results/2026-12-05-amd-epyc-2cpu-session12`).
+/// There the segmented loops at 2-8 tokens lost 3-10 % with it; on session 13's Xeon, whose
+/// hardware prefetch keeps up far less, they gained up to 2x (q4_K at 2 tokens 4.96 -> 9.55
+/// GB/s, iq4_nl 2.44 -> 5.00, from 0.65x ggml to 1.31x;
+/// `benches/results/2026-12-05-xeon-2cpu-session13`), so every streaming loop has it.
 pub(crate) const PREFETCH_BYTES: usize = 512;
 
 /// `prefetcht0` of the byte [`PREFETCH_BYTES`] past the start of `w[i]`. The address may lie
