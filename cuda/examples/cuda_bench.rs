@@ -265,6 +265,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.set_split_threshold(None);
             b.set_mma_tokens(None)?;
         }
+        // GB/s at every NT 1..8 with the backend's current kernel choices, as table cells.
+        let nt_cells = |out: &mut qkern_cuda::CudaF32| -> Result<String, Box<dyn std::error::Error>> {
+            let mut c = String::new();
+            for nt in 1..=8usize {
+                let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, out))?;
+                write!(c, " {:.0} |", bytes / (ms * 1e-3) / 1e9)?;
+            }
+            Ok(c)
+        };
         // `--mma-sweep`: every NT 1..8 with the lane kernels (S = 1) and with the tensor cores,
         // to place a format's default threshold (args::mma_default_nt).
         if qkern_cuda::args::has_mma(f) && args.iter().any(|a| a == "--mma-sweep") {
@@ -272,10 +281,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut cells = [String::new(), String::new()];
             for (k, mma) in [Some(0u32), Some(1)].into_iter().enumerate() {
                 b.set_mma_tokens(mma)?;
-                for nt in 1..=8usize {
-                    let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
-                    write!(cells[k], " {:.0} |", bytes / (ms * 1e-3) / 1e9)?;
-                }
+                cells[k] = nt_cells(&mut out)?;
             }
             b.set_split_threshold(None);
             b.set_mma_tokens(None)?;
@@ -290,10 +296,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut cells = [String::new(), String::new()];
             for (k, row) in [Some(0u32), Some(1)].into_iter().enumerate() {
                 b.set_row_tokens(row)?;
-                for nt in 1..=8usize {
-                    let ms = b.time_ms(iters, || b.matmul_device(&wt, &acts, nt, &mut out))?;
-                    write!(cells[k], " {:.0} |", bytes / (ms * 1e-3) / 1e9)?;
-                }
+                cells[k] = nt_cells(&mut out)?;
             }
             b.set_row_tokens(None)?;
             b.set_mma_tokens(None)?;

@@ -17,6 +17,11 @@
 #pragma once
 #include "common.cuh"
 
+// M(args..., NTM) for every NTM the host launches (args::NTMS, 1..8).
+#define QK_EACH_NTM(M, ...) \
+    M(__VA_ARGS__, 1) M(__VA_ARGS__, 2) M(__VA_ARGS__, 3) M(__VA_ARGS__, 4) \
+    M(__VA_ARGS__, 5) M(__VA_ARGS__, 6) M(__VA_ARGS__, 7) M(__VA_ARGS__, 8)
+
 // Small launches (A.pf > 0): the threads of a row first ask L2 for the row's weight bytes,
 // so that the block loop's loads wait for L2, not for HBM, one after the other.
 QK_DEV void mm_prefetch(const MmArgs& A, u32 j, u32 row, u32 k, u32 tpr) {
@@ -145,15 +150,7 @@ QK_DEV void mm_store_b(const MmArgs& A, const MmCtxB& c, const float* res) {
     }                                                                                   \
     QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s1, MmArgs, fn##_n##NTM##_s1, (NTM) >= 5 ? QK_MINB_B : (NTM) == 1 ? QK_MINB_B1 : 1)
 
-#define MM_KERNELS_B(fmt, fn)  \
-    MM_KERNEL_B1(fmt, fn, 1)   \
-    MM_KERNEL_B1(fmt, fn, 2)   \
-    MM_KERNEL_B1(fmt, fn, 3)   \
-    MM_KERNEL_B1(fmt, fn, 4)   \
-    MM_KERNEL_B1(fmt, fn, 5)   \
-    MM_KERNEL_B1(fmt, fn, 6)   \
-    MM_KERNEL_B1(fmt, fn, 7)   \
-    MM_KERNEL_B1(fmt, fn, 8)
+#define MM_KERNELS_B(fmt, fn) QK_EACH_NTM(MM_KERNEL_B1, fmt, fn)
 
 QK_DEV uint4 ld128(const u8* p) { return qk_ld((const uint4*)p); }
 QK_DEV uint2 ld64(const u8* p) { return qk_ld((const uint2*)p); }
@@ -245,7 +242,7 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
 #define MM_ENTRY_W(name, body) QK_ENTRY(name, MmArgs, body)
 #endif
 
-#define MM_KERNEL_W1(fmt, fn, NTM, S)                                                  \
+#define MM_KERNEL_W1(fmt, fn, S, NTM)                                                  \
     QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) {                                   \
         const MmCtxW c = mm_ctx_w<S>(A);                                                \
         float res[NTM];                                                                 \
@@ -254,15 +251,7 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
     }                                                                                   \
     MM_ENTRY_W(qk_mm_##fmt##_n##NTM##_s##S, fn##_n##NTM##_s##S)
 
-#define MM_KERNELS_W(fmt, fn, S)      \
-    MM_KERNEL_W1(fmt, fn, 1, S)       \
-    MM_KERNEL_W1(fmt, fn, 2, S)       \
-    MM_KERNEL_W1(fmt, fn, 3, S)       \
-    MM_KERNEL_W1(fmt, fn, 4, S)       \
-    MM_KERNEL_W1(fmt, fn, 5, S)       \
-    MM_KERNEL_W1(fmt, fn, 6, S)       \
-    MM_KERNEL_W1(fmt, fn, 7, S)       \
-    MM_KERNEL_W1(fmt, fn, 8, S)
+#define MM_KERNELS_W(fmt, fn, S) QK_EACH_NTM(MM_KERNEL_W1, fmt, fn, S)
 
 // ---- The 256-element formats but iq4_xs (q4_K, q5_K, q6_K, iq2_*, iq3_*) on the MmCtxW thread
 // pairs, with the lanes of the 32-element formats: thread (h, s) owns lanes 4h..4h+3 (h = 0:
@@ -271,19 +260,11 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
 // (mm_reduce_w), the lanes' hsum_float_8 is mm_hsum_b. A format with per-token extra chains
 // (the mins of q4_K and q5_K) gives token t's chain to thread 2s + h = t mod 2S, which also
 // stores token t: `fn` stores its results itself (mm_store_t).
-#define MM_KERNEL_L41(fmt, fn, NTM, S)                                                 \
+#define MM_KERNEL_L41(fmt, fn, S, NTM)                                                 \
     QK_DEV void fn##_n##NTM##_s##S(const MmArgs& A) { fn<NTM, S>(A, mm_ctx_w<S>(A)); }  \
     QK_ENTRY_LB(qk_mm_##fmt##_n##NTM##_s##S, MmArgs, fn##_n##NTM##_s##S, (NTM) == 1 ? QK_MINB_KQ1 : QK_MINB_KQ)
 
-#define MM_KERNELS_L4(fmt, fn, S)      \
-    MM_KERNEL_L41(fmt, fn, 1, S)       \
-    MM_KERNEL_L41(fmt, fn, 2, S)       \
-    MM_KERNEL_L41(fmt, fn, 3, S)       \
-    MM_KERNEL_L41(fmt, fn, 4, S)       \
-    MM_KERNEL_L41(fmt, fn, 5, S)       \
-    MM_KERNEL_L41(fmt, fn, 6, S)       \
-    MM_KERNEL_L41(fmt, fn, 7, S)       \
-    MM_KERNEL_L41(fmt, fn, 8, S)
+#define MM_KERNELS_L4(fmt, fn, S) QK_EACH_NTM(MM_KERNEL_L41, fmt, fn, S)
 
 // The IQ2/IQ3 formats' sub-block step on the L4 lanes: isum[i][t] += ls * dp4a(sg[i], word
 // 64b + 8ib + 4h + i of token t), sg[i] being lane 4h + i's signed grid bytes.
@@ -413,15 +394,7 @@ QK_DEV void mmk_body(const MmArgs& A) {
     QK_DEV void mmk_##fmt##_n##NTM(const MmArgs& A) { mmk_body<U, CH, NTM>(A); }          \
     QK_ENTRY(qk_mmk_##fmt##_n##NTM, MmArgs, mmk_##fmt##_n##NTM)
 
-#define MM_KERNELS_K(fmt, U, CH)   \
-    MMK_KERNEL_1(fmt, U, CH, 1)    \
-    MMK_KERNEL_1(fmt, U, CH, 2)    \
-    MMK_KERNEL_1(fmt, U, CH, 3)    \
-    MMK_KERNEL_1(fmt, U, CH, 4)    \
-    MMK_KERNEL_1(fmt, U, CH, 5)    \
-    MMK_KERNEL_1(fmt, U, CH, 6)    \
-    MMK_KERNEL_1(fmt, U, CH, 7)    \
-    MMK_KERNEL_1(fmt, U, CH, 8)
+#define MM_KERNELS_K(fmt, U, CH) QK_EACH_NTM(MMK_KERNEL_1, fmt, U, CH)
 
 // ---- One thread per row (32-element formats at higher token counts; args.rs `row_default_mask`):
 // the thread runs both halves of every unit (h = 0: lanes 0-3, then h = 1: lanes 4-7) in unit
@@ -431,7 +404,7 @@ QK_DEV void mmk_body(const MmArgs& A) {
 // the two-thread kernels' lane for lane (MmPlain: acc over the units; MmPairs: iq4_nl's even
 // and odd accumulators and its scalar tail; MmSumms: q5_1's summs chain), hsum_float_8 in-thread
 // in the same order ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-template <class U, int CH, int NTM>
+template <class U, int NTM>
 QK_DEV void mm_row_half(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, float (*acc)[8], float* m) {
     i32 isum[4][NTM];
     float d[NTM];
@@ -470,10 +443,10 @@ QK_DEV void mmr_body(const MmArgs& A) {
             for (int i = 0; i < 8; ++i) acc2[t][i] = 0.0f;
 QK_UNROLL(1)
         for (u32 p = 0; p < units / 2u; ++p) {
-            mm_row_half<U, CH, NTM>(A, J, row, 2u * p, 0u, acc, nullptr);
-            mm_row_half<U, CH, NTM>(A, J, row, 2u * p, 1u, acc, nullptr);
-            mm_row_half<U, CH, NTM>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
-            mm_row_half<U, CH, NTM>(A, J, row, 2u * p + 1u, 1u, acc2, nullptr);
+            mm_row_half<U, NTM>(A, J, row, 2u * p, 0u, acc, nullptr);
+            mm_row_half<U, NTM>(A, J, row, 2u * p, 1u, acc, nullptr);
+            mm_row_half<U, NTM>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
+            mm_row_half<U, NTM>(A, J, row, 2u * p + 1u, 1u, acc2, nullptr);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
@@ -503,8 +476,8 @@ QK_UNROLL(1)
 QK_UNROLL(1)
         for (u32 u = 0; u < units; ++u) {
             float m = 0.0f;
-            mm_row_half<U, CH, NTM>(A, J, row, u, 0u, acc, &m);
-            mm_row_half<U, CH, NTM>(A, J, row, u, 1u, acc, &m);
+            mm_row_half<U, NTM>(A, J, row, u, 0u, acc, &m);
+            mm_row_half<U, NTM>(A, J, row, u, 1u, acc, &m);
             if (CH == MmSumms) {
                 float sa[NTM];
                 ld_tok_f<NTM>(as + (u64)u * J.capw, sa);
@@ -525,15 +498,7 @@ QK_UNROLL(1)
     QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM>(A); }          \
     QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, QK_MINB_R)
 
-#define MM_KERNELS_R(fmt, U, CH)   \
-    MMR_KERNEL_1(fmt, U, CH, 1)    \
-    MMR_KERNEL_1(fmt, U, CH, 2)    \
-    MMR_KERNEL_1(fmt, U, CH, 3)    \
-    MMR_KERNEL_1(fmt, U, CH, 4)    \
-    MMR_KERNEL_1(fmt, U, CH, 5)    \
-    MMR_KERNEL_1(fmt, U, CH, 6)    \
-    MMR_KERNEL_1(fmt, U, CH, 7)    \
-    MMR_KERNEL_1(fmt, U, CH, 8)
+#define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
 
 // A block body of W words into registers with the widest loads its alignment AL (bytes: 16,
 // 8 or 4) allows: a few wide loads instead of one narrow load per sub-block and byte. Index

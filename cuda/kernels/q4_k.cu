@@ -148,17 +148,10 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
     if (l == 0 && row0 + r < rows && t < nt) ((float*)J.out)[(u64)t * rows + row0 + r] = qk_add(hs, am);
 }
-#define MMK_Q4K_1(NTM)                                                        \
-    QK_DEV void mmk_q4_k_n##NTM(const MmArgs& A) { mmk_q4_k_body<NTM>(A); } \
-    QK_ENTRY(qk_mmk_q4_k_n##NTM, MmArgs, mmk_q4_k_n##NTM)
-MMK_Q4K_1(1)
-MMK_Q4K_1(2)
-MMK_Q4K_1(3)
-MMK_Q4K_1(4)
-MMK_Q4K_1(5)
-MMK_Q4K_1(6)
-MMK_Q4K_1(7)
-MMK_Q4K_1(8)
+#define MMK_Q4K_1(fmt, NTM)                                                   \
+    QK_DEV void mmk_##fmt##_n##NTM(const MmArgs& A) { mmk_q4_k_body<NTM>(A); } \
+    QK_ENTRY(qk_mmk_##fmt##_n##NTM, MmArgs, mmk_##fmt##_n##NTM)
+QK_EACH_NTM(MMK_Q4K_1, q4_k)
 
 QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 dd = ld32(blk);

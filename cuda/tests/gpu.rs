@@ -116,6 +116,10 @@ impl Row {
     }
 }
 
+/// A kernel choice of the live tests: (S = 4 row threshold, tensor-core tokens, row-kernel
+/// tokens, q4_K's two-phase kernel).
+type Config = (Option<u64>, Option<u32>, Option<u32>, bool);
+
 fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &mut String) {
     let act = f.vec_dot_type().unwrap();
     let unit = f.block_elems().max(act.block_elems());
@@ -145,27 +149,30 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 // S = 1 and S = 4 forced; the formats with a tensor-core kernel run S = 1 both with
                 // it at every NT (from 1 token) and without it; the 32-element formats run both
                 // their two-thread and their one-thread-per-row kernels at every NT
-                let mut configs: Vec<(Option<u64>, Option<u32>, Option<u32>)> = if qkern_cuda::args::has_mma(f) {
-                    vec![(Some(0), Some(1), Some(0)), (Some(u64::MAX), None, None), (Some(0), Some(0), Some(0))]
+                let mut configs: Vec<Config> = if qkern_cuda::args::has_mma(f) {
+                    vec![
+                        (Some(0), Some(1), Some(0), false),
+                        (Some(u64::MAX), None, None, false),
+                        (Some(0), Some(0), Some(0), false),
+                    ]
                 } else {
-                    vec![(Some(0), None, Some(0)), (Some(u64::MAX), None, None)]
+                    vec![(Some(0), None, Some(0), false), (Some(u64::MAX), None, None, false)]
                 };
                 if qkern_cuda::args::has_row(f) {
-                    configs.push((Some(0), Some(0), Some(1)));
+                    configs.push((Some(0), Some(0), Some(1), false));
                 }
                 // q4_K's two-phase kernel: small launches (S = 4 threshold above every size)
-                let kq = qkern_cuda::args::has_mmk(f) && qkern_cuda::args::has_split(f);
-                if kq {
-                    configs.push((Some(u64::MAX), Some(0), None));
+                if qkern_cuda::args::has_mmk(f) && qkern_cuda::args::has_split(f) {
+                    configs.push((Some(u64::MAX), Some(0), None, true));
                 }
-                for (ci, &(s, mma, rk)) in configs.iter().enumerate() {
-                    b.set_kq_two_phase(kq && ci == configs.len() - 1);
+                for &(s, mma, rk, kq) in &configs {
                     if s == Some(u64::MAX) && f.block_elems() != 256 {
                         continue;
                     }
                     b.set_split_threshold(s);
                     b.set_mma_tokens(mma).unwrap();
                     b.set_row_tokens(rk).unwrap();
+                    b.set_kq_two_phase(kq);
                     // every way back to host memory, in turn (the bits must not depend on it)
                     b.set_host_out([HostOut::Pageable, HostOut::Pinned, HostOut::Mapped][(nt + i + wild as usize) % 3]);
                     b.set_wait_mode(
@@ -184,7 +191,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                             .unwrap_or(0);
                         writeln!(
                             log,
-                            "{f} {what} S={} mma {mma:?} row {rk:?} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
+                            "{f} {what} S={} mma {mma:?} row {rk:?} two-phase {kq} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
                             if s == Some(0) { 1 } else { 4 },
                             want.len(),
                             k / rows,

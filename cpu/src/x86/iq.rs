@@ -400,11 +400,23 @@ pub(crate) unsafe fn iq4_xs_dequantize_avx2(x: &[BlockIq4Xs], y: &mut [f32]) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq2_dequant8(db: __m256, grid: u64, signs: u8) -> __m256 {
+    _mm256_xor_ps(_mm256_mul_ps(db, grid8(grid)), sign_bits8(signs))
+}
+
+/// The 8 grid bytes of `grid` (byte `j` in lane `j`) as floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn grid8(grid: u64) -> __m256 {
+    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(grid as i64)))
+}
+
+/// The float sign bit in lane `j` where bit `j` of `signs` is set, else 0.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn sign_bits8(signs: u8) -> __m256 {
     let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    let g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(grid as i64)));
-    let v = _mm256_mul_ps(db, g);
     let neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(signs as i32), bits), bits);
-    _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32::<31>(neg)))
+    _mm256_castsi256_ps(_mm256_slli_epi32::<31>(neg))
 }
 
 /// `(d * (0.5 + ls)) * 0.25` in every lane (the reference's scalar expression).
@@ -493,12 +505,9 @@ pub(crate) unsafe fn iq2_s_dequantize_avx2(x: &[BlockIq2S], y: &mut [f32]) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn iq3_dequant8(db: __m256, g1: u32, g2: u32, signs: u8) -> __m256 {
-    let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    let grid = g1 as u64 | (g2 as u64) << 32;
-    let g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(grid as i64)));
-    let neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(signs as i32), bits), bits);
-    // +-1.0: the sign bit where `neg`
-    let pm1 = _mm256_or_ps(_mm256_set1_ps(1.0), _mm256_castsi256_ps(_mm256_slli_epi32::<31>(neg)));
+    let g = grid8(g1 as u64 | (g2 as u64) << 32);
+    // +-1.0, negative where bit j of `signs` is set
+    let pm1 = _mm256_or_ps(_mm256_set1_ps(1.0), sign_bits8(signs));
     _mm256_mul_ps(_mm256_mul_ps(db, g), pm1)
 }
 

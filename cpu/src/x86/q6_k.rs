@@ -130,27 +130,20 @@ fn dot<const NT: usize>(w: &[BlockQ6K], _a: &[BlockQ8K], apr: usize, sc: &[Lane3
     // Two tokens: one group of 2 without the segment buffer (`DIRECT_G`); more: groups of
     // `G` through the buffer (2 tokens: 1.11x -> 1.31x ggml out of cache, 0.99x -> 1.21x in
     // cache, against the buffered one-token loop).
-    let st = if NT == 2 {
-        superblocks_g::<NT, 2, true, _, _, _, _>(
-            w,
-            &ys,
-            _mm256_setzero_ps(),
-            |x| unpack(x),
-            |u, _x, y, s| step(u, y, s),
-            |u, _x, ys, s| stepg(u, ys, s),
-            |x, y, s| step(&unpack(x), y, s),
-        )
-    } else {
-        superblocks_g::<NT, G, true, _, _, _, _>(
-            w,
-            &ys,
-            _mm256_setzero_ps(),
-            |x| unpack(x),
-            |u, _x, y, s| step(u, y, s),
-            |u, _x, ys, s| stepg(u, ys, s),
-            |x, y, s| step(&unpack(x), y, s),
-        )
-    };
+    macro_rules! run {
+        ($g:expr) => {
+            superblocks_g::<NT, { $g }, true, _, _, _, _>(
+                w,
+                &ys,
+                _mm256_setzero_ps(),
+                |x| unpack(x),
+                |u, _x, y, s| step(u, y, s),
+                |u, _x, ys, s| stepg(u, ys, s),
+                |x, y, s| step(&unpack(x), y, s),
+            )
+        };
+    }
+    let st = if NT == 2 { run!(2) } else { run!(G) };
     for_tokens!(NT, t => {
         out[t] = hsum_float_8(st[t]);
     });
