@@ -27,6 +27,7 @@ typedef long long i64;
 #define QK_DEV __device__ __forceinline__
 #define QK_MEMBER __device__ __forceinline__
 #define QK_SHARED __shared__
+#define QK_SHARED16 __shared__ __align__(16)
 // __grid_constant__: the argument struct stays in parameter space even though kernels index
 // its job array dynamically (no per-thread copy to local memory).
 #define QK_ENTRY(name, ArgT, body) \

@@ -12,6 +12,7 @@
 
 struct LaneIq2S : LaneIqBase {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
+    using G = GridRep<GRID_WORDS, 2>;
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.125f;
@@ -25,7 +26,7 @@ struct LaneIq2S : LaneIqBase {
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 lp = 2u * h + (u32)i2;
             const u32 idx = wbyte(qsw, lp) | ((qhb << (8u - 2u * lp)) & 0x300u);
-            const uint2 g = ((const uint2*)grid)[idx];
+            const uint2 g = grid_e8<G>(grid, idx);
             const u32 sgn = wbyte(sgw, lp);
             mm_sign_pair(g, sgn, sg + 2 * i2);
         }
@@ -41,6 +42,7 @@ MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 // scales[ib].
 struct MmaIq2S {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
+    using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const u32 qsw = ld32(body + 4u * ib), sgw = ld32(body + 32u + 4u * ib), qhb = ld8(body + 64u + ib);
 #pragma unroll

@@ -11,6 +11,7 @@
 
 struct LaneIq2Xs : LaneIqBase {
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u;
+    using G = GridRep<GRID_WORDS, 2>;
     static constexpr int AL = 8;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.125f;
@@ -22,7 +23,7 @@ struct LaneIq2Xs : LaneIqBase {
 #pragma unroll
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 q = (qsw >> (16 * i2)) & 0xffffu;
-            const uint2 g = ((const uint2*)grid)[q & 511u];
+            const uint2 g = grid_e8<G>(grid, q & 511u);
             const u32 sgn = ksigns(q >> 9);
             mm_sign_pair(g, sgn, sg + 2 * i2);
         }
@@ -37,6 +38,7 @@ MM_KERNELS_L4(iq2_xs, mm_iq2_xs, 4)
 // grid index and ksigns of its 7 sign bits; the scale byte is scales[ib].
 struct MmaIq2Xs {
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u;
+    using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const uint2 qv = ld64(body + 8u * ib);
 #pragma unroll

@@ -13,6 +13,7 @@
 
 struct LaneIq2Xxs : LaneIqBase {
     static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
+    using G = GridRep<GRID_WORDS, 2>;
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.125f;
@@ -23,7 +24,7 @@ struct LaneIq2Xxs : LaneIqBase {
 #pragma unroll
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 lp = 2u * h + (u32)i2;
-            const uint2 g = ((const uint2*)grid)[(a0 >> (8u * lp)) & 0xffu];
+            const uint2 g = grid_e8<G>(grid, (a0 >> (8u * lp)) & 0xffu);
             const u32 sgn = ksigns((a1 >> (7u * lp)) & 127u);
             mm_sign_pair(g, sgn, sg + 2 * i2);
         }
@@ -38,6 +39,7 @@ MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 4)
 // byte e of its first word with ksigns of bits 7e.. of the second; one scale for all 8 lanes.
 struct MmaIq2Xxs {
     static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
+    using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const uint2 e = ld64(body + 8u * ib);
 #pragma unroll

@@ -16,6 +16,7 @@
 // QK_IQ3S_BODY_NTM (NT 8: 490 against 469, with fewer spills).
 struct LaneIq3S : LaneIqBase {
     static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
+    using G = GridRep<GRID_WORDS, 1>;
     static constexpr int AL = 4;
     static constexpr bool SCALED = false;
     static constexpr float SCALE = 1.0f;
@@ -41,7 +42,7 @@ struct LaneIq3S : LaneIqBase {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const u32 L = 4u * h + (u32)i;
-            const u32 g = grid[((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i)];
+            const u32 g = grid_e4<G>(grid, ((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i));
             sg[i] = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
         }
     }
@@ -55,6 +56,7 @@ MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)
 // << 8, signed by bits 4l.. of the sub-block's sign word; grid bytes <= 15: base-16 digits.
 struct MmaIq3S {
     static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
+    using G = GridRep<GRID_WORDS, 1>;
     static constexpr int R = 16, ND = 2;
     static constexpr float SCALE = 1.0f;
     struct Sub {
@@ -69,7 +71,7 @@ struct MmaIq3S {
             sc = 2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u;
         }
         QK_MEMBER u32 scale(int) const { return sc; }
-        QK_MEMBER u32 grid(const u32* g, int l) const { return g[((qh << (8 - l)) & 256u) | wbyte(qs[l >> 2], (u32)(l & 3))]; }
+        QK_MEMBER u32 grid(const u32* g, int l) const { return grid_e4<G>(g, ((qh << (8 - l)) & 256u) | wbyte(qs[l >> 2], (u32)(l & 3))); }
         QK_MEMBER u32 signs(int l) const { return (sgw >> (4 * l)) & 0xfu; }
     };
 };

@@ -12,6 +12,7 @@
 
 struct LaneIq3Xxs : LaneIqBase {
     static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u;
+    using G = GridRep<GRID_WORDS, 1>;
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.25f;
@@ -22,7 +23,7 @@ struct LaneIq3Xxs : LaneIqBase {
         *ls = (i32)(2u * (aux >> 28) + 1u);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const u32 g = grid[wbyte(qsw, (u32)i)];
+            const u32 g = grid_e4<G>(grid, wbyte(qsw, (u32)i));
             const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
             sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
         }
@@ -37,6 +38,7 @@ MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)
 // by bits 4 (l & 1).. of ksigns of sign group l >> 1 of aux[ib]; grid bytes <= 62: base-5 digits.
 struct MmaIq3Xxs {
     static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u;
+    using G = GridRep<GRID_WORDS, 1>;
     static constexpr int R = 5, ND = 3;
     static constexpr float SCALE = 0.25f;
     struct Sub {
@@ -48,7 +50,7 @@ struct MmaIq3Xxs {
             aux = ld32(body + 64u + 4u * ib);
         }
         QK_MEMBER u32 scale(int) const { return 2u * (aux >> 28) + 1u; }
-        QK_MEMBER u32 grid(const u32* g, int l) const { return g[wbyte(qs[l >> 2], (u32)(l & 3))]; }
+        QK_MEMBER u32 grid(const u32* g, int l) const { return grid_e4<G>(g, wbyte(qs[l >> 2], (u32)(l & 3))); }
         QK_MEMBER u32 signs(int l) const { return (ksigns((aux >> (7 * (l >> 1))) & 127u) >> (4 * (l & 1))) & 0xfu; }
     };
 };

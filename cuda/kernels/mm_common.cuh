@@ -529,12 +529,51 @@ QK_DEV void ld_body(const u8* p, u32* w) {
 QK_DEV u32 sel2(u32 a, u32 b, u32 s) { return s ? b : a; }
 QK_DEV u32 wbyte(u32 w, u32 k) { return (w >> (8u * k)) & 0xffu; }
 
-// Copy `n` table words to shared memory (all threads, then a barrier).
-QK_DEV void mm_load_table(u32* dst, const MmArgs& A, u32 off, u32 n) {
+// ---- The IQ2/IQ3 grids in shared memory, replicated across the banks. A warp's lookups are
+// random entries of a 1-8 KiB table; stored once, many threads of a warp hit the same bank at
+// different words and the load replays (Nsight Compute, H200 session 13: iq2_xxs NT 1 had 66 %
+// of its shared wavefronts in excess, L1 97 % busy, HBM 23 %). Here entry e is a row of ROW
+// words holding REP copies of it (EW words each: 2 for the IQ2 grids' 8-byte entries, 1 for the
+// IQ3 grids' 4-byte ones), and thread lane reads copy lane % REP: with REP * EW = 32 (iq2_xxs,
+// iq3_xxs) every thread of a wavefront has its own bank(s), with fewer copies (the larger grids,
+// held to 32 KiB a CTA) the threads of one copy collide only among themselves. QK_GRID_REP=0
+// (NVRTC option -DQK_GRID_REP=0): one copy, the table as stored. The values read, hence the
+// bits, are the same either way.
+#ifndef QK_GRID_REP
+#define QK_GRID_REP 1
+#endif
+template <u32 WORDS, u32 EW>
+struct GridRep {
+    static constexpr u32 CAP = 8192u / WORDS;  // copies within 32 KiB
+    static constexpr u32 REP = QK_GRID_REP == 0 ? 1u : CAP < 32u / EW ? CAP : 32u / EW;
+    static constexpr u32 ROW = REP * EW;
+    static constexpr u32 SHARED_WORDS = WORDS * REP;
+};
+
+// Fill the replicated grid G (table words at `off` of the tables buffer; all threads, then a
+// barrier) and return this thread's copy: entry e's words at `base + G::ROW * e`.
+template <class G>
+QK_DEV const u32* mm_load_grid(u32* dst, const MmArgs& A, u32 off) {
     const u32* src = (const u32*)A.tab + off;
-    for (u32 i = qk_tid(); i < n; i += qk_bdim()) dst[i] = qk_ld(src + i);
+    if (G::REP == 1) {
+        for (u32 i = qk_tid(); i < G::SHARED_WORDS; i += qk_bdim()) dst[i] = qk_ld(src + i);
+    } else {
+        // ROW is a multiple of 4 words (REP * EW >= 8): 16-byte stores of 4 / EW copies each
+        constexpr u32 Q = G::ROW >= 4u ? G::ROW / 4u : 1u, EW = G::ROW / G::REP;
+        for (u32 i = qk_tid(); i < G::SHARED_WORDS / 4u; i += qk_bdim()) {
+            const u32 e = i / Q;
+            const u32 x = qk_ld(src + EW * e), y = EW == 2u ? qk_ld(src + EW * e + 1u) : x;
+            ((uint4*)dst)[i] = make_u4(x, y, x, y);
+        }
+    }
     qk_sync();
+    return dst + (G::ROW / G::REP) * (qk_tid() % G::REP);
 }
+// Entry i of a replicated grid (mm_load_grid's base): 8 bytes (the IQ2 grids) or 4 (IQ3).
+template <class G>
+QK_DEV uint2 grid_e8(const u32* base, u32 i) { return *(const uint2*)(base + G::ROW * i); }
+template <class G>
+QK_DEV u32 grid_e4(const u32* base, u32 i) { return base[G::ROW * i]; }
 
 // Dequantize: one thread per element (grid-stride), `deq(body, d16, e, tab)` gives element
 // e of a block; formats stored split read their fp16 `d` from the separate array.
@@ -576,8 +615,8 @@ QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
 // and `sub`: sub-block ib's scale `ls` and lanes 4h..4h+3's signed grid bytes `sg`.
 template <class F, int NTM, int S>
 QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
-    QK_SHARED u32 grid[F::GRID_WORDS];
-    mm_load_table(grid, A, F::TAB, F::GRID_WORDS);
+    QK_SHARED16 u32 grid_sh[F::G::SHARED_WORDS];
+    const u32* grid = mm_load_grid<typename F::G>(grid_sh, A, F::TAB);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * F::BODY;
@@ -811,8 +850,8 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
 // result is U::SCALE * hsum_float_8 (0.125, 0.25 or 1).
 template <class U, int PF>
 QK_DEV void mma_iq(const MmArgs& A) {
-    QK_SHARED u32 grid[U::GRID_WORDS];
-    mm_load_table(grid, A, U::TAB, U::GRID_WORDS);
+    QK_SHARED16 u32 grid_sh[U::G::SHARED_WORDS];
+    const u32* grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q, capw = J.capw;
@@ -867,7 +906,8 @@ QK_UNROLL(1)
 // `U::parse` gives the 4 grid indices, 4 sign bytes and the scale byte (low nibble: lanes 0-3).
 template <class P>
 struct MmaIq2Pairs {
-    static constexpr u32 BODY = P::BODY, TAB = P::TAB, GRID_WORDS = P::GRID_WORDS;
+    static constexpr u32 BODY = P::BODY, TAB = P::TAB;
+    using G = typename P::G;
     static constexpr int R = 6, ND = 2;
     static constexpr float SCALE = 0.125f;
     struct Sub {
@@ -875,7 +915,7 @@ struct MmaIq2Pairs {
         QK_MEMBER void load(const u8* body, u32 ib) { P::parse(body, ib, gi, sg, &scb); }
         QK_MEMBER u32 scale(int half) const { return 2u * ((scb >> (4 * half)) & 0xfu) + 1u; }
         QK_MEMBER u32 grid(const u32* g, int l) const {
-            const uint2 e = ((const uint2*)g)[gi[l >> 1]];
+            const uint2 e = grid_e8<G>(g, gi[l >> 1]);
             return (l & 1) ? e.y : e.x;
         }
         QK_MEMBER u32 signs(int l) const { return (sg[l >> 1] >> (4 * (l & 1))) & 0xfu; }
