@@ -55,6 +55,9 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "coop" => Tuning { coop: Coop::Native(1), ..d },
         "coopwords" => Tuning { coop: Coop::NativeWords(1), ..d },
         "nocoop" => Tuning { coop: Coop::Off, ..d },
+        // the IQ2/IQ3 grids as one workgroup copy, or as several (Tuning::grid_rep)
+        "grid1" => Tuning { grid_rep: false, ..d },
+        "gridrep" => Tuning { grid_rep: true, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }

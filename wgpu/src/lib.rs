@@ -255,6 +255,9 @@ pub struct Options {
     /// `QKERN_WGPU_COOP`, else [`Coop::Off`]).
     /// See [`Coop`].
     pub coop: Option<Coop>,
+    /// Several workgroup copies of the IQ2/IQ3 grids (`None`: `QKERN_WGPU_GRID_REP=0|1`, else
+    /// yes). See [`Tuning::grid_rep`].
+    pub grid_rep: Option<bool>,
 }
 
 /// The matmul kernels of q4_K, q5_K and the IQ2/IQ3 formats with the integer lane sums from
@@ -404,6 +407,11 @@ pub struct Tuning {
     /// q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
     /// [`Coop::Native`] off on a device without them).
     pub coop: Coop,
+    /// The IQ2/IQ3 grids in workgroup memory as several copies, each invocation reading the
+    /// copy of its index mod the count, so that a subgroup's random lookups spread over the
+    /// banks (`shaders::grid_rep`: up to 32 KiB, within the adapter's workgroup storage less
+    /// 8 KiB; `QKERN_WGPU_GRID_REP=0` for one copy). On by default; the bits are the same.
+    pub grid_rep: bool,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -505,7 +513,6 @@ pub struct WgpuBackend {
     coop_enabled: bool,
     tuning: Mutex<Tuning>,
     max_part: u64,
-    max_binding: u64,
     tables: wgpu::Buffer,
     layouts: Box<Layouts>,
     pipelines: Mutex<HashMap<Kernel, wgpu::ComputePipeline>>,
@@ -741,6 +748,10 @@ impl WgpuBackend {
             None => env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, words:N, emulate or emulate:N", parse_coop)?
                 .unwrap_or(Coop::Off),
         };
+        let grid_rep = match opts.grid_rep {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(true),
+        };
         let chunks = match opts.chunks {
             Some(c) => c,
             None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
@@ -862,9 +873,9 @@ impl WgpuBackend {
                 chunks,
                 iq_pairs,
                 coop,
+                grid_rep,
             }),
             max_part,
-            max_binding,
             tables,
             layouts,
             pipelines: Mutex::default(),
@@ -897,11 +908,17 @@ impl WgpuBackend {
         Ok(be)
     }
 
+    /// The largest buffer a kernel may bind: the adapter's storage-binding and buffer limits.
+    fn max_binding(&self) -> u64 {
+        let l = &self.adapter.1;
+        l.max_storage_buffer_binding_size.min(l.max_buffer_size)
+    }
+
     /// The adapter's name and backend.
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -918,6 +935,7 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
+            if t.grid_rep { "" } else { ", one grid copy" },
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
@@ -940,6 +958,7 @@ impl WgpuBackend {
             chunks: 0,
             iq_pairs: false,
             coop: Coop::Off,
+            grid_rep: true,
         })
     }
 
@@ -1037,6 +1056,11 @@ impl WgpuBackend {
                     lut2: t.lut2,
                     iq_pairs: t.iq_pairs,
                     q8k_split: self.q8k_split,
+                    grid_words: if t.grid_rep {
+                        grid_words(self.adapter.1.max_compute_workgroup_storage_size)
+                    } else {
+                        0
+                    },
                 };
                 let src = match coop_kernel(f, nt, t) {
                     Some(tiles) => shaders::coop_source(f, &o, tiles),
@@ -1223,10 +1247,10 @@ impl WgpuBackend {
         let row_words = act_row_words(format, cols, self.q8k_split);
         let bytes = (row_words * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         let xin_bytes = (cols * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
-        if bytes + PAD > self.max_binding || xin_bytes + PAD > self.max_binding {
+        if bytes + PAD > self.max_binding() || xin_bytes + PAD > self.max_binding() {
             return Err(WgpuError::Unsupported(format!(
                 "{capacity} tokens of {cols} columns exceed this adapter's storage binding limit ({} bytes)",
-                self.max_binding
+                self.max_binding()
             )));
         }
         use wgpu::BufferUsages as U;
@@ -1387,13 +1411,13 @@ impl WgpuBackend {
     fn scratch(&self, bytes: u64) -> Result<std::sync::MutexGuard<'_, Box<Scratch>>> {
         let mut s = self.scratch.lock().map_err(|_| WgpuError::Gpu("scratch poisoned".into()))?;
         if bytes > s.cap {
-            if bytes + PAD > self.max_binding {
+            if bytes + PAD > self.max_binding() {
                 return Err(WgpuError::Unsupported(format!(
                     "an output of {bytes} bytes exceeds this adapter's storage binding limit ({} bytes)",
-                    self.max_binding
+                    self.max_binding()
                 )));
             }
-            let cap = bytes.max(s.cap * 2).min(self.max_binding - PAD);
+            let cap = bytes.max(s.cap * 2).min(self.max_binding() - PAD);
             **s = make_scratch(&self.device, &self.layouts, cap, self.direct_out);
             self.check_errors()?;
         }
@@ -1760,7 +1784,7 @@ impl WgpuBackend {
         }
         let pipe = self.pipeline(Kernel::Dequant(w.format, self.tuning().checks))?;
         // Rows per dispatch: the output chunk stays within 64 MiB and the binding limit.
-        let chunk_bytes = (64u64 << 20).min(self.max_binding - PAD);
+        let chunk_bytes = (64u64 << 20).min(self.max_binding() - PAD);
         let rows_per = ((chunk_bytes / (w.cols as u64 * 4)) as usize).max(1);
         for p in &w.parts {
             let mut r = 0;
@@ -1975,6 +1999,14 @@ fn readback_chunks(n: u64, rows: usize, t: Tuning, direct: bool) -> usize {
         ((n >> 21) as usize).clamp(1, 8)
     };
     c.clamp(1, rows.max(1))
+}
+
+/// Workgroup words the IQ2/IQ3 grid copies may take on an adapter with `limit` bytes of
+/// workgroup storage (`Tuning::grid_rep`): 8 KiB left to the kernels' other arrays, the rest
+/// rounded down to a power of two, at most 32 KiB.
+fn grid_words(limit: u32) -> u32 {
+    let b = limit.saturating_sub(8192).min(32768);
+    if b < 4 { 0 } else { (1u32 << (31 - b.leading_zeros())) / 4 }
 }
 
 /// Blocks per loop iteration of the matmul kernel of `f` for `nt` tokens under `t`.
@@ -2271,6 +2303,32 @@ mod tests {
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
     }
 
+    #[test]
+    fn grid_copies_fit_the_workgroup_storage() {
+        // 16 KiB (WebGPU's default limit): 8 KiB for the grid copies; H200 (48 KiB): 32 KiB
+        assert_eq!(grid_words(16384), 2048);
+        assert_eq!(grid_words(32768), 4096);
+        assert_eq!(grid_words(49152), 8192);
+        assert_eq!(grid_words(65536), 8192);
+        assert_eq!(grid_words(8192), 0);
+        assert_eq!(grid_words(0), 0);
+        for limit in [0, 12288, 16384, 32768, 49152, 1 << 20] {
+            let w = grid_words(limit);
+            for f in Format::WEIGHTS {
+                let r = shaders::grid_rep(f, w);
+                assert!(r.is_power_of_two() && r <= 32, "{f} {limit}: {r}");
+                let n = shaders::table_words(f) as u32;
+                // copies only of the IQ2/IQ3 grids, and only within the budget
+                assert!(r == 1 || (n >= 256 && n * r <= w), "{f} {limit}: {r} copies of {n} words");
+            }
+        }
+        assert_eq!(shaders::grid_rep(Format::IQ2_XXS, 8192), 16);
+        assert_eq!(shaders::grid_rep(Format::IQ3_XXS, 8192), 32);
+        assert_eq!(shaders::grid_rep(Format::IQ2_S, 8192), 4);
+        assert_eq!(shaders::grid_rep(Format::IQ4_XS, 8192), 1);
+        assert_eq!(shaders::grid_rep(Format::IQ2_XXS, 0), 1);
+    }
+
     /// Every tuning knob at its default (no device needed).
     fn plain_tuning() -> Tuning {
         Tuning {
@@ -2283,6 +2341,7 @@ mod tests {
             chunks: 0,
             iq_pairs: false,
             coop: Coop::Off,
+            grid_rep: true,
         }
     }
 

@@ -177,13 +177,39 @@ pub(crate) fn table_words(f: Format) -> usize {
     table_of(f).1
 }
 
+/// Copies of its table a format's kernels keep in workgroup memory, within `grid_words` words
+/// (0: one copy): the IQ2/IQ3 grids (256 words or more, looked up at random entries), as many
+/// as fit, up to 32, a power of two; one for the others. With `rep` copies word `i` is at
+/// `TS[i * rep + c]` and invocation `lid` reads copy `c = lid % rep`, so that the invocations
+/// of a subgroup spread their lookups over the banks instead of replaying on the same bank
+/// (the CUDA backend's `GridRep`, kernels/mm_common.cuh). The bits are the same either way.
+pub(crate) fn grid_rep(f: Format, grid_words: u32) -> u32 {
+    let n = table_of(f).1 as u32;
+    if n < 256 || grid_words < 2 * n {
+        return 1;
+    }
+    let r = (grid_words / n).min(32);
+    1 << (31 - r.leading_zeros())
+}
+
 /// The workgroup-memory copy of a format's table: `load_tab` (every invocation, then a
 /// barrier; called before any other work), `tab(i)` (word i of the format's table) and
-/// `lut4t(n)` (lut4 through it).
-fn table_src(f: Format, wg: u32) -> String {
+/// `lut4t(n)` (lut4 through it); `rep` copies of it ([`grid_rep`]).
+fn table_src(f: Format, wg: u32, rep: u32) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return "fn load_tab(lid: u32) {}\n".into();
+    }
+    if rep > 1 {
+        let total = n as u32 * rep;
+        let sh = rep.trailing_zeros();
+        return format!(
+            "var<workgroup> TS: array<u32, {total}>;\n\
+             var<private> TC: u32;\n\
+             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        TS[i] = T[{off}u + (i >> {sh}u)];\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
+             fn tab(i: u32) -> u32 {{\n    return TS[(i << {sh}u) | TC];\n}}\n",
+            m = rep - 1
+        );
     }
     format!(
         "var<workgroup> TS: array<u32, {n}>;\n\
@@ -200,12 +226,12 @@ fn table_src(f: Format, wg: u32) -> String {
 fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
-        return table_src(f, wg);
+        return table_src(f, wg, 1);
     }
     if !lut2 {
         return format!(
             "{}fn lut8(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(w & 0x0f0f0f0fu), lut4t((w >> 4u) & 0x0f0f0f0fu));\n}}\n",
-            table_src(f, wg)
+            table_src(f, wg, 1)
         );
     }
     format!(
@@ -256,7 +282,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
     s.push_str(act_q8k(o.q8k_split));
-    s.push_str(&table_src(f, wg));
+    s.push_str(&table_src(f, wg, grid_rep(f, o.grid_words)));
     s.push_str(COMMON);
     s.push_str(&fma_src(o.native_fma));
     s.push_str(if o.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
@@ -279,6 +305,8 @@ pub(crate) struct MmSrc {
     pub iq_pairs: bool,
     /// q8_K activations in the split device layout (`act_q8k_split.wgsl`).
     pub q8k_split: bool,
+    /// Workgroup words for copies of an IQ2/IQ3 grid ([`grid_rep`]; 0: one copy).
+    pub grid_words: u32,
 }
 
 impl MmSrc {
@@ -357,7 +385,11 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc) {
     s.push_str(KPAIR_HEAD);
     s.push_str(act_q8k(c.q8k_split));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
-    s.push_str(&if f == Format::IQ4_XS { pair_table_src(f, wg, c.lut2) } else { table_src(f, wg) });
+    s.push_str(&if f == Format::IQ4_XS {
+        pair_table_src(f, wg, c.lut2)
+    } else {
+        table_src(f, wg, grid_rep(f, c.grid_words))
+    });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
@@ -640,6 +672,7 @@ mod tests {
                             lut2: nf,
                             iq_pairs: nf,
                             q8k_split: nf,
+                            grid_words: if sg { 8192 } else { 0 },
                         };
                         let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
@@ -665,6 +698,7 @@ mod tests {
                             lut2: true,
                             iq_pairs: false,
                             q8k_split: !native,
+                            grid_words: 8192,
                         };
                         sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }

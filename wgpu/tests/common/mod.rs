@@ -39,9 +39,10 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
-/// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads and
-/// the IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`), to exercise the fallback, the
-/// splitting and those options on small matrices.
+/// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
+/// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with one copy of their grid
+/// (`Options::grid_rep` off), to exercise the fallback, the splitting and those options on
+/// small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -52,6 +53,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             lut2: Some(false),
             copy_threads: Some(2),
             iq_pairs: Some(true),
+            grid_rep: Some(false),
             ..Options::default()
         })
     })
