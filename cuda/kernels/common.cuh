@@ -161,6 +161,29 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #ifndef QK_PF_Q51
 #define QK_PF_Q51 4
 #endif
+// The same at NT 1 (QK_PF1_*), where the kernels wait on HBM latency (Nsight Compute, H200
+// session 13: q4_K NT 1 had 75 % of its stall cycles on L1TEX scoreboards at 44 % occupancy,
+// HBM 55 % busy, issue 38 %); not measured yet, so 0 (none) until a `cudasweep` says otherwise.
+#ifndef QK_PF1_Q4K
+#define QK_PF1_Q4K 0
+#endif
+#ifndef QK_PF1_Q5K
+#define QK_PF1_Q5K 0
+#endif
+#ifndef QK_PF1_Q6K
+#define QK_PF1_Q6K 0
+#endif
+#ifndef QK_PF1_IQ4XS
+#define QK_PF1_IQ4XS 0
+#endif
+#ifndef QK_PF1_IQ
+#define QK_PF1_IQ 0  // iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s
+#endif
+#ifndef QK_PF1_NV
+#define QK_PF1_NV 0
+#endif
+// A block loop's prefetch distance: `pf1` at NT 1, `pfn` at the token counts where `on`.
+#define QK_PF_DIST(ntm, pf1, pfn, on) ((ntm) == 1 ? (pf1) : (on) ? (pfn) : 0)
 #ifndef QK_PF_Q6K
 #define QK_PF_Q6K 2
 #endif

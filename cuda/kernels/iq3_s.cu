@@ -24,7 +24,9 @@ struct LaneIq3S : LaneIqBase {
     static constexpr bool WHOLE = S == 1 && NTM >= QK_IQ3S_BODY_NTM;
     template <int NTM>
     static QK_MEMBER void prefetch(const u8* body, u32 b, u32 nb, const MmCtxW& c) {
-        mm_pf<QK_PF_IQ3S, (NTM >= 2)>(body + 108u * QK_PF_IQ3S, b, nb, 108u, 2u * c.s + c.h);
+        // (NT 1: mm_iq_l4's QK_PF1_IQ)
+        constexpr int PF = NTM >= 2 ? QK_PF_IQ3S : 0;
+        mm_pf<PF, true>(body + 108u * PF, b, nb, 108u, 2u * c.s + c.h);
     }
     // The scales and the qh bytes of the block.
     struct Blk {

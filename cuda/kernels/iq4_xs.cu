@@ -28,7 +28,8 @@ QK_DEV void mm_iq4_xs(const MmArgs& A, const MmCtxW& c, float* res) {
 QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
         const u8* blk = w + 136u * b;
-        mm_pf<QK_PF_IQ4XS, (NTM == 8)>(blk + 136u * QK_PF_IQ4XS, b, nb, 136u, 2u * c.s + h);
+        constexpr int PF = QK_PF_DIST(NTM, QK_PF1_IQ4XS, QK_PF_IQ4XS, NTM == 8);
+        mm_pf<PF, true>(blk + 136u * PF, b, nb, 136u, 2u * c.s + h);
         const u32 hw = ld32(blk);
         const float xd = qk_h2f((u16)(hw & 0xffffu));
         const u32 sh = hw >> 16;

@@ -630,6 +630,8 @@ QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + F::BODY * b;
         F::template prefetch<NTM>(body, b, nb, c);
+        constexpr int PF1 = NTM == 1 ? QK_PF1_IQ : 0;  // NT 1, every IQ2/IQ3 format
+        mm_pf<PF1, true>(body + F::BODY * PF1, b, nb, F::BODY, 2u * c.s + h);
         const float xd = qk_h2f(qk_ld(wd + b));
         constexpr bool WHOLE = F::template WHOLE<NTM, S>;
         constexpr int NW = WHOLE ? (int)(F::BODY / 4u) : 1;

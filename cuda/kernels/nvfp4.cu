@@ -66,7 +66,8 @@ QK_DEV void mm_nvfp4(const MmArgs& A, const MmCtxB& c, float* res) {
     mm_zero<NTM>(acc);
 QK_UNROLL(QK_UNROLL_NV)
     for (u32 b = 0; b < A.nb; ++b) {
-        mm_pf<QK_PF_NV, (NTM >= 2)>((const u8*)J.w + qk_wblk(J.rows, A.nb, c.row, b + QK_PF_NV) * 32u, b, A.nb, 32u, c.h);
+        constexpr int PF = QK_PF_DIST(NTM, QK_PF1_NV, QK_PF_NV, NTM >= 2);
+        mm_pf<PF, true>((const u8*)J.w + qk_wblk(J.rows, A.nb, c.row, b + PF) * 32u, b, A.nb, 32u, c.h);
         const u64 k = qk_wblk(J.rows, A.nb, c.row, b);
         const uint4 q = ld128((const u8*)J.w + k * 32u + 16u * c.h);
         const u32 sc = qk_ld((const u32*)J.wd + k);

@@ -25,7 +25,8 @@ QK_DEV void mm_q6_k(const MmArgs& A, const MmCtxW& c) {
 QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
         const u8* body = w + 208u * b;
-        mm_pf<QK_PF_Q6K, (NTM >= 2)>(body + 208u * QK_PF_Q6K, b, nb, 208u, 2u * c.s + c.h);
+        constexpr int PF = QK_PF_DIST(NTM, QK_PF1_Q6K, QK_PF_Q6K, NTM >= 2);
+        mm_pf<PF, true>(body + 208u * PF, b, nb, 208u, 2u * c.s + c.h);
         const float xd = qk_h2f(qk_ld(wd + b));
         // This thread's sub-blocks is = s, s + S, ...: ql words (16 bytes: the low nibbles for k < 2,
         // the high ones for k >= 2), qh words, and the scale scales[2is + h] (byte 2 (is & 1) + h
