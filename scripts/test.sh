@@ -17,3 +17,7 @@ QKERN_TEST_REQUIRE="${CI:+wgpu}" cargo test -p qkern-engine --features qkern/wgp
 NVRTC_LIB="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/nvidia/cu13/lib"
 if [ -d "$NVRTC_LIB" ]; then export LD_LIBRARY_PATH="$NVRTC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 cargo test -p qkern-cuda "$@"
+# The matmul kernels again with their compile-time knobs away from the defaults (as
+# QKERN_CUDA_NVRTC_OPTS sets them on a GPU): one copy of the IQ grids, the NT 1 prefetches on.
+QKERN_EMU_DEFINES="-DQK_GRID_REP=0 -DQK_PF1_Q4K=2 -DQK_PF1_Q5K=2 -DQK_PF1_Q6K=2 -DQK_PF1_IQ4XS=2 -DQK_PF1_IQ=2 -DQK_PF1_NV=2" \
+  cargo test -p qkern-cuda --test emu mm_

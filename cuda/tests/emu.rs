@@ -2,7 +2,9 @@
 //! built as C++, one fiber per CUDA thread), against the scalar reference, bit for bit: the
 //! activation quantizers, every format's matmul (NT 1..8 and chunked, both lane splits,
 //! grouped launches) and dequantize (f32, f16, bf16). Needs a C++ compiler (`CXX`, `c++`,
-//! `g++` or `clang++`); skips with a message otherwise. No GPU involved.
+//! `g++` or `clang++`); skips with a message otherwise. No GPU involved. `QKERN_EMU_DEFINES`
+//! (`-DNAME=VALUE` words, as `QKERN_CUDA_NVRTC_OPTS` gives NVRTC) builds the kernels with other
+//! values of their compile-time knobs (scripts/test.sh runs the off switches this way).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -28,7 +30,15 @@ fn emu() -> Option<&'static Emu> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .chain([dir.join("emu/emu.cpp")])
             .collect();
+        let defines: Vec<String> =
+            std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from).collect();
+        if let Some(bad) = defines.iter().find(|d| !d.starts_with("-D")) {
+            panic!("QKERN_EMU_DEFINES: {bad:?} is not a -DNAME[=VALUE] option");
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in defines.iter().flat_map(|d| d.bytes().chain([0])) {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
         let mut srcs_sorted = srcs.clone();
         srcs_sorted.sort();
         for p in &srcs_sorted {
@@ -44,6 +54,7 @@ fn emu() -> Option<&'static Emu> {
                 let tmp = out.with_extension("tmp.so");
                 let st = std::process::Command::new(&c)
                     .args(["-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared", "-w"])
+                    .args(&defines)
                     .arg("-o")
                     .arg(&tmp)
                     .arg(dir.join("emu/emu.cpp"))
