@@ -150,6 +150,10 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
                      // H200 session 9 run5, S = 1, NT 1/2/4/8: 2172/2089/1623/903 GB/s against
                      // 1679/1764/1261/837 without (ptxas had given NT 8 167 registers, 1 CTA per SM)
 #endif
+#ifndef QK_MINB_W1
+#define QK_MINB_W1 QK_MINB_W  // the same at NT 1 (Nsight Compute, H200 session 13: iq4_xs NT 1 took
+                              // all 128 registers, 25 % occupancy, HBM 41 %; 3 or 4 not measured yet)
+#endif
 #ifndef QK_UNROLL_IQ
 #define QK_UNROLL_IQ 2  // iq4_xs
 #endif

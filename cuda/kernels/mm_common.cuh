@@ -237,9 +237,9 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
 // QK_MINB_W > 0: a register budget for every token count (without one ptxas gives the NT 8
 // kernel 167 registers; `__launch_bounds__(256, 1)` alone lets it take 254).
 #if QK_MINB_W > 0
-#define MM_ENTRY_W(name, body) QK_ENTRY_LB(name, MmArgs, body, QK_MINB_W)
+#define MM_ENTRY_W(name, body, NTM) QK_ENTRY_LB(name, MmArgs, body, (NTM) == 1 ? QK_MINB_W1 : QK_MINB_W)
 #else
-#define MM_ENTRY_W(name, body) QK_ENTRY(name, MmArgs, body)
+#define MM_ENTRY_W(name, body, NTM) QK_ENTRY(name, MmArgs, body)
 #endif
 
 #define MM_KERNEL_W1(fmt, fn, S, NTM)                                                  \
@@ -249,7 +249,7 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
         fn<NTM, S>(A, c, res);                                                          \
         mm_store_w<NTM>(A, c, res);                                                     \
     }                                                                                   \
-    MM_ENTRY_W(qk_mm_##fmt##_n##NTM##_s##S, fn##_n##NTM##_s##S)
+    MM_ENTRY_W(qk_mm_##fmt##_n##NTM##_s##S, fn##_n##NTM##_s##S, NTM)
 
 #define MM_KERNELS_W(fmt, fn, S) QK_EACH_NTM(MM_KERNEL_W1, fmt, fn, S)
 
