@@ -70,6 +70,18 @@ QK_DEV float qk_h2f(u16 h) {
     return f;
 }
 template <typename T> QK_DEV T qk_ld(const T* p) { return __ldg(p); }
+// Shared memory by 32-bit shared-window address (qk_sptr): a table's base address once, then
+// each lookup one add (LEA) and the load, where indexing a generic pointer into a __shared__
+// array made ptxas rebuild the whole address per lookup (shift, masks, OR, LEA: sm_90 SASS of
+// the IQ lane kernels).
+typedef u32 qk_sptr;
+QK_DEV qk_sptr qk_sptr_of(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+QK_DEV u32 qk_lds32(qk_sptr base, u32 off) {
+    return *(const u32*)__cvta_shared_to_generic(base + off);
+}
+QK_DEV uint2 qk_lds64(qk_sptr base, u32 off) {
+    return *(const uint2*)__cvta_shared_to_generic(base + off);
+}
 QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // One warp-wide integer tensor-core product (sm_80+): D = A (16 x 32, u8, row-major) x B (32 x 8,
 // s8, column-major) + C (16 x 8, s32), exact (integer sums, no saturation at these sizes).
@@ -295,12 +307,20 @@ QK_DEV float qk_unbias(i32 v) { return qk_add(qk_u2f((u32)v), -12582912.0f); }
 // A sum of n biased lane sums, unbiased as an integer (wrapping u32 arithmetic: exact).
 QK_DEV i32 qk_unbias_sum(u32 sum, u32 n) { return (i32)(sum - n * (u32)QK_BIAS); }
 
+// 1 in byte i of the result where bit i (0..3) of `bits4` is set (the four shifted copies of
+// the multiplier do not overlap).
+QK_DEV u32 qk_spread4(u32 bits4) { return (bits4 * 0x00204081u) & 0x01010101u; }
 // 0xFF in byte i of the result where bit i (0..3) of `bits4` is set.
-QK_DEV u32 qk_mask4(u32 bits4) { return ((bits4 * 0x00204081u) & 0x01010101u) * 0xffu; }
+QK_DEV u32 qk_mask4(u32 bits4) { return qk_spread4(bits4) * 0xffu; }
+// 0x10 in byte i where bit i (0..3) of `bits4` is set (q5_1's fifth bits): one multiply, one
+// mask.
+QK_DEV u32 qk_high4(u32 bits4) { return (bits4 * 0x02040810u) & 0x10101010u; }
 
 // Bytes of `g` negated where `m` has 0xFF (bytewise two's complement negation; valid because
 // every grid byte it is used on is nonzero, so no borrow crosses a byte).
 QK_DEV u32 qk_negate_bytes(u32 g, u32 m) { return (g ^ m) + (m & 0x01010101u); }
+// The same from the 0/1 bytes `e` (qk_spread4) instead of the mask: one operation fewer.
+QK_DEV u32 qk_sign_bytes(u32 g, u32 e) { return (g ^ (e * 0xffu)) + e; }
 
 // 4 nibbles (one in the low 4 bits of each byte of `q`) looked up in a 16-entry byte table
 // held in t[0..4] (little-endian words): __byte_perm on the low 3 bits, select on bit 3.

@@ -126,5 +126,10 @@ template <typename T> QK_DEV T qk_ld(const T* p) { return *p; }
 QK_DEV void qk_prefetch_l2(const void*) {}
 struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
+// Shared memory by address (common.cuh qk_sptr): here a plain pointer.
+typedef const unsigned char* qk_sptr;
+QK_DEV qk_sptr qk_sptr_of(const void* p) { return (qk_sptr)p; }
+QK_DEV unsigned qk_lds32(qk_sptr base, unsigned off) { return *(const unsigned*)(base + off); }
+QK_DEV uint2 qk_lds64(qk_sptr base, unsigned off) { return *(const uint2*)(base + off); }
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };

@@ -13,11 +13,13 @@
 struct LaneIq2S : LaneIqBase {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
     using G = GridRep<GRID_WORDS, 2>;
+    static constexpr u32 SIGNS = 256;  // sign table entries (SignTab)
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.125f;
-    template <bool WHOLE, class Wf>
-    static QK_MEMBER void sub(const Wf& W, const u8*, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+    template <bool WHOLE, class L, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8*, const Blk&, u32 ib, u32 h, const TabRef& grid, const TabRef& sgt, i32* ls,
+                              i32* sg) {
         const u32 qsw = W(ib), sgw = W(8u + ib);
         const u32 qhb = wbyte(W(16u + ib / 4u), ib % 4u);
         const u32 scb = wbyte(W(18u + ib / 4u), ib % 4u);
@@ -26,9 +28,8 @@ struct LaneIq2S : LaneIqBase {
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 lp = 2u * h + (u32)i2;
             const u32 idx = wbyte(qsw, lp) | ((qhb << (8u - 2u * lp)) & 0x300u);
-            const uint2 g = grid_e8<G>(grid, idx);
-            const u32 sgn = wbyte(sgw, lp);
-            mm_sign_pair(g, sgn, sg + 2 * i2);
+            const uint2 g = grid_e8<G, L::SA>(grid, idx);
+            mm_sign_pair_e(g, sign_e<typename L::Sg>(sgt, wbyte(sgw, lp)), sg + 2 * i2);
         }
     }
 };

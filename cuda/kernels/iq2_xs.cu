@@ -12,20 +12,21 @@
 struct LaneIq2Xs : LaneIqBase {
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u;
     using G = GridRep<GRID_WORDS, 2>;
+    static constexpr u32 SIGNS = 128;  // sign table entries (SignTab)
     static constexpr int AL = 8;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.125f;
-    template <bool WHOLE, class Wf>
-    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+    template <bool WHOLE, class L, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk&, u32 ib, u32 h, const TabRef& grid, const TabRef& sgt,
+                              i32* ls, i32* sg) {
         const u32 qsw = WHOLE ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
         const u32 scb = wbyte(W(16u + ib / 4u), ib % 4u);
         *ls = (i32)(2u * (h ? (scb >> 4) : (scb & 0xfu)) + 1u);
 #pragma unroll
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 q = (qsw >> (16 * i2)) & 0xffffu;
-            const uint2 g = grid_e8<G>(grid, q & 511u);
-            const u32 sgn = ksigns(q >> 9);
-            mm_sign_pair(g, sgn, sg + 2 * i2);
+            const uint2 g = grid_e8<G, L::SA>(grid, q & 511u);
+            mm_sign_pair_e(g, sign_e<typename L::Sg>(sgt, q >> 9), sg + 2 * i2);
         }
     }
 };

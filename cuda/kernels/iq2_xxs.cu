@@ -14,19 +14,20 @@
 struct LaneIq2Xxs : LaneIqBase {
     static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
     using G = GridRep<GRID_WORDS, 2>;
+    static constexpr u32 SIGNS = 128;  // sign table entries (SignTab)
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.125f;
-    template <bool WHOLE, class Wf>
-    static QK_MEMBER void sub(const Wf& W, const u8*, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+    template <bool WHOLE, class L, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8*, const Blk&, u32 ib, u32 h, const TabRef& grid, const TabRef& sgt, i32* ls,
+                              i32* sg) {
         const u32 a0 = W(2u * ib), a1 = W(2u * ib + 1u);
         *ls = (i32)(2u * (a1 >> 28) + 1u);
 #pragma unroll
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 lp = 2u * h + (u32)i2;
-            const uint2 g = grid_e8<G>(grid, (a0 >> (8u * lp)) & 0xffu);
-            const u32 sgn = ksigns((a1 >> (7u * lp)) & 127u);
-            mm_sign_pair(g, sgn, sg + 2 * i2);
+            const uint2 g = grid_e8<G, L::SA>(grid, qk_perm(a0, 0u, 0x4440u | lp));  // byte lp
+            mm_sign_pair_e(g, sign_e<typename L::Sg>(sgt, (a1 >> (7u * lp)) & 127u), sg + 2 * i2);
         }
     }
 };

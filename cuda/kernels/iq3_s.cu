@@ -17,6 +17,7 @@
 struct LaneIq3S : LaneIqBase {
     static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
     using G = GridRep<GRID_WORDS, 1>;
+    static constexpr u32 SIGNS = 256;  // sign table entries (SignTab)
     static constexpr int AL = 4;
     static constexpr bool SCALED = false;
     static constexpr float SCALE = 1.0f;
@@ -34,18 +35,24 @@ struct LaneIq3S : LaneIqBase {
         template <class Wf>
         QK_MEMBER explicit Blk(const Wf& W) : sc(W(26)), qh0(W(16)), qh1(W(17)) {}
     };
-    template <bool WHOLE, class Wf>
-    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk& k, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+    template <bool WHOLE, class L, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk& k, u32 ib, u32 h, const TabRef& grid, const TabRef& sgt,
+                              i32* ls, i32* sg) {
         const u32 qsw = WHOLE ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
         const u32 qh = wbyte(ib < 4u ? k.qh0 : k.qh1, ib % 4u);
         const u32 sg16 = W(18u + ib) >> (16u * h);
         const u32 scb = wbyte(k.sc, ib / 2u);
         *ls = (i32)(2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const u32 L = 4u * h + (u32)i;
-            const u32 g = grid_e4<G>(grid, ((qh << (8u - L)) & 256u) | wbyte(qsw, (u32)i));
-            sg[i] = (i32)qk_negate_bytes(g, qk_mask4((sg16 >> (4u * (u32)i)) & 0xfu));
+        for (int p = 0; p < 2; ++p) {
+            // lanes 2p, 2p + 1: the two nibbles of sign byte p of the half
+            const uint2 e = sign_e<typename L::Sg>(sgt, (sg16 >> (8u * (u32)p)) & 0xffu);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const u32 i = 2u * (u32)p + (u32)j, lane = 4u * h + i;
+                const u32 g = grid_e4<G, L::SA>(grid, ((qh << (8u - lane)) & 256u) | wbyte(qsw, i));
+                sg[i] = (i32)qk_sign_bytes(g, j ? e.y : e.x);
+            }
         }
     }
 };
@@ -73,7 +80,7 @@ struct MmaIq3S {
             sc = 2u * ((ib & 1u) ? (scb >> 4) : (scb & 0xfu)) + 1u;
         }
         QK_MEMBER u32 scale(int) const { return sc; }
-        QK_MEMBER u32 grid(const u32* g, int l) const { return grid_e4<G>(g, ((qh << (8 - l)) & 256u) | wbyte(qs[l >> 2], (u32)(l & 3))); }
+        QK_MEMBER u32 grid(const TabRef& g, int l) const { return grid_e4<G, true>(g, ((qh << (8 - l)) & 256u) | wbyte(qs[l >> 2], (u32)(l & 3))); }
         QK_MEMBER u32 signs(int l) const { return (sgw >> (4 * l)) & 0xfu; }
     };
 };

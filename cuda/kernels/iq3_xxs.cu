@@ -13,19 +13,22 @@
 struct LaneIq3Xxs : LaneIqBase {
     static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u;
     using G = GridRep<GRID_WORDS, 1>;
+    static constexpr u32 SIGNS = 128;  // sign table entries (SignTab)
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
     static constexpr float SCALE = 0.25f;
-    template <bool WHOLE, class Wf>
-    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk&, u32 ib, u32 h, const u32* grid, i32* ls, i32* sg) {
+    template <bool WHOLE, class L, class Wf>
+    static QK_MEMBER void sub(const Wf& W, const u8* body, const Blk&, u32 ib, u32 h, const TabRef& grid, const TabRef& sgt,
+                              i32* ls, i32* sg) {
         const u32 qsw = WHOLE ? sel2(W(2u * ib), W(2u * ib + 1u), h) : ld32(body + 8u * ib + 4u * h);
         const u32 aux = W(16u + ib);
         *ls = (i32)(2u * (aux >> 28) + 1u);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const u32 g = grid_e4<G>(grid, wbyte(qsw, (u32)i));
-            const u32 bits = (ksigns((aux >> (7u * (2u * h + (u32)(i >> 1)))) & 127u) >> (4 * (i & 1))) & 0xfu;
-            sg[i] = (i32)qk_negate_bytes(g, qk_mask4(bits));
+        for (int p = 0; p < 2; ++p) {
+            // lanes 2p, 2p + 1: the two nibbles of one ksigns byte
+            const uint2 e = sign_e<typename L::Sg>(sgt, (aux >> (7u * (2u * h + (u32)p))) & 127u);
+            sg[2 * p] = (i32)qk_sign_bytes(grid_e4<G, L::SA>(grid, wbyte(qsw, 2u * p)), e.x);
+            sg[2 * p + 1] = (i32)qk_sign_bytes(grid_e4<G, L::SA>(grid, wbyte(qsw, 2u * p + 1u)), e.y);
         }
     }
 };
@@ -50,7 +53,7 @@ struct MmaIq3Xxs {
             aux = ld32(body + 64u + 4u * ib);
         }
         QK_MEMBER u32 scale(int) const { return 2u * (aux >> 28) + 1u; }
-        QK_MEMBER u32 grid(const u32* g, int l) const { return grid_e4<G>(g, wbyte(qs[l >> 2], (u32)(l & 3))); }
+        QK_MEMBER u32 grid(const TabRef& g, int l) const { return grid_e4<G, true>(g, wbyte(qs[l >> 2], (u32)(l & 3))); }
         QK_MEMBER u32 signs(int l) const { return (ksigns((aux >> (7 * (l >> 1))) & 127u) >> (4 * (l & 1))) & 0xfu; }
     };
 };

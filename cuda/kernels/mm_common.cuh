@@ -280,13 +280,6 @@ QK_DEV void mm_l4_dot(i32 (*isum)[NTM], const i32* sg, i32 ls, const u32* aq, u3
     }
 }
 
-// Two lanes' signed grid bytes from one 8-byte grid entry (the IQ2 formats) and its 8 sign bits
-// (bit k negates byte k): sg[0] from g.x with bits 0-3, sg[1] from g.y with bits 4-7.
-QK_DEV void mm_sign_pair(uint2 g, u32 sgn, i32* sg) {
-    sg[0] = (i32)qk_negate_bytes(g.x, qk_mask4(sgn & 0xfu));
-    sg[1] = (i32)qk_negate_bytes(g.y, qk_mask4((sgn >> 4) & 0xfu));
-}
-
 // Their block's float step: the lane sums reduced over the split, then
 // acc[t][i] = fma(xd * d_t, (float)lane, acc[t][i]) (ggml: `d = xd * y.d`, one fmadd per block).
 template <int NTM, int S>
@@ -527,7 +520,8 @@ QK_DEV void ld_body(const u8* p, u32* w) {
     }
 }
 QK_DEV u32 sel2(u32 a, u32 b, u32 s) { return s ? b : a; }
-QK_DEV u32 wbyte(u32 w, u32 k) { return (w >> (8u * k)) & 0xffu; }
+// Byte k of w: one PRMT (a shift and a mask otherwise, where k is known at run time only).
+QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 
 // ---- The IQ2/IQ3 grids in shared memory, replicated across the banks. A warp's lookups are
 // random entries of a 1-8 KiB table; stored once, many threads of a warp hit the same bank at
@@ -542,18 +536,37 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return (w >> (8u * k)) & 0xffu; }
 #ifndef QK_GRID_REP
 #define QK_GRID_REP 1
 #endif
-template <u32 WORDS, u32 EW>
+template <u32 WORDS, u32 EW, u32 BUDGET = 8192u>
 struct GridRep {
-    static constexpr u32 CAP = 8192u / WORDS;  // copies within 32 KiB
+    static constexpr u32 CAP = BUDGET / WORDS;  // copies within BUDGET words (32 KiB)
     static constexpr u32 REP = QK_GRID_REP == 0 ? 1u : CAP < 32u / EW ? CAP : 32u / EW;
     static constexpr u32 ROW = REP * EW;
     static constexpr u32 SHARED_WORDS = WORDS * REP;
 };
 
+// This thread's copy of a replicated table, as a generic pointer and as a shared-window address
+// (qk_sptr). Lookups by address (SA) take one add each instead of ptxas's five (sm_90 SASS, the
+// IQ lane kernels at NT 1: iq2_xxs 490 -> 453 instructions a block, with PRMT byte picks 421),
+// but at NT 7 and 8 ptxas then spills some 300 bytes where the pointer form spills 0-36: the
+// lane kernels take them up to QK_IQ_SA_NTM tokens.
+struct TabRef {
+    const u32* p;
+    qk_sptr s;
+};
+QK_DEV TabRef tab_ref(const u32* p) {
+    TabRef t;
+    t.p = p;
+    t.s = qk_sptr_of(p);
+    return t;
+}
+#ifndef QK_IQ_SA_NTM
+#define QK_IQ_SA_NTM 4
+#endif
+
 // Fill the replicated grid G (table words at `off` of the tables buffer; all threads, then a
 // barrier) and return this thread's copy: entry e's words at `base + G::ROW * e`.
 template <class G>
-QK_DEV const u32* mm_load_grid(u32* dst, const MmArgs& A, u32 off) {
+QK_DEV TabRef mm_load_grid(u32* dst, const MmArgs& A, u32 off) {
     const u32* src = (const u32*)A.tab + off;
     if (G::REP == 1) {
         for (u32 i = qk_tid(); i < G::SHARED_WORDS; i += qk_bdim()) dst[i] = qk_ld(src + i);
@@ -567,13 +580,18 @@ QK_DEV const u32* mm_load_grid(u32* dst, const MmArgs& A, u32 off) {
         }
     }
     qk_sync();
-    return dst + (G::ROW / G::REP) * (qk_tid() % G::REP);
+    return tab_ref(dst + (G::ROW / G::REP) * (qk_tid() % G::REP));
 }
-// Entry i of a replicated grid (mm_load_grid's base): 8 bytes (the IQ2 grids) or 4 (IQ3).
-template <class G>
-QK_DEV uint2 grid_e8(const u32* base, u32 i) { return *(const uint2*)(base + G::ROW * i); }
-template <class G>
-QK_DEV u32 grid_e4(const u32* base, u32 i) { return base[G::ROW * i]; }
+// Entry i of a replicated grid (mm_load_grid's copy): 8 bytes (the IQ2 grids) or 4 (IQ3), by
+// shared address (SA) or through the pointer.
+template <class G, bool SA>
+QK_DEV uint2 grid_e8(const TabRef& t, u32 i) {
+    return SA ? qk_lds64(t.s, 4u * G::ROW * i) : *(const uint2*)(t.p + G::ROW * i);
+}
+template <class G, bool SA>
+QK_DEV u32 grid_e4(const TabRef& t, u32 i) {
+    return SA ? qk_lds32(t.s, 4u * G::ROW * i) : t.p[G::ROW * i];
+}
 
 // Dequantize: one thread per element (grid-stride), `deq(body, d16, e, tab)` gives element
 // e of a block; formats stored split read their fp16 `d` from the separate array.
@@ -607,6 +625,74 @@ QK_DEV u32 tab_byte(const u32* t, u32 b) { return (qk_ld(t + b / 4) >> (8 * (b %
 // ksigns_iq2xs[k]: the 7 sign bits k and their parity in bit 7.
 QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
 
+// ---- Sign tables of the IQ2/IQ3 lane kernels. Two lanes' signs are one sign byte (ksigns of a
+// 7-bit index, or a byte of the block), applied as qk_sign_bytes(grid word, e) with e the 0/1
+// bytes of one nibble. Computed, that is some 20 operations a byte (popc and parity, two
+// spreads, their masks); looked up, an 8-byte entry (e of the low nibble, e of the high) from a
+// shared table of the 128 indices (iq2_xxs, iq2_xs, iq3_xxs) or 256 bytes (iq2_s, iq3_s),
+// replicated as the grids are (GridRep, 16 KiB a CTA), in the lane kernels up to QK_IQ_SA_NTM
+// tokens. sm_90 SASS of the NT 1 block loops, session 13's kernels -> these tables, lookups by
+// address and PRMT byte picks: iq2_xxs 626 -> 421 instructions, iq2_xs 582 -> 456, iq2_s 608
+// -> 467, iq3_xxs 678 -> 511, iq3_s 670 -> 561. QK_SIGN_TAB=0: computed (with qk_sign_bytes).
+// The bytes, hence the bits, are the same either way.
+#ifndef QK_SIGN_TAB
+#define QK_SIGN_TAB 1
+#endif
+template <u32 N, bool USE = true>
+struct SignTab {
+    static constexpr u32 ENTRIES = N;  // 128: ksigns(k); 256: the byte k
+    static constexpr bool ON = QK_SIGN_TAB != 0 && USE;
+    using G = GridRep<ON ? 2u * N : 8u, 2, ON ? 4096u : 8u>;
+};
+// The 0/1 bytes of sign byte s: .x of its low nibble, .y of its high nibble.
+QK_DEV uint2 sign_spread(u32 s) {
+    uint2 e;
+    e.x = qk_spread4(s & 0xfu);
+    e.y = qk_spread4(s >> 4);
+    return e;
+}
+// Fill sign table T (all threads; no barrier: mm_load_grid's follows) and return this thread's
+// copy (as mm_load_grid does).
+template <class T>
+QK_DEV TabRef mm_fill_signs(u32* dst) {
+    using G = typename T::G;
+    if (!T::ON) return tab_ref(dst);
+    if (G::REP == 1) {
+        for (u32 k = qk_tid(); k < T::ENTRIES; k += qk_bdim()) {
+            const uint2 e = sign_spread(T::ENTRIES == 128u ? ksigns(k) : k);
+            dst[2u * k] = e.x;
+            dst[2u * k + 1u] = e.y;
+        }
+        return tab_ref(dst);
+    }
+    constexpr u32 Q = G::ROW >= 4u ? G::ROW / 4u : 1u;
+    for (u32 i = qk_tid(); i < G::SHARED_WORDS / 4u; i += qk_bdim()) {
+        const u32 k = i / Q;
+        const uint2 e = sign_spread(T::ENTRIES == 128u ? ksigns(k) : k);
+        ((uint4*)dst)[i] = make_u4(e.x, e.y, e.x, e.y);
+    }
+    return tab_ref(dst + 2u * (qk_tid() % G::REP));
+}
+// Entry k of sign table T (its copy `t`, looked up by address), or the same computed.
+template <class T>
+QK_DEV uint2 sign_e(const TabRef& t, u32 k) {
+    if (T::ON) return grid_e8<typename T::G, true>(t, k);
+    return sign_spread(T::ENTRIES == 128u ? ksigns(k) : k);
+}
+// The lookups of an IQ lane kernel: by shared address or not (grid_e8), and its sign table.
+template <bool SA_, class SG>
+struct IqLook {
+    static constexpr bool SA = SA_;
+    using Sg = SG;
+};
+
+// Two lanes' signed grid words from one 8-byte grid entry (the IQ2 formats) and its sign entry
+// e: sg[0] from g.x with the low nibble's signs, sg[1] from g.y with the high nibble's.
+QK_DEV void mm_sign_pair_e(uint2 g, uint2 e, i32* sg) {
+    sg[0] = (i32)qk_sign_bytes(g.x, e.x);
+    sg[1] = (i32)qk_sign_bytes(g.y, e.y);
+}
+
 // The IQ2/IQ3 formats' matmul on the L4 lanes (MM_KERNELS_L4): one skeleton, a format `F`
 // giving its block (BODY bytes, grid table TAB of GRID_WORDS words, ld_body alignment AL), its
 // final scaling (SCALED, SCALE: ggml's 0.125 / 0.25, none for iq3_s), whether a thread loads
@@ -616,7 +702,11 @@ QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
 template <class F, int NTM, int S>
 QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
     QK_SHARED16 u32 grid_sh[F::G::SHARED_WORDS];
-    const u32* grid = mm_load_grid<typename F::G>(grid_sh, A, F::TAB);
+    // up to QK_IQ_SA_NTM tokens: lookups by address, sign tables
+    using L = IqLook<(NTM <= QK_IQ_SA_NTM), SignTab<F::SIGNS, (NTM <= QK_IQ_SA_NTM)>>;
+    QK_SHARED16 u32 sign_sh[L::Sg::G::SHARED_WORDS];
+    const TabRef sgt = mm_fill_signs<typename L::Sg>(sign_sh);
+    const TabRef grid = mm_load_grid<typename F::G>(grid_sh, A, F::TAB);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * F::BODY;
@@ -649,7 +739,7 @@ QK_UNROLL(QK_UNROLL_P4)
             const u32 ib = (u32)(k * S) + c.s;
             i32 ls;
             i32 sg[4];
-            F::template sub<WHOLE>(W, body, blk, ib, h, grid, &ls, sg);
+            F::template sub<WHOLE, L>(W, body, blk, ib, h, grid, sgt, &ls, sg);
             mm_l4_dot<NTM>(isum, sg, ls, aq, capw, b, ib, h);
         }
         mm_l4_chain<NTM, S>(acc, isum, xd, ad, capw, b);
@@ -853,7 +943,7 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
 template <class U, int PF>
 QK_DEV void mma_iq(const MmArgs& A) {
     QK_SHARED16 u32 grid_sh[U::G::SHARED_WORDS];
-    const u32* grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
+    const TabRef grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q, capw = J.capw;
@@ -916,8 +1006,8 @@ struct MmaIq2Pairs {
         u32 gi[4], sg[4], scb;
         QK_MEMBER void load(const u8* body, u32 ib) { P::parse(body, ib, gi, sg, &scb); }
         QK_MEMBER u32 scale(int half) const { return 2u * ((scb >> (4 * half)) & 0xfu) + 1u; }
-        QK_MEMBER u32 grid(const u32* g, int l) const {
-            const uint2 e = grid_e8<G>(g, gi[l >> 1]);
+        QK_MEMBER u32 grid(const TabRef& g, int l) const {
+            const uint2 e = grid_e8<G, true>(g, gi[l >> 1]);
             return (l & 1) ? e.y : e.x;
         }
         QK_MEMBER u32 signs(int l) const { return (sg[l >> 1] >> (4 * (l & 1))) & 0xfu; }

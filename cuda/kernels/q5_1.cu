@@ -27,7 +27,7 @@ struct UnitQ5_1 {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const u32 nib = (h ? qw[i] >> 4 : qw[i]) & 0x0f0f0f0fu;
-            q[i] = (i32)(nib | (qk_mask4((hd.y >> (16u * h + 4u * i)) & 0xfu) & 0x10101010u));
+            q[i] = (i32)(nib | qk_high4((hd.y >> (16u * h + 4u * i)) & 0xfu));
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
@@ -105,8 +105,8 @@ QK_UNROLL(1)
             const u32 qw = ld32(blk + 8u + 4u * q);
             dx[h] = qk_h2f((u16)(hd.x & 0xffffu));
             m[h] = qk_h2f((u16)(hd.x >> 16));
-            a[h] = (qw & 0x0f0f0f0fu) | (qk_mask4((hd.y >> (4u * q)) & 0xfu) & 0x10101010u);
-            a[2 + h] = ((qw >> 4) & 0x0f0f0f0fu) | (qk_mask4((hd.y >> (16u + 4u * q)) & 0xfu) & 0x10101010u);
+            a[h] = (qw & 0x0f0f0f0fu) | qk_high4((hd.y >> (4u * q)) & 0xfu);
+            a[2 + h] = ((qw >> 4) & 0x0f0f0f0fu) | qk_high4((hd.y >> (16u + 4u * q)) & 0xfu);
         }
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
