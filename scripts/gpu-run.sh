@@ -97,22 +97,24 @@ ncu) N=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | hea
     grep -E 'Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|^ +qk_|==ERROR|==PROF==' "$L" | head -16
   done 2>&1 | tee -a "$R/ncu.txt" ;;
 # What was written without a GPU (sessions 13-14), each against its off switch, kernel-only
-# (cuda_bench) unless said: the IQ grid copies (QK_GRID_REP=0: one copy), the NT 1 L2 prefetch
+# (cuda_bench) unless said: the IQ lane kernels' lookups (all off: one grid copy, signs computed,
+# generic addressing; then the grid copies alone; then the default: copies, sign tables, shared
+# addresses), the NT 1 L2 prefetch
 # distances (QK_PF1_*: 0, 2, 4), iq4_xs's NT 1 register budget (QK_MINB_W1 3, 4), q4_K's two-phase expert kernel (its note line, then the experts
 # table with it on), wgpu's grid copies (variants grid1 / default). Bits: run cparity and
 # wparity first (t_cuda_gpu runs the default build; QKERN_CUDA_NVRTC_OPTS applies to it too).
-# About 8 minutes: a call of its own.
+# About 9 minutes: a call of its own (UNMEASURED="cuda experts wgpu" picks parts).
 unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp4
   pf() { echo "-DQK_PF1_Q4K=$1 -DQK_PF1_Q5K=$1 -DQK_PF1_Q6K=$1 -DQK_PF1_IQ4XS=$1 -DQK_PF1_IQ=$1 -DQK_PF1_NV=$1"; }
-  { for v in "-DQK_GRID_REP=0|$IQ" "|$IQ,$KQ" "$(pf 2)|$IQ,$KQ" "$(pf 4)|$IQ,$KQ" "-DQK_MINB_W1=3|iq4_xs" "-DQK_MINB_W1=4|iq4_xs"; do o=${v%%|*}; f=${v##*|}
+  parts=${UNMEASURED:-cuda experts wgpu}
+  { [[ $parts == *cuda* ]] && for v in "-DQK_GRID_REP=0 -DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "|$IQ,$KQ" "$(pf 2)|$IQ,$KQ" "$(pf 4)|$IQ,$KQ" "-DQK_MINB_W1=3|iq4_xs" "-DQK_MINB_W1=4|iq4_xs"; do o=${v%%|*}; f=${v##*|}
       echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 200 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --formats "$f" 2>&1 | grep -E '^\| (q|iq|nv)|rror'
     done
-    echo "## experts, q4_K two-phase note, then QKERN_CUDA_KQ_MMK=1"
-    timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas --formats q4_K 2>&1 | grep -E 'two-phase|rror'
-    QKERN_CUDA_KQ_MMK=1 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'
-    echo "## wgpu grid copies"
-    timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants grid1,default --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'grid1|default|adapter|rror'
+    [[ $parts == *experts* ]] && { echo "## experts, q4_K two-phase note, then QKERN_CUDA_KQ_MMK=1"
+      timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas --formats q4_K 2>&1 | grep -E 'two-phase|rror'
+      QKERN_CUDA_KQ_MMK=1 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'; }
+    [[ $parts == *wgpu* ]] && echo "## wgpu grid copies" && timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants grid1,default --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'grid1|default|adapter|rror'
   } > "$R/unmeasured.txt" 2>&1; cat "$R/unmeasured.txt" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
