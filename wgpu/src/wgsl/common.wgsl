@@ -88,17 +88,23 @@ fn sext8(x: u32) -> i32 {
     return (bitcast<i32>(x << 24u)) >> 24u;
 }
 
-// Four bits b0..b3 -> bit 0 of bytes 0..3.
+// Four bits b0..b3 -> bit 0 of bytes 0..3: one multiply (its four shifted copies of the 4 bits
+// do not overlap) and a mask, instead of four masks, three shifts and three ors.
 fn spread4(b: u32) -> u32 {
-    return (b & 1u) | ((b & 2u) << 7u) | ((b & 4u) << 14u) | ((b & 8u) << 21u);
+    return ((b & 0xfu) * 0x00204081u) & 0x01010101u;
+}
+
+// Four bits b0..b3 -> bit 4 of bytes 0..3 (q5_1's fifth bits).
+fn high4(b: u32) -> u32 {
+    return ((b & 0xfu) * 0x02040810u) & 0x10101010u;
 }
 
 // Negate the bytes of `w` (each in 1..=127) where bit k of the 4-bit `bits` is set:
 // `(w ^ 0xff) + 1` per byte. No carry crosses a byte because no grid byte is 0
 // (the iq2 grids hold 8, 25, 43; the iq3 grids 4..62).
 fn neg_bytes(w: u32, bits: u32) -> u32 {
-    let m = spread4(bits) * 0xffu;
-    return (w ^ m) + (m & 0x01010101u);
+    let e = spread4(bits);
+    return (w ^ (e * 0xffu)) + e;
 }
 
 // `ksigns_iq2xs[k]`: the 7 sign bits of k and their parity in bit 7.

@@ -15,10 +15,10 @@ fn step(k0: u32, G: u32, b: u32, h: u32, st: ptr<function, St>) {
     let m = f16f(hd.x >> 16u);
     let qh = hd.y >> (16u * h);
     let q = vec4<u32>(
-        (pp.x & 0x0f0f0f0fu) | (spread4(qh & 0xfu) << 4u),
-        ((pp.x >> 4u) & 0x0f0f0f0fu) | (spread4((qh >> 4u) & 0xfu) << 4u),
-        (pp.y & 0x0f0f0f0fu) | (spread4((qh >> 8u) & 0xfu) << 4u),
-        ((pp.y >> 4u) & 0x0f0f0f0fu) | (spread4((qh >> 12u) & 0xfu) << 4u),
+        (pp.x & 0x0f0f0f0fu) | (high4(qh & 0xfu)),
+        ((pp.x >> 4u) & 0x0f0f0f0fu) | (high4((qh >> 4u) & 0xfu)),
+        (pp.y & 0x0f0f0f0fu) | (high4((qh >> 8u) & 0xfu)),
+        ((pp.y >> 4u) & 0x0f0f0f0fu) | (high4((qh >> 12u) & 0xfu)),
     );
     for (var t = 0u; t < NT; t++) {
         (*st).summs[t] = (*st).summs[t] + m * as1(t, b);
