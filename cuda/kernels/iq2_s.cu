@@ -42,7 +42,7 @@ MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 // qs[4 ib + e] | ((qh[ib] >> 2e) & 3) << 8 with sign byte qs[32 + 4 ib + e]; the scale byte is
 // scales[ib].
 struct MmaIq2S {
-    static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
+    static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u, SIGNS = 256u;
     using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const u32 qsw = ld32(body + 4u * ib), sgw = ld32(body + 32u + 4u * ib), qhb = ld8(body + 64u + ib);

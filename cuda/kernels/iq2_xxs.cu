@@ -39,14 +39,14 @@ MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 4)
 // On tensor cores (mm_common.cuh mma_iq, MmaIq2Pairs): entry e of sub-block ib is grid index
 // byte e of its first word with ksigns of bits 7e.. of the second; one scale for all 8 lanes.
 struct MmaIq2Xxs {
-    static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
+    static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u, SIGNS = 128u;
     using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const uint2 e = ld64(body + 8u * ib);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             gi[k] = wbyte(e.x, (u32)k);
-            sg[k] = ksigns((e.y >> (7 * k)) & 127u);
+            sg[k] = (e.y >> (7 * k)) & 127u;  // a ksigns index
         }
         *scb = (e.y >> 28) * 0x11u;
     }

@@ -64,7 +64,7 @@ MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)
 // On tensor cores (mm_common.cuh mma_iq): lane l of sub-block ib is grid entry qs[8 ib + l] | qh bit l
 // << 8, signed by bits 4l.. of the sub-block's sign word; grid bytes <= 15: base-16 digits.
 struct MmaIq3S {
-    static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
+    static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u, SIGNS = 256u;
     using G = GridRep<GRID_WORDS, 1>;
     static constexpr int R = 16, ND = 2;
     static constexpr float SCALE = 1.0f;
@@ -81,7 +81,7 @@ struct MmaIq3S {
         }
         QK_MEMBER u32 scale(int) const { return sc; }
         QK_MEMBER u32 grid(const TabRef& g, int l) const { return grid_e4<G, true>(g, ((qh << (8 - l)) & 256u) | wbyte(qs[l >> 2], (u32)(l & 3))); }
-        QK_MEMBER u32 signs(int l) const { return (sgw >> (4 * l)) & 0xfu; }
+        QK_MEMBER u32 sign_k(int l) const { return wbyte(sgw, (u32)(l >> 1)); }
     };
 };
 QK_DEV void mma_iq3_s(const MmArgs& A) { mma_iq<MmaIq3S, QK_PF_MMA_IQ>(A); }

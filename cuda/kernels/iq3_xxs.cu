@@ -40,7 +40,7 @@ MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)
 // On tensor cores (mm_common.cuh mma_iq): lane l of sub-block ib is grid entry qs[8 ib + l], signed
 // by bits 4 (l & 1).. of ksigns of sign group l >> 1 of aux[ib]; grid bytes <= 62: base-5 digits.
 struct MmaIq3Xxs {
-    static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u;
+    static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u, SIGNS = 128u;
     using G = GridRep<GRID_WORDS, 1>;
     static constexpr int R = 5, ND = 3;
     static constexpr float SCALE = 0.25f;
@@ -54,7 +54,7 @@ struct MmaIq3Xxs {
         }
         QK_MEMBER u32 scale(int) const { return 2u * (aux >> 28) + 1u; }
         QK_MEMBER u32 grid(const TabRef& g, int l) const { return grid_e4<G, true>(g, wbyte(qs[l >> 2], (u32)(l & 3))); }
-        QK_MEMBER u32 signs(int l) const { return (ksigns((aux >> (7 * (l >> 1))) & 127u) >> (4 * (l & 1))) & 0xfu; }
+        QK_MEMBER u32 sign_k(int l) const { return (aux >> (7 * (l >> 1))) & 127u; }
     };
 };
 QK_DEV void mma_iq3_xxs(const MmArgs& A) { mma_iq<MmaIq3Xxs, QK_PF_MMA_IQ>(A); }

@@ -631,9 +631,11 @@ QK_DEV u32 ksigns(u32 k) { return k | (((u32)qk_popc(k) & 1u) << 7); }
 // spreads, their masks); looked up, an 8-byte entry (e of the low nibble, e of the high) from a
 // shared table of the 128 indices (iq2_xxs, iq2_xs, iq3_xxs) or 256 bytes (iq2_s, iq3_s),
 // replicated as the grids are (GridRep, 16 KiB a CTA), in the lane kernels up to QK_IQ_SA_NTM
-// tokens. sm_90 SASS of the NT 1 block loops, session 13's kernels -> these tables, lookups by
-// address and PRMT byte picks: iq2_xxs 626 -> 421 instructions, iq2_xs 582 -> 456, iq2_s 608
-// -> 467, iq3_xxs 678 -> 511, iq3_s 670 -> 561. QK_SIGN_TAB=0: computed (with qk_sign_bytes).
+// tokens and in the tensor-core kernels (mma_iq: the masks e * 0xff). sm_90 SASS of the block
+// loops, session 13's kernels -> these tables, lookups by address and PRMT byte picks: NT 1
+// lanes iq2_xxs 626 -> 421 instructions, iq2_xs 582 -> 456, iq2_s 608 -> 467, iq3_xxs 678 ->
+// 511, iq3_s 670 -> 561; tensor cores (NT 2-8) 954 -> 824, 981 -> 844, 937 -> 849, 1160 ->
+// 1037, 901 -> 829. QK_SIGN_TAB=0: computed (with qk_sign_bytes).
 // The bytes, hence the bits, are the same either way.
 #ifndef QK_SIGN_TAB
 #define QK_SIGN_TAB 1
@@ -936,13 +938,17 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
 // The IQ2/IQ3 formats on tensor cores (iq_mma_lane). Thread q holds sub-blocks q (k = 4q..) and
 // q + 4 (k = 16+4q..); `U::Sub` is one sub-block read from the body (`load`), giving lane l's 4
 // grid bytes (`grid`: lanes 2e, 2e + 1 of the 8-byte IQ2 entries load one entry, which the
-// unrolled loop shares), its 4 sign bits (`signs`) and the scale 2 ls + 1 of lanes 0-3 / 4-7
+// unrolled loop shares), the sign-table index of its 4 sign bits (`sign_k`: the byte of lanes
+// 2 (l >> 1), + 1; SignTab U::SIGNS) and the scale 2 ls + 1 of lanes 0-3 / 4-7
 // (`scale(half)`: iq2_xs and iq2_s scale per 16 elements). U::R, U::ND: the scale digits (grid
 // bytes <= 43: base 6, 2 digits; iq3_xxs's <= 62: base 5, 3; iq3_s's <= 15: base 16, 2); the
 // result is U::SCALE * hsum_float_8 (0.125, 0.25 or 1).
 template <class U, int PF>
 QK_DEV void mma_iq(const MmArgs& A) {
     QK_SHARED16 u32 grid_sh[U::G::SHARED_WORDS];
+    using SG = SignTab<U::SIGNS>;
+    QK_SHARED16 u32 sign_sh[SG::G::SHARED_WORDS];
+    const TabRef sgt = mm_fill_signs<SG>(sign_sh);
     const TabRef grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
@@ -983,7 +989,8 @@ QK_UNROLL(1)
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 v[k] = sub[k].grid(grid, l);
-                m[k] = qk_mask4(sub[k].signs(l));
+                const uint2 e = sign_e<SG>(sgt, sub[k].sign_k(l));  // lanes 2 (l >> 1), +1
+                m[k] = ((l & 1) ? e.y : e.x) * 0xffu;
             }
             i32 lane[4];
             iq_mma_lane<U::R, U::ND>(v, m, dg[l >> 2], bv, lane);
@@ -995,10 +1002,11 @@ QK_UNROLL(1)
 }
 
 // iq2_xs and iq2_s: sub-blocks of 4 grid entries of 8 bytes (lanes 2e, 2e + 1) with 8 signs each;
-// `U::parse` gives the 4 grid indices, 4 sign bytes and the scale byte (low nibble: lanes 0-3).
+// `U::parse` gives the 4 grid indices, 4 sign-table indices (P::SIGNS: ksigns indices or sign
+// bytes) and the scale byte (low nibble: lanes 0-3).
 template <class P>
 struct MmaIq2Pairs {
-    static constexpr u32 BODY = P::BODY, TAB = P::TAB;
+    static constexpr u32 BODY = P::BODY, TAB = P::TAB, SIGNS = P::SIGNS;
     using G = typename P::G;
     static constexpr int R = 6, ND = 2;
     static constexpr float SCALE = 0.125f;
@@ -1010,6 +1018,6 @@ struct MmaIq2Pairs {
             const uint2 e = grid_e8<G, true>(g, gi[l >> 1]);
             return (l & 1) ? e.y : e.x;
         }
-        QK_MEMBER u32 signs(int l) const { return (sg[l >> 1] >> (4 * (l & 1))) & 0xfu; }
+        QK_MEMBER u32 sign_k(int l) const { return sg[l >> 1]; }
     };
 };
