@@ -98,7 +98,11 @@ MM_KERNELS_L4(q6_k, mm_q6_k, 4)
 // (k = 4q..) and is_b = is_a + 2 (k = 16+4q..), the low and high nibbles of the same ql bytes
 // and bits 2k / 2k + 4 of the same qh bytes (k = q & 1). The lane sums can exceed 2^24: converted
 // with I2F (round to nearest, as _mm256_cvtepi32_ps).
-template <int PF>
+// LAZY (a budget of 2 CTAs, QK_MINB_MMA_Q6K = 2: 128 registers): the quant words of lanes 4-7
+// and the bsums loaded where used, not with the block's other loads, so that ptxas spills 32
+// bytes instead of 184 (sm_90 ptxas; session 10 measured (2, 2) at 1869 GB/s NT 8 against
+// 1949 for (1, 2) with 184 bytes spilled). Not yet measured.
+template <int PF, bool LAZY>
 QK_DEV void mma_q6_k_body(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
@@ -114,32 +118,38 @@ QK_DEV void mma_q6_k_body(const MmArgs& A) {
     mma_zero(acc);
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
-        u32 ql[2][8], qh[2][8], sw[2][4], dig[2][2][4];  // dig[h][a/b][i]: digit i of su, byte = half
+        u32 ql[2][8], qh[2][8], sw[2][4], su[2][2];  // su[h][a/b]: the offset scales su, byte = half
+        const u8* body[2] = {w[0] + 208u * b, w[1] + 208u * b};
         float xd[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const u8* body = w[h] + 208u * b;
-            mm_pf<PF, true>(body + 208u * PF, b, nb, 208u, q);
-            ld_body<8, 16>(body + 64u * j + 32u * k, ql[h]);
-            ld_body<8, 16>(body + 128u + 32u * j, qh[h]);
-            ld_body<4, 16>(body + 192u, sw[h]);
+            mm_pf<PF, true>(body[h] + 208u * PF, b, nb, 208u, q);
+            ld_body<LAZY ? 4 : 8, 16>(body[h] + 64u * j + 32u * k, ql[h]);
+            ld_body<LAZY ? 4 : 8, 16>(body[h] + 128u + 32u * j, qh[h]);
+            ld_body<4, 16>(body[h] + 192u, sw[h]);
             xd[h] = qk_h2f(qk_ld(wd[h] + b));
-            // scales[2 is + half] of is_a / is_b: byte 2k + half of scale word 2j / 2j + 1
-            const u32 wa = (j ? sw[h][2] : sw[h][0]) ^ 0x80808080u, wb = (j ? sw[h][3] : sw[h][1]) ^ 0x80808080u;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                dig[h][0][i] = ((wa >> (16u * k)) >> (2 * i)) & 0x0303u;  // half 0 in byte 0, half 1 in byte 1
-                dig[h][1][i] = ((wb >> (16u * k)) >> (2 * i)) & 0x0303u;
-            }
+            // scales[2 is + half] of is_a / is_b: byte 2k + half of scale word 2j / 2j + 1; digit
+            // i of su at bits 2i of its byte
+            su[h][0] = ((j ? sw[h][2] : sw[h][0]) ^ 0x80808080u) >> (16u * k);
+            su[h][1] = ((j ? sw[h][3] : sw[h][1]) ^ 0x80808080u) >> (16u * k);
         }
         float d[4];
         mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
-        u32 bsw[2][8];  // the 16 bsums of tokens 2q, 2q + 1 (bsums[2L], bsums[2L + 1] in word L)
+        // the 16 bsums of tokens 2q, 2q + 1 (bsums[2L], bsums[2L + 1] in word L)
+        const u32* bsp[2] = {(const u32*)(bs + ((u64)tk[0] * nb + b) * 16u), (const u32*)(bs + ((u64)tk[1] * nb + b) * 16u)};
+        u32 bsw[2][8];
+        if (!LAZY)
 #pragma unroll
-        for (int t = 0; t < 2; ++t) ld_body<8, 16>((const u8*)(bs + ((u64)tk[t] * nb + b) * 16u), bsw[t]);
+            for (int t = 0; t < 2; ++t) ld_body<8, 16>((const u8*)bsp[t], bsw[t]);
         const u32* ab = aq + (u64)(64u * b + 8u * (4u * j + k)) * capw;  // q8 words of is_a (+16 words: is_b)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
+            if (LAZY && l == 4)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    ld_body<4, 16>(body[h] + 64u * j + 32u * k + 16u, ql[h] + 4);
+                    ld_body<4, 16>(body[h] + 128u + 32u * j + 16u, qh[h] + 4);
+                }
             const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(16 + l) * capw)};
             const int half = l >> 2;
             u32 qa[2], qb[2];
@@ -154,8 +164,10 @@ QK_UNROLL(1)
             for (int h = 0; h < 2; ++h) {
                 const u32 scp = sw[h][l >> 1];
 #pragma unroll
-                for (int t = 0; t < 2; ++t)
-                    corr[2 * h + t] = (l & 1) ? qk_dp2a_hi((i32)bsw[t][l], (i32)scp, 0) : qk_dp2a_lo((i32)bsw[t][l], (i32)scp, 0);
+                for (int t = 0; t < 2; ++t) {
+                    const i32 bw = (i32)(LAZY ? qk_ld(bsp[t] + l) : bsw[t][l]);
+                    corr[2 * h + t] = (l & 1) ? qk_dp2a_hi(bw, (i32)scp, 0) : qk_dp2a_lo(bw, (i32)scp, 0);
+                }
             }
             i32 tsum[4], y[4];
             {
@@ -167,8 +179,8 @@ QK_UNROLL(1)
                 u32 ai[4];
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    ai[h] = qa[h] * ((dig[h][0][i] >> (8 * half)) & 0xffu);
-                    ai[2 + h] = qb[h] * ((dig[h][1][i] >> (8 * half)) & 0xffu);
+                    ai[h] = qa[h] * ((su[h][0] >> (8 * half + 2 * i)) & 3u);
+                    ai[2 + h] = qb[h] * ((su[h][1] >> (8 * half + 2 * i)) & 3u);
                 }
                 i32 ci[4];
                 qk_mma_u8s8(ai, bv, i == 3 ? cz : tsum, ci);
@@ -184,7 +196,7 @@ QK_UNROLL(1)
     }
     mma_finish<false>(A, c, acc, 1.0f);
 }
-QK_DEV void mma_q6_k(const MmArgs& A) { mma_q6_k_body<QK_PF_MMA_Q6K>(A); }
+QK_DEV void mma_q6_k(const MmArgs& A) { mma_q6_k_body<QK_PF_MMA_Q6K, (QK_MINB_MMA_Q6K >= 2)>(A); }
 MMA_KERNEL(q6_k, mma_q6_k, QK_MINB_MMA_Q6K)
 
 QK_DEV float deq_q6_k(const u8* body, u32 d16, u32 e, const u32*) {
