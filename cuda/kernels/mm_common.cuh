@@ -322,11 +322,30 @@ QK_DEV void mm_l4_finish(const MmArgs& A, const MmCtxW& c, float (*acc)[4], floa
 
 enum { MmPlain = 0, MmSumms = 1, MmPairs = 2 };
 
+// The two-phase kernels' shared arrays, padded so that phase 1's stores do not collide in the
+// banks: a warp's 32 threads are (half, row, unit) = 2 x 4 x 4, each storing its 4 lanes x NTM
+// tokens at the same offsets of its own (row, unit) record; unpadded, every record starts at a
+// multiple of 32 words and the 32 threads hit the banks of 2 (NT 4: 16-way replays; Nsight
+// Compute, H200 session 13: 81 % of the q5_1 expert's shared wavefronts in excess, L1 74 %
+// busy). Records of 8 NTM + 1 words and rows of MMK_UMAX records plus 4 (NTM <= 2: 8 NTM)
+// words: every store at most 2 wavefronts (NT 4: 1), phase 2's loads at most 2.4 (bank model
+// over NT 1..8). The values, hence the bits, are the same.
+template <int NTM>
+struct MmkPad {
+    static constexpr u32 XU = 8u * NTM + 1u, XR = MMK_UMAX * XU + (NTM <= 2 ? 8u * NTM : 4u);
+    static constexpr u32 DU = 2u * NTM + 1u, DR = MMK_UMAX * DU + 4u;
+    static constexpr u32 MR = MMK_UMAX + 1u;
+    static QK_MEMBER u32 x(u32 r, u32 u, u32 lane, u32 t) { return r * XR + u * XU + lane * NTM + t; }
+    static QK_MEMBER u32 d(u32 r, u32 u, u32 h, u32 t) { return r * DR + u * DU + h * NTM + t; }
+    static QK_MEMBER u32 m(u32 r, u32 u) { return r * MR + u; }
+};
+
 template <class U, int CH, int NTM>
 QK_DEV void mmk_body(const MmArgs& A) {
-    QK_SHARED i32 X[MMK_R][MMK_UMAX][8][NTM];
-    QK_SHARED float D[MMK_R][MMK_UMAX][2][NTM];
-    QK_SHARED float M[MMK_R][MMK_UMAX];
+    using P = MmkPad<NTM>;
+    QK_SHARED i32 X[MMK_R * P::XR];
+    QK_SHARED float D[MMK_R * P::DR];
+    QK_SHARED float M[MMK_R * P::MR];
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob& J = A.jobs[j];
@@ -344,10 +363,10 @@ QK_DEV void mmk_body(const MmArgs& A) {
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) X[r][u][4u * h + i][t] = isum[i][t];
-            D[r][u][h][t] = d[t];
+            for (int i = 0; i < 4; ++i) X[P::x(r, u, 4u * h + i, t)] = isum[i][t];
+            D[P::d(r, u, h, t)] = d[t];
         }
-        if (h == 0) M[r][u] = m;
+        if (h == 0) M[P::m(r, u)] = m;
     }
     qk_sync();
     const u32 p = tid;
@@ -358,25 +377,25 @@ QK_DEV void mmk_body(const MmArgs& A) {
         float a1 = 0.0f, a2 = 0.0f;
         const u32 pairs = units / 2u;
         for (u32 q = 0; q < pairs; ++q) {
-            a1 = qk_fma(D[r][2 * q][l >> 2][t], qk_unbias(X[r][2 * q][l][t]), a1);
-            a2 = qk_fma(D[r][2 * q + 1][l >> 2][t], qk_unbias(X[r][2 * q + 1][l][t]), a2);
+            a1 = qk_fma(D[P::d(r, 2 * q, l >> 2, t)], qk_unbias(X[P::x(r, 2 * q, l, t)]), a1);
+            a2 = qk_fma(D[P::d(r, 2 * q + 1, l >> 2, t)], qk_unbias(X[P::x(r, 2 * q + 1, l, t)]), a2);
         }
         res = qk_hsum8(qk_add(a1, a2));
         if (units & 1u) {
-            i32 tot = qk_unbias_sum((u32)X[r][units - 1][l][t], 1);
+            i32 tot = qk_unbias_sum((u32)X[P::x(r, units - 1, l, t)], 1);
             tot += qk_shfl_xor_i(tot, 4);
             tot += qk_shfl_xor_i(tot, 2);
             tot += qk_shfl_xor_i(tot, 1);
-            res = qk_fma(D[r][units - 1][0][t], qk_i2f(tot), res);
+            res = qk_fma(D[P::d(r, units - 1, 0, t)], qk_i2f(tot), res);
         }
     } else {
         float acc = 0.0f;
-        for (u32 u = 0; u < units; ++u) acc = qk_fma(D[r][u][l >> 2][t], qk_unbias(X[r][u][l][t]), acc);
+        for (u32 u = 0; u < units; ++u) acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
         res = qk_hsum8(acc);
         if (CH == MmSumms) {
             const float* as = (const float*)J.a_x + t;
             float summs = 0.0f;
-            for (u32 u = 0; u < units; ++u) summs = qk_fma(M[r][u], qk_ld(as + (u64)u * J.capw), summs);
+            for (u32 u = 0; u < units; ++u) summs = qk_fma(M[P::m(r, u)], qk_ld(as + (u64)u * J.capw), summs);
             res = qk_add(res, summs);
         }
     }

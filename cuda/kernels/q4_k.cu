@@ -71,12 +71,22 @@ MMA_KERNEL(q4_k, mma_q4_k, QK_MINB_MMA_Q4K)
 // shuffles; lanes 0-3 of the group also run the 4-lane mins chain (m0 + m2) + (m1 + m3), as
 // mm_q4_k. The lane sums are exact integers below 2^22, so their conversion is any exact one.
 #define KQK_BMAX 16
+// The shared arrays' rows (r) padded by 4 words (1 for D, DM) so that the 8 storing threads of a
+// warp (row x half) do not collide in the banks (as MmkPad).
+template <int NTM>
+struct KqkPad {
+    static constexpr u32 XR = KQK_BMAX * 8u * NTM + 4u, PR = KQK_BMAX * NTM * 4u + 4u, DR = KQK_BMAX * NTM + 1u;
+    static QK_MEMBER u32 x(u32 r, u32 b, u32 lane, u32 t) { return r * XR + (b * 8u + lane) * NTM + t; }
+    static QK_MEMBER u32 p(u32 r, u32 b, u32 t, u32 m) { return r * PR + (b * NTM + t) * 4u + m; }
+    static QK_MEMBER u32 d(u32 r, u32 b, u32 t) { return r * DR + b * NTM + t; }
+};
 template <int NTM>
 QK_DEV void mmk_q4_k_body(const MmArgs& A) {
-    QK_SHARED i32 X[MMK_R][KQK_BMAX][8][NTM];
-    QK_SHARED i32 P[MMK_R][KQK_BMAX][NTM][4];
-    QK_SHARED float D[MMK_R][KQK_BMAX][NTM];
-    QK_SHARED float DM[MMK_R][KQK_BMAX][NTM];
+    using K = KqkPad<NTM>;
+    QK_SHARED i32 X[MMK_R * K::XR];
+    QK_SHARED i32 P[MMK_R * K::PR];
+    QK_SHARED float D[MMK_R * K::DR];
+    QK_SHARED float DM[MMK_R * K::DR];
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob& J = A.jobs[j];
@@ -112,14 +122,14 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
                         sh * qk_dp4a((i32)((qw >> 4) & 0x0f0f0f0fu), (i32)ahi[t], 0);
                 v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 1));
                 v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 2));
-                if (store && s == 0) X[r][b][4u * h + (u32)i][t] = v;
+                if (store && s == 0) X[K::x(r, b, 4u * h + (u32)i, t)] = v;
             }
         }
         if (store && s == 0 && h == 0) {
             float da[NTM];
             ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) D[r][b][t] = qk_mul(da[t], xd);
+            for (int t = 0; t < NTM; ++t) D[K::d(r, b, t)] = qk_mul(da[t], xd);
         }
         if (store && s == 1 && h == 0) {
 #pragma unroll
@@ -130,9 +140,9 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
                     dmin = qk_mul(-qk_ld(ad + (u64)b * capw + (u32)t), xdmin);
                     kq_mins_prod(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
                 }
-                DM[r][b][t] = dmin;
+                DM[K::d(r, b, t)] = dmin;
 #pragma unroll
-                for (int m = 0; m < 4; ++m) P[r][b][t][m] = prod[m];
+                for (int m = 0; m < 4; ++m) P[K::p(r, b, t, m)] = prod[m];
             }
         }
     }
@@ -141,9 +151,9 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     if (p >= MMK_R * NTM * 8u) return;  // whole warps (MMK_R * 8 == 32): no shuffle is split
     const u32 l = p & 7u, t = (p >> 3) % NTM, r = p / (8u * NTM);
     float acc = 0.0f, am = 0.0f;
-    for (u32 b = 0; b < nb; ++b) acc = qk_fma(D[r][b][t], qk_i2f(X[r][b][l][t]), acc);
+    for (u32 b = 0; b < nb; ++b) acc = qk_fma(D[K::d(r, b, t)], qk_i2f(X[K::x(r, b, l, t)]), acc);
     if (l < 4u)
-        for (u32 b = 0; b < nb; ++b) am = qk_fma(DM[r][b][t], qk_i2f(P[r][b][t][l]), am);
+        for (u32 b = 0; b < nb; ++b) am = qk_fma(DM[K::d(r, b, t)], qk_i2f(P[K::p(r, b, t, l)]), am);
     const float hs = qk_hsum8(acc);
     am = qk_add(am, qk_shfl_xor(am, 2));  // l = 0: m0 + m2, l = 1: m1 + m3
     am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
