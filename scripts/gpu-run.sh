@@ -111,8 +111,8 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
       echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 200 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --formats "$f" 2>&1 | grep -E '^\| (q|iq|nv)|rror'
     done
-    [[ $parts == *experts* ]] && { echo "## experts, q4_K two-phase note, then QKERN_CUDA_KQ_MMK=1"
-      timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas --formats q4_K 2>&1 | grep -E 'two-phase|rror'
+    [[ $parts == *experts* ]] && { echo "## experts (the two-phase kernels' padded shared arrays; the q4_K two-phase note), then QKERN_CUDA_KQ_MMK=1"
+      timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|two-phase|rror'
       QKERN_CUDA_KQ_MMK=1 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'; }
     [[ $parts == *wgpu* ]] && echo "## wgpu grid copies" && timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants grid1,default --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'grid1|default|adapter|rror'
   } > "$R/unmeasured.txt" 2>&1; cat "$R/unmeasured.txt" ;;
