@@ -39,6 +39,7 @@ QK_UNROLL(QK_UNROLL_IQ)
         for (int k = 0; k < 4; ++k)
 #pragma unroll
             for (int t = 0; t < NTM; ++t) isum[k][t] = 0;
+        const u8* ab = (const u8*)act_at((const u8*)aq, 64u * b + 8u * c.s + 2u * h, 4u * capw);  // word 2h of sub-block s
 #pragma unroll
         for (int i = 0; i < 8 / S; ++i) {
             const u32 ib = (u32)(i * S) + c.s;
@@ -51,7 +52,7 @@ QK_UNROLL(QK_UNROLL_IQ)
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 u32 av[NTM];
-                ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib + mm_lane_w(h, k)) * capw, av);
+                ld_tok<NTM>(act_at(ab, 8u * (u32)(i * S) + mm_lane_w(0u, k), 4u * capw), av);
 #pragma unroll
                 for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[t], 0);
             }

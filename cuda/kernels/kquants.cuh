@@ -64,6 +64,7 @@ QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, f
 #pragma unroll
     for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
     const i32 bias0 = !Q5 && s == 0 ? QK_BIAS : 0;
+    const u8* ab = (const u8*)act_at((const u8*)aq, 64u * b + 16u * s + 4u * h, 4u * capw);  // word 4h of pair s
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const u32 qhw = q4w(qhv, i);
@@ -78,10 +79,9 @@ QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, f
                               : (i32)(qw & 0x0f0f0f0fu);
             const i32 hi = Q5 ? (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4))
                               : (i32)((qw >> 4) & 0x0f0f0f0fu);
-            const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
             u32 alo[NTM], ahi[NTM];
-            ld_tok<NTM>(a, alo);
-            ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+            ld_tok<NTM>(act_at(ab, 16u * (u32)(k * S) + (u32)i, 4u * capw), alo);
+            ld_tok<NTM>(act_at(ab, 16u * (u32)(k * S) + 8u + (u32)i, 4u * capw), ahi);
 #pragma unroll
             for (int t = 0; t < NTM; ++t)
                 isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);

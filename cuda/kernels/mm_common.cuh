@@ -80,6 +80,12 @@ QK_DEV void ld_tok(const u32* p, u32* w) {
     }
 }
 
+// Activation word (q8_K) or quad (q8_0 / q8_1) `off` units past `base`, the units `capb` bytes
+// apart (capw times the unit's bytes): one IMAD.WIDE a load (off * capb + base) where ptxas
+// otherwise rebuilds a 64-bit product of the whole index per load (sm_90 SASS: five
+// instructions an activation load in iq4_xs's NT 1 loop).
+QK_DEV const u32* act_at(const u8* base, u32 off, u32 capb) { return (const u32*)(base + (u64)off * capb); }
+
 // q8_0 / q8_1 activation quad q (quant words 4q..4q+3, elements 16q..16q+15) of token t: one
 // 16-byte load (layout.rs `ActLayout`: quad q of token t at q*capw + t).
 QK_DEV uint4 ld_aq(const u32* aq, u64 q, u32 capw, u32 t) { return qk_ld((const uint4*)aq + q * capw + t); }

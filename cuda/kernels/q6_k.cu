@@ -45,6 +45,7 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
             const u32 sw = wi < 2 ? (wi == 0 ? sc16.x : sc16.y) : (wi == 2 ? sc16.z : sc16.w);
             sc[k8] = (i32)(i8)(u8)(sw >> (16u * (is & 1u) + 8u * h));
         }
+        const u8* ab = (const u8*)act_at((const u8*)aq, 64u * b + 4u * h + 8u * c.s, 4u * capw);  // word 4h of sub-block s
         float da[NTM], d[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
@@ -65,7 +66,7 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
                 const u32 qhw = q4w(qhv[k8], i);
                 const i32 qq = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
                 u32 av[NTM];
-                ld_tok<NTM>(aq + (u64)(64u * b + 8u * is + 4u * h + (u32)i) * capw, av);
+                ld_tok<NTM>(act_at(ab, 8u * (u32)(k8 * S) + (u32)i, 4u * capw), av);
 #pragma unroll
                 for (int t = 0; t < NTM; ++t) isum[t] += sc[k8] * qk_dp4a(qq, (i32)av[t], 0);
             }
