@@ -415,6 +415,14 @@ pub(crate) fn load_i8x16(x: &[i8; 16]) -> __m128i {
     unsafe { _mm_loadu_si128(x.as_ptr().cast()) }
 }
 
+/// `_mm_loadl_epi64` of 8 int8 (the upper half zero): folds into a `vpmovsx*` memory operand.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn load_i8x8(x: &[i8; 8]) -> __m128i {
+    // SAFETY: `x` is a live 8-byte array; `loadl` reads exactly 8 bytes, unaligned.
+    unsafe { _mm_loadl_epi64(x.as_ptr().cast()) }
+}
+
 /// `_mm_loadu_si128` of 8 int16.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
