@@ -100,14 +100,15 @@ ncu) N=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | hea
 # (cuda_bench) unless said: the IQ lane kernels' lookups (all off: one grid copy, signs computed,
 # generic addressing; then the grid copies alone; then the default: copies, sign tables, shared
 # addresses), the NT 1 L2 prefetch
-# distances (QK_PF1_*: 0, 2, 4), iq4_xs's NT 1 register budget (QK_MINB_W1 3, 4), q6_K's tensor cores on 2 CTAs (QK_MINB_MMA_Q6K=2, lazy loads), q4_K's two-phase expert kernel (its note line, then the experts
+# distances (QK_PF1_*: 0, 2, 4), iq4_xs's NT 1 register budget (QK_MINB_W1 3, 4), q6_K's tensor cores on 2 CTAs (QK_MINB_MMA_Q6K=2, lazy loads), the
+# 32-element formats' row kernels at NT 1-2 on 4 CTAs (QK_MINB_R12=4), q4_K's two-phase expert kernel (its note line, then the experts
 # table with it on), wgpu's grid copies (variants grid1 / default). Bits: run cparity and
 # wparity first (t_cuda_gpu runs the default build; QKERN_CUDA_NVRTC_OPTS applies to it too).
 # About 9 minutes: a call of its own (UNMEASURED="cuda experts wgpu" picks parts).
 unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp4
   pf() { echo "-DQK_PF1_Q4K=$1 -DQK_PF1_Q5K=$1 -DQK_PF1_Q6K=$1 -DQK_PF1_IQ4XS=$1 -DQK_PF1_IQ=$1 -DQK_PF1_NV=$1"; }
   parts=${UNMEASURED:-cuda experts wgpu}
-  { [[ $parts == *cuda* ]] && for v in "-DQK_GRID_REP=0 -DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "|$IQ,$KQ" "$(pf 2)|$IQ,$KQ" "$(pf 4)|$IQ,$KQ" "-DQK_MINB_W1=3|iq4_xs" "-DQK_MINB_W1=4|iq4_xs" "-DQK_MINB_MMA_Q6K=2|q6_K"; do o=${v%%|*}; f=${v##*|}
+  { [[ $parts == *cuda* ]] && for v in "-DQK_GRID_REP=0 -DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "|$IQ,$KQ" "$(pf 2)|$IQ,$KQ" "$(pf 4)|$IQ,$KQ" "-DQK_MINB_W1=3|iq4_xs" "-DQK_MINB_W1=4|iq4_xs" "-DQK_MINB_MMA_Q6K=2|q6_K" "-DQK_MINB_R12=4|q5_1,iq4_nl,q8_0,nvfp4"; do o=${v%%|*}; f=${v##*|}
       echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 200 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --formats "$f" 2>&1 | grep -E '^\| (q|iq|nv)|rror'
     done

@@ -131,6 +131,10 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #ifndef QK_MINB_R
 #define QK_MINB_R 2  // one-thread-per-row kernels (mm_common.cuh mmr_body): resident 256-thread CTAs asked of ptxas
 #endif
+#ifndef QK_MINB_R12
+#define QK_MINB_R12 QK_MINB_R  // the same at NT 1 and 2 (iq4_nl's NT 1 row kernel takes 88 registers with 2: 25 %
+                               // occupancy; ptxas fits it in 64 with 4, no spill, as q5_1's, nvfp4's, q8_0's; not measured)
+#endif
 #ifndef QK_MINB_B1
 #define QK_MINB_B1 1  // 32-element formats, NTM = 1: resident 256-thread CTAs asked of ptxas
 #endif

@@ -514,7 +514,7 @@ QK_UNROLL(1)
 
 #define MMR_KERNEL_1(fmt, U, CH, NTM)                                                    \
     QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM>(A); }          \
-    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, QK_MINB_R)
+    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_R12 : QK_MINB_R)
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
 
