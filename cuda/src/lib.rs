@@ -28,7 +28,11 @@
 //!   saying which (cudarc would panic; the libraries are probed first).
 //!
 //! The kernel sources also build as host C++ for an emulator (`cuda/emu/`), which the tests
-//! use to check every kernel's bits against the scalar reference on machines without a GPU.
+//! use to check every kernel's bits against the scalar reference on machines without a GPU
+//! (`QKERN_EMU_DEFINES` builds them with other compile-time knobs). Without a GPU too,
+//! `cuda/scripts/ptxas-report.sh` prints every kernel's registers and spills and
+//! `cuda/scripts/sass-loop.sh` a kernel's block-loop instruction mix, both for sm_90 with
+//! ptxas from PyPI.
 
 pub mod args;
 mod backend;
