@@ -434,7 +434,9 @@ pub(crate) const COOP_ROWS: u32 = 32;
 /// the lane-pair index of the vector components is a constant.
 pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<String> {
     let body = coop_body(f)?;
-    let o = MmSrc { rows: COOP_ROWS, ..*c };
+    // One grid copy: the tiles' staging takes some 16 KiB of workgroup memory, more than the
+    // 8 KiB `grid_words` leaves the kernels' other arrays.
+    let o = MmSrc { rows: COOP_ROWS, grid_words: 0, ..*c };
     let mut s = String::with_capacity(24 * 1024);
     let native = tiles != CoopTiles::Emulated;
     if native {
