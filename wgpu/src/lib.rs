@@ -410,7 +410,8 @@ pub struct Tuning {
     /// The IQ2/IQ3 grids in workgroup memory as several copies, each invocation reading the
     /// copy of its index mod the count, so that a subgroup's random lookups spread over the
     /// banks (`shaders::grid_rep`: up to 32 KiB, within the adapter's workgroup storage less
-    /// 8 KiB; `QKERN_WGPU_GRID_REP=0` for one copy). On by default; the bits are the same.
+    /// 8 KiB; their sign tables get a quarter more, `shaders::sign_rep`; `QKERN_WGPU_GRID_REP=0`
+    /// for one copy of each). On by default; the bits are the same.
     pub grid_rep: bool,
 }
 
@@ -2003,7 +2004,8 @@ fn readback_chunks(n: u64, rows: usize, t: Tuning, direct: bool) -> usize {
 
 /// Workgroup words the IQ2/IQ3 grid copies may take on an adapter with `limit` bytes of
 /// workgroup storage (`Tuning::grid_rep`): 8 KiB left to the kernels' other arrays, the rest
-/// rounded down to a power of two, at most 32 KiB.
+/// rounded down to a power of two, at most 32 KiB (the sign tables' copies take up to a
+/// quarter of it more, within the 8 KiB: `shaders::sign_rep`).
 fn grid_words(limit: u32) -> u32 {
     let b = limit.saturating_sub(8192).min(32768);
     if b < 4 { 0 } else { (1u32 << (31 - b.leading_zeros())) / 4 }
@@ -2327,6 +2329,18 @@ mod tests {
         assert_eq!(shaders::grid_rep(Format::IQ2_S, 8192), 4);
         assert_eq!(shaders::grid_rep(Format::IQ4_XS, 8192), 1);
         assert_eq!(shaders::grid_rep(Format::IQ2_XXS, 0), 1);
+        // the sign tables: a quarter of the budget (at least one copy), up to 16 copies
+        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 8192), 8);
+        assert_eq!(shaders::sign_rep(Format::IQ3_S, 8192), 4);
+        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 0), 1);
+        assert_eq!(shaders::sign_rep(Format::Q4_K, 8192), 1);
+        for w in [0, 2048, 4096, 8192] {
+            for f in Format::WEIGHTS {
+                let r = shaders::sign_rep(f, w);
+                let n = if matches!(f, Format::IQ2_S | Format::IQ3_S) { 256 } else { 128 };
+                assert!(r.is_power_of_two() && r <= 16 && (r == 1 || 2 * n * r <= w / 4), "{f} {w}: {r}");
+            }
+        }
     }
 
     /// Every tuning knob at its default (no device needed).

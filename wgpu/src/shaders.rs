@@ -192,28 +192,72 @@ pub(crate) fn grid_rep(f: Format, grid_words: u32) -> u32 {
     1 << (31 - r.leading_zeros())
 }
 
+/// Entries of the sign table of an IQ2/IQ3 format's kernels (0: none): the 128 ksigns indices
+/// (iq2_xxs, iq2_xs, iq3_xxs) or the 256 sign bytes (iq2_s, iq3_s).
+fn sign_entries(f: Format) -> u32 {
+    match f {
+        Format::IQ2_XXS | Format::IQ2_XS | Format::IQ3_XXS => 128,
+        Format::IQ2_S | Format::IQ3_S => 256,
+        _ => 0,
+    }
+}
+
+/// Copies of the sign table ([`sign_entries`], 8 bytes an entry) within a quarter of
+/// `grid_words` (beside the grid's copies, [`grid_rep`]), a power of two up to 16; at least one.
+pub(crate) fn sign_rep(f: Format, grid_words: u32) -> u32 {
+    let n = sign_entries(f);
+    if n == 0 {
+        return 1;
+    }
+    let r = (grid_words / 4 / (2 * n)).clamp(1, 16);
+    1 << (31 - r.leading_zeros())
+}
+
 /// The workgroup-memory copy of a format's table: `load_tab` (every invocation, then a
 /// barrier; called before any other work), `tab(i)` (word i of the format's table) and
-/// `lut4t(n)` (lut4 through it); `rep` copies of it ([`grid_rep`]).
-fn table_src(f: Format, wg: u32, rep: u32) -> String {
+/// `lut4t(n)` (lut4 through it); `rep` copies of it ([`grid_rep`]). The IQ2/IQ3 formats also
+/// get their sign table, `srep` copies ([`sign_rep`]): `sgn(k)` is the 0/1 bytes of the low and
+/// high nibble of sign byte `ksigns(k)` (or `k`), which `sign_bytes` applies to grid words: a
+/// lookup instead of the parity, the spreads and the masks (the CUDA backend's `SignTab`).
+fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return "fn load_tab(lid: u32) {}\n".into();
     }
+    let ns = sign_entries(f);
+    let (sdecl, sfill) = if ns == 0 {
+        (String::new(), String::new())
+    } else {
+        let total = ns * srep;
+        let sh = srep.trailing_zeros();
+        let sb = if ns == 128 { "ksigns(k)" } else { "k" };
+        (
+            format!(
+                "var<workgroup> TSG: array<vec2<u32>, {total}>;\n\
+                 var<private> TSC: u32;\n\
+                 fn sgn(k: u32) -> vec2<u32> {{\n    return TSG[(k << {sh}u) | TSC];\n}}\n"
+            ),
+            format!(
+                "    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let k = i >> {sh}u;\n        let s = {sb};\n        \
+                 TSG[i] = vec2<u32>(spread4(s & 15u), spread4(s >> 4u));\n    }}\n    TSC = lid & {m}u;\n",
+                m = srep - 1
+            ),
+        )
+    };
     if rep > 1 {
         let total = n as u32 * rep;
         let sh = rep.trailing_zeros();
         return format!(
-            "var<workgroup> TS: array<u32, {total}>;\n\
+            "{sdecl}var<workgroup> TS: array<u32, {total}>;\n\
              var<private> TC: u32;\n\
-             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        TS[i] = T[{off}u + (i >> {sh}u)];\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
+             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        TS[i] = T[{off}u + (i >> {sh}u)];\n    }}\n    TC = lid & {m}u;\n{sfill}    workgroupBarrier();\n}}\n\
              fn tab(i: u32) -> u32 {{\n    return TS[(i << {sh}u) | TC];\n}}\n",
             m = rep - 1
         );
     }
     format!(
-        "var<workgroup> TS: array<u32, {n}>;\n\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    workgroupBarrier();\n}}\n\
+        "{sdecl}var<workgroup> TS: array<u32, {n}>;\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n{sfill}    workgroupBarrier();\n}}\n\
          fn tab(i: u32) -> u32 {{\n    return TS[i];\n}}\n\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n"
     )
@@ -226,12 +270,12 @@ fn table_src(f: Format, wg: u32, rep: u32) -> String {
 fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
-        return table_src(f, wg, 1);
+        return table_src(f, wg, 1, 1);
     }
     if !lut2 {
         return format!(
             "{}fn lut8(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(w & 0x0f0f0f0fu), lut4t((w >> 4u) & 0x0f0f0f0fu));\n}}\n",
-            table_src(f, wg, 1)
+            table_src(f, wg, 1, 1)
         );
     }
     format!(
@@ -282,7 +326,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
     s.push_str(act_q8k(o.q8k_split));
-    s.push_str(&table_src(f, wg, grid_rep(f, o.grid_words)));
+    s.push_str(&table_src(f, wg, grid_rep(f, o.grid_words), sign_rep(f, o.grid_words)));
     s.push_str(COMMON);
     s.push_str(&fma_src(o.native_fma));
     s.push_str(if o.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
@@ -388,7 +432,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc) {
     s.push_str(&if f == Format::IQ4_XS {
         pair_table_src(f, wg, c.lut2)
     } else {
-        table_src(f, wg, grid_rep(f, c.grid_words))
+        table_src(f, wg, grid_rep(f, c.grid_words), sign_rep(f, c.grid_words))
     });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {

@@ -103,7 +103,11 @@ fn high4(b: u32) -> u32 {
 // `(w ^ 0xff) + 1` per byte. No carry crosses a byte because no grid byte is 0
 // (the iq2 grids hold 8, 25, 43; the iq3 grids 4..62).
 fn neg_bytes(w: u32, bits: u32) -> u32 {
-    let e = spread4(bits);
+    return sign_bytes(w, spread4(bits));
+}
+
+// The same from the 0/1 bytes `e` (`spread4` of the 4 sign bits, or a sign-table entry half).
+fn sign_bytes(w: u32, e: u32) -> u32 {
     return (w ^ (e * 0xffu)) + e;
 }
 

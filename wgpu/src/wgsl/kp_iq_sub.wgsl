@@ -8,8 +8,8 @@
 // `hsum_float_8` is `hsum_pair`. No per-token exchanges (the 8-invocation kernels transpose-
 // reduce every token's lane sums).
 struct Sub { q: vec4<u32>, ls: i32 }
-// The signed grid bytes of one 8-byte grid entry `idx` (the IQ2 formats): `.x` with sign bits
-// 0-3 of `sb`, `.y` with bits 4-7.
-fn signed_entry(idx: u32, sb: u32) -> vec2<u32> {
-    return vec2<u32>(neg_bytes(tab(2u * idx), sb & 0xfu), neg_bytes(tab(2u * idx + 1u), (sb >> 4u) & 0xfu));
+// The signed grid bytes of one 8-byte grid entry `idx` (the IQ2 formats) with sign-table entry
+// `e` (`sgn`): `.x` with the low nibble's signs, `.y` with the high nibble's.
+fn signed_entry(idx: u32, e: vec2<u32>) -> vec2<u32> {
+    return vec2<u32>(sign_bytes(tab(2u * idx), e.x), sign_bytes(tab(2u * idx + 1u), e.y));
 }

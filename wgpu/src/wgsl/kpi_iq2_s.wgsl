@@ -9,8 +9,8 @@ fn sub(B: u32, ib: u32, h: u32) -> Sub {
     let sg = w16(B + 34u + 4u * ib + 2u * h);
     let qh = w8(B + 66u + ib);
     let g = 2u * h;
-    let e0 = signed_entry((qs & 0xffu) | ((qh << (8u - 2u * g)) & 0x300u), sg & 0xffu);
-    let e1 = signed_entry((qs >> 8u) | ((qh << (6u - 2u * g)) & 0x300u), sg >> 8u);
+    let e0 = signed_entry((qs & 0xffu) | ((qh << (8u - 2u * g)) & 0x300u), sgn(sg & 0xffu));
+    let e1 = signed_entry((qs >> 8u) | ((qh << (6u - 2u * g)) & 0x300u), sgn(sg >> 8u));
     let sc = w8(B + 74u + ib);
     return Sub(vec4<u32>(e0, e1), 2i * i32((sc >> (4u * h)) & 15u) + 1i);
 }

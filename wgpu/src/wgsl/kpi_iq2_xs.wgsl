@@ -8,8 +8,8 @@ fn sub(B: u32, ib: u32, h: u32) -> Sub {
     let qw = w32(B + 2u + 8u * ib + 4u * h);
     let q0 = qw & 0xffffu;
     let q1 = qw >> 16u;
-    let e0 = signed_entry(q0 & 511u, ksigns(q0 >> 9u));
-    let e1 = signed_entry(q1 & 511u, ksigns(q1 >> 9u));
+    let e0 = signed_entry(q0 & 511u, sgn(q0 >> 9u));
+    let e1 = signed_entry(q1 & 511u, sgn(q1 >> 9u));
     let sc = w8(B + 66u + ib);
     return Sub(vec4<u32>(e0, e1), 2i * i32((sc >> (4u * h)) & 15u) + 1i);
 }

@@ -8,8 +8,8 @@ fn sub(B: u32, ib: u32, h: u32) -> Sub {
     let a0 = w32(B + 2u + 8u * ib);
     let a1 = w32(B + 6u + 8u * ib);
     let g = 2u * h;
-    let e0 = signed_entry((a0 >> (8u * g)) & 0xffu, ksigns((a1 >> (7u * g)) & 127u));
-    let e1 = signed_entry((a0 >> (8u * g + 8u)) & 0xffu, ksigns((a1 >> (7u * g + 7u)) & 127u));
+    let e0 = signed_entry((a0 >> (8u * g)) & 0xffu, sgn((a1 >> (7u * g)) & 127u));
+    let e1 = signed_entry((a0 >> (8u * g + 8u)) & 0xffu, sgn((a1 >> (7u * g + 7u)) & 127u));
     return Sub(vec4<u32>(e0, e1), 2i * i32(a1 >> 28u) + 1i);
 }
 fn res(x: f32) -> f32 {

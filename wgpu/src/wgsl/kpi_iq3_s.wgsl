@@ -11,7 +11,8 @@ fn sub(B: u32, ib: u32, h: u32) -> Sub {
     var q: vec4<u32>;
     for (var i = 0u; i < 4u; i++) {
         let idx = ((qh << (8u - i)) & 256u) | ((qw >> (8u * i)) & 0xffu);
-        q[i] = neg_bytes(tab(idx), (sg >> (4u * i)) & 0xfu);
+        let e = sgn((sg >> (8u * (i >> 1u))) & 0xffu);
+        q[i] = sign_bytes(tab(idx), select(e.y, e.x, (i & 1u) == 0u));
     }
     let sc = w8(B + 106u + (ib >> 1u));
     return Sub(q, 2i * i32((sc >> (4u * (ib & 1u))) & 15u) + 1i);

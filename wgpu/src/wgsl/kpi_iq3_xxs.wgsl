@@ -7,13 +7,13 @@ const BB: u32 = 98u;
 fn sub(B: u32, ib: u32, h: u32) -> Sub {
     let gw = w32(B + 2u + 8u * ib + 4u * h);
     let aux = w32(B + 66u + 4u * ib);
-    let s0 = ksigns((aux >> (14u * h)) & 127u);
-    let s1 = ksigns((aux >> (14u * h + 7u)) & 127u);
+    let s0 = sgn((aux >> (14u * h)) & 127u);
+    let s1 = sgn((aux >> (14u * h + 7u)) & 127u);
     let q = vec4<u32>(
-        neg_bytes(tab(gw & 0xffu), s0 & 0xfu),
-        neg_bytes(tab((gw >> 8u) & 0xffu), s0 >> 4u),
-        neg_bytes(tab((gw >> 16u) & 0xffu), s1 & 0xfu),
-        neg_bytes(tab(gw >> 24u), s1 >> 4u),
+        sign_bytes(tab(gw & 0xffu), s0.x),
+        sign_bytes(tab((gw >> 8u) & 0xffu), s0.y),
+        sign_bytes(tab((gw >> 16u) & 0xffu), s1.x),
+        sign_bytes(tab(gw >> 24u), s1.y),
     );
     return Sub(q, 2i * i32(aux >> 28u) + 1i);
 }

@@ -22,8 +22,8 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
         let g = L >> 1u;
         let q = (select(qb, qa, g < 2u) >> (16u * (g & 1u))) & 0xffffu;
         let grid = tab(2u * (q & 511u) + (L & 1u));
-        let sb = ksigns(q >> 9u);
-        wv[L] = neg_bytes(grid, (sb >> (4u * (L & 1u))) & 0xfu);
+        let e = sgn(q >> 9u);
+        wv[L] = sign_bytes(grid, select(e.y, e.x, (L & 1u) == 0u));
         ls[L] = select(shi, slo, L < 4u);
     }
 IQ8_TAIL(0.125 *)

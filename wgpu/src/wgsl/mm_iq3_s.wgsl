@@ -22,8 +22,8 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     for (var L = 0u; L < 8u; L++) {
         let idx = ((qh << (8u - L)) & 256u) | ((select(qb, qa, L < 4u) >> (8u * (L & 3u))) & 0xffu);
         let grid = tab(idx);
-        let sb = (sg >> (8u * (L >> 1u))) & 0xffu;
-        wv[L] = neg_bytes(grid, (sb >> (4u * (L & 1u))) & 0xfu);
+        let e = sgn((sg >> (8u * (L >> 1u))) & 0xffu);
+        wv[L] = sign_bytes(grid, select(e.y, e.x, (L & 1u) == 0u));
         ls[L] = s;
     }
 IQ8_TAIL()

@@ -20,8 +20,8 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     for (var L = 0u; L < 8u; L++) {
         let gi = (select(qb, qa, L < 4u) >> (8u * (L & 3u))) & 0xffu;
         let grid = tab(gi);
-        let sb = ksigns((aux >> (7u * (L >> 1u))) & 127u);
-        wv[L] = neg_bytes(grid, (sb >> (4u * (L & 1u))) & 0xfu);
+        let e = sgn((aux >> (7u * (L >> 1u))) & 127u);
+        wv[L] = sign_bytes(grid, select(e.y, e.x, (L & 1u) == 0u));
         ls[L] = s;
     }
 IQ8_TAIL(0.25 *)
