@@ -102,7 +102,7 @@ ncu) N=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | hea
 # addresses), the NT 1 L2 prefetch
 # distances (QK_PF1_*: 0, 2, 4), iq4_xs's NT 1 register budget (QK_MINB_W1 3, 4), q6_K's tensor cores on 2 CTAs (QK_MINB_MMA_Q6K=2, lazy loads), the
 # 32-element formats' row kernels at NT 1-2 on 4 CTAs (QK_MINB_R12=4), q4_K's two-phase expert kernel (its note line, then the experts
-# table with it on), wgpu's grid copies (variants grid1 / default). Bits: run cparity and
+# table with it on), wgpu's grid copies and sign tables (variants default / gridrep). Bits: run cparity and
 # wparity first (t_cuda_gpu runs the default build; QKERN_CUDA_NVRTC_OPTS applies to it too).
 # About 9 minutes: a call of its own (UNMEASURED="cuda experts wgpu" picks parts).
 unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp4
@@ -115,7 +115,7 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
     [[ $parts == *experts* ]] && { echo "## experts (the two-phase kernels' padded shared arrays; the q4_K two-phase note), then QKERN_CUDA_KQ_MMK=1"
       timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|two-phase|rror'
       QKERN_CUDA_KQ_MMK=1 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'; }
-    [[ $parts == *wgpu* ]] && echo "## wgpu grid copies" && timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants grid1,default --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'grid1|default|adapter|rror'
+    [[ $parts == *wgpu* ]] && echo "## wgpu grid copies and sign tables (gridrep; off by default)" && timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants default,gridrep --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'gridrep|default|adapter|rror'
   } > "$R/unmeasured.txt" 2>&1; cat "$R/unmeasured.txt" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1

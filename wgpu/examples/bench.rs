@@ -55,7 +55,8 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "coop" => Tuning { coop: Coop::Native(1), ..d },
         "coopwords" => Tuning { coop: Coop::NativeWords(1), ..d },
         "nocoop" => Tuning { coop: Coop::Off, ..d },
-        // the IQ2/IQ3 grids as one workgroup copy, or as several (Tuning::grid_rep)
+        // the IQ2/IQ3 grids as one workgroup copy with the signs computed (the default), or
+        // as several copies with a sign table (Tuning::grid_rep)
         "grid1" => Tuning { grid_rep: false, ..d },
         "gridrep" => Tuning { grid_rep: true, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)

@@ -255,8 +255,8 @@ pub struct Options {
     /// `QKERN_WGPU_COOP`, else [`Coop::Off`]).
     /// See [`Coop`].
     pub coop: Option<Coop>,
-    /// Several workgroup copies of the IQ2/IQ3 grids (`None`: `QKERN_WGPU_GRID_REP=0|1`, else
-    /// yes). See [`Tuning::grid_rep`].
+    /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
+    /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
 }
 
@@ -410,8 +410,11 @@ pub struct Tuning {
     /// The IQ2/IQ3 grids in workgroup memory as several copies, each invocation reading the
     /// copy of its index mod the count, so that a subgroup's random lookups spread over the
     /// banks (`shaders::grid_rep`: up to 32 KiB, within the adapter's workgroup storage less
-    /// 8 KiB; their sign tables get a quarter more, `shaders::sign_rep`; `QKERN_WGPU_GRID_REP=0`
-    /// for one copy of each). On by default; the bits are the same.
+    /// 8 KiB), and their signs from a sign table, copied too (a quarter more,
+    /// `shaders::sign_rep`), instead of computed (`QKERN_WGPU_GRID_REP=1`). Off by default until
+    /// measured on a GPU: unlike the CUDA kernels (128 rows a CTA), a workgroup of the IQ
+    /// kernels runs 32 rows, so its copies' fill weighs about four times as much, and 40 KiB of
+    /// workgroup memory hold an SM to 5 workgroups. The bits are the same either way.
     pub grid_rep: bool,
 }
 
@@ -751,7 +754,7 @@ impl WgpuBackend {
         };
         let grid_rep = match opts.grid_rep {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(true),
+            None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(false),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
@@ -936,7 +939,7 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
-            if t.grid_rep { "" } else { ", one grid copy" },
+            if t.grid_rep { ", grid copies" } else { "" },
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
@@ -959,7 +962,7 @@ impl WgpuBackend {
             chunks: 0,
             iq_pairs: false,
             coop: Coop::Off,
-            grid_rep: true,
+            grid_rep: false,
         })
     }
 
@@ -2332,13 +2335,14 @@ mod tests {
         // the sign tables: a quarter of the budget (at least one copy), up to 16 copies
         assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 8192), 8);
         assert_eq!(shaders::sign_rep(Format::IQ3_S, 8192), 4);
-        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 0), 1);
-        assert_eq!(shaders::sign_rep(Format::Q4_K, 8192), 1);
+        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 0), 0);
+        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 512), 1);
+        assert_eq!(shaders::sign_rep(Format::Q4_K, 8192), 0);
         for w in [0, 2048, 4096, 8192] {
             for f in Format::WEIGHTS {
                 let r = shaders::sign_rep(f, w);
                 let n = if matches!(f, Format::IQ2_S | Format::IQ3_S) { 256 } else { 128 };
-                assert!(r.is_power_of_two() && r <= 16 && (r == 1 || 2 * n * r <= w / 4), "{f} {w}: {r}");
+                assert!(r <= 16 && (r <= 1 || (r.is_power_of_two() && 2 * n * r <= w / 4)), "{f} {w}: {r}");
             }
         }
     }
@@ -2355,7 +2359,7 @@ mod tests {
             chunks: 0,
             iq_pairs: false,
             coop: Coop::Off,
-            grid_rep: true,
+            grid_rep: false,
         }
     }
 

@@ -203,11 +203,12 @@ fn sign_entries(f: Format) -> u32 {
 }
 
 /// Copies of the sign table ([`sign_entries`], 8 bytes an entry) within a quarter of
-/// `grid_words` (beside the grid's copies, [`grid_rep`]), a power of two up to 16; at least one.
+/// `grid_words` (beside the grid's copies, [`grid_rep`]), a power of two up to 16, at least
+/// one; 0 (no table: the signs computed) without `grid_words` or a sign table.
 pub(crate) fn sign_rep(f: Format, grid_words: u32) -> u32 {
     let n = sign_entries(f);
-    if n == 0 {
-        return 1;
+    if n == 0 || grid_words == 0 {
+        return 0;
     }
     let r = (grid_words / 4 / (2 * n)).clamp(1, 16);
     1 << (31 - r.leading_zeros())
@@ -216,9 +217,10 @@ pub(crate) fn sign_rep(f: Format, grid_words: u32) -> u32 {
 /// The workgroup-memory copy of a format's table: `load_tab` (every invocation, then a
 /// barrier; called before any other work), `tab(i)` (word i of the format's table) and
 /// `lut4t(n)` (lut4 through it); `rep` copies of it ([`grid_rep`]). The IQ2/IQ3 formats also
-/// get their sign table, `srep` copies ([`sign_rep`]): `sgn(k)` is the 0/1 bytes of the low and
-/// high nibble of sign byte `ksigns(k)` (or `k`), which `sign_bytes` applies to grid words: a
-/// lookup instead of the parity, the spreads and the masks (the CUDA backend's `SignTab`).
+/// get `sgn(k)`: the 0/1 bytes of the low and high nibble of sign byte `ksigns(k)` (or `k`),
+/// which `sign_bytes` applies to grid words; from a sign table of `srep` copies ([`sign_rep`]),
+/// a lookup instead of the parity, the spreads and the masks (the CUDA backend's `SignTab`),
+/// or computed where `srep` is 0.
 fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
@@ -227,6 +229,14 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
     let ns = sign_entries(f);
     let (sdecl, sfill) = if ns == 0 {
         (String::new(), String::new())
+    } else if srep == 0 {
+        let sb = if ns == 128 { "ksigns(k)" } else { "k" };
+        (
+            format!(
+                "fn sgn(k: u32) -> vec2<u32> {{\n    let s = {sb};\n    return vec2<u32>(spread4(s & 15u), spread4(s >> 4u));\n}}\n"
+            ),
+            String::new(),
+        )
     } else {
         let total = ns * srep;
         let sh = srep.trailing_zeros();
@@ -270,12 +280,12 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
 fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
-        return table_src(f, wg, 1, 1);
+        return table_src(f, wg, 1, 0);
     }
     if !lut2 {
         return format!(
             "{}fn lut8(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(w & 0x0f0f0f0fu), lut4t((w >> 4u) & 0x0f0f0f0fu));\n}}\n",
-            table_src(f, wg, 1, 1)
+            table_src(f, wg, 1, 0)
         );
     }
     format!(

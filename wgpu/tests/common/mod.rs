@@ -40,8 +40,8 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
-/// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with one copy of their grid
-/// (`Options::grid_rep` off), to exercise the fallback, the splitting and those options on
+/// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
+/// tables (`Options::grid_rep`), to exercise the fallback, the splitting and those options on
 /// small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
@@ -53,7 +53,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             lut2: Some(false),
             copy_threads: Some(2),
             iq_pairs: Some(true),
-            grid_rep: Some(false),
+            grid_rep: Some(true),
             ..Options::default()
         })
     })
@@ -63,11 +63,19 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 /// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
 /// default only results of 2 MiB or more are), copied out by 3 threads from 256 KiB of results
 /// (`Options::copy_threads`), with q8_K activations in the split device layout
-/// (`Options::q8k_split`).
+/// (`Options::q8k_split`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
+/// off) with copies of their grid and sign tables (`Options::grid_rep`).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
-        open(Options { chunks: Some(3), copy_threads: Some(3), q8k_split: Some(true), ..Options::default() })
+        open(Options {
+            chunks: Some(3),
+            copy_threads: Some(3),
+            q8k_split: Some(true),
+            iq_pairs: Some(false),
+            grid_rep: Some(true),
+            ..Options::default()
+        })
     })
     .as_ref()
 }
