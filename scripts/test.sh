@@ -24,3 +24,5 @@ cargo test -p qkern-cuda "$@"
 QKERN_EMU_DEFINES="-DQK_GRID_REP=0 -DQK_IQ_SA_NTM=8 -DQK_MINB_MMA_Q6K=2 -DQK_PF1_Q4K=2 -DQK_PF1_Q5K=2 -DQK_PF1_Q6K=2 -DQK_PF1_IQ4XS=2 -DQK_PF1_IQ=2 -DQK_PF1_NV=2" \
   cargo test -p qkern-cuda --test emu mm_
 QKERN_EMU_DEFINES="-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0" cargo test -p qkern-cuda --test emu mm_iq
+# The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).
+QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq

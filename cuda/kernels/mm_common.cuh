@@ -561,10 +561,19 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 #ifndef QK_GRID_REP
 #define QK_GRID_REP 1
 #endif
-template <u32 WORDS, u32 EW, u32 BUDGET = 8192u>
+// Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
+// 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
+#ifndef QK_GRID_WORDS
+#define QK_GRID_WORDS 8192
+#endif
+#ifndef QK_SIGN_WORDS
+#define QK_SIGN_WORDS 4096  // the sign tables' (SignTab): 16 KiB; 4 KiB on the smaller SMs
+#endif
+template <u32 WORDS, u32 EW, u32 BUDGET = QK_GRID_WORDS>
 struct GridRep {
-    static constexpr u32 CAP = BUDGET / WORDS;  // copies within BUDGET words (32 KiB)
-    static constexpr u32 REP = QK_GRID_REP == 0 ? 1u : CAP < 32u / EW ? CAP : 32u / EW;
+    static constexpr u32 CAP = BUDGET / WORDS < 1u ? 1u : BUDGET / WORDS;  // copies within BUDGET words
+    static constexpr u32 R0 = QK_GRID_REP == 0 ? 1u : CAP < 32u / EW ? CAP : 32u / EW;
+    static constexpr u32 REP = R0 * EW < 4u ? 1u : R0;  // mm_load_grid's 16-byte stores: rows of 4+ words
     static constexpr u32 ROW = REP * EW;
     static constexpr u32 SHARED_WORDS = WORDS * REP;
 };
@@ -596,7 +605,7 @@ QK_DEV TabRef mm_load_grid(u32* dst, const MmArgs& A, u32 off) {
     if (G::REP == 1) {
         for (u32 i = qk_tid(); i < G::SHARED_WORDS; i += qk_bdim()) dst[i] = qk_ld(src + i);
     } else {
-        // ROW is a multiple of 4 words (REP * EW >= 8): 16-byte stores of 4 / EW copies each
+        // ROW is a multiple of 4 words (REP * EW >= 4, powers of 2): 16-byte stores of 4 / EW copies
         constexpr u32 Q = G::ROW >= 4u ? G::ROW / 4u : 1u, EW = G::ROW / G::REP;
         for (u32 i = qk_tid(); i < G::SHARED_WORDS / 4u; i += qk_bdim()) {
             const u32 e = i / Q;
@@ -669,7 +678,7 @@ template <u32 N, bool USE = true>
 struct SignTab {
     static constexpr u32 ENTRIES = N;  // 128: ksigns(k); 256: the byte k
     static constexpr bool ON = QK_SIGN_TAB != 0 && USE;
-    using G = GridRep<ON ? 2u * N : 8u, 2, ON ? 4096u : 8u>;
+    using G = GridRep<ON ? 2u * N : 8u, 2, ON ? QK_SIGN_WORDS : 8u>;
 };
 // The 0/1 bytes of sign byte s: .x of its low nibble, .y of its high nibble.
 QK_DEV uint2 sign_spread(u32 s) {

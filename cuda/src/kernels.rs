@@ -112,7 +112,7 @@ pub fn compile(m: Module, arch: &'static str) -> Result<Arc<String>, CudaError> 
         prec_div: Some(true),
         fmad: Some(false),
         arch: Some(arch),
-        options: extra_options(),
+        options: extra_options(arch),
         name: Some(format!("qkern_{m}.cu")),
         ..Default::default()
     };
@@ -123,10 +123,23 @@ pub fn compile(m: Module, arch: &'static str) -> Result<Arc<String>, CudaError> 
     Ok(ptx)
 }
 
-/// NVRTC options: C++17, plus the words of `QKERN_CUDA_NVRTC_OPTS` (tuning experiments, e.g.
-/// `-DQK_UNROLL_K=4 --maxrregcount=64`; read once per process; bits never depend on them).
-fn extra_options() -> Vec<String> {
+/// Whether an architecture's SMs have at least 160 KiB of shared memory (A100, Orin, H100/H200,
+/// B200): room for four 48 KiB CTAs of the IQ kernels' replicated grid and sign tables
+/// (mm_common.cuh `GridRep`, `SignTab`). The others (64 KiB on Turing, 100 KiB on consumer
+/// Ampere, Ada and Blackwell) get a quarter of those tables, so that the copies do not cut the
+/// CTAs an SM holds.
+pub fn big_shared(arch: &str) -> bool {
+    matches!(arch, "sm_80" | "sm_87" | "sm_90" | "sm_100" | "sm_103")
+}
+
+/// NVRTC options: C++17, the IQ tables' shared-memory budget of `arch` ([`big_shared`]), plus
+/// the words of `QKERN_CUDA_NVRTC_OPTS` (tuning experiments, e.g. `-DQK_UNROLL_K=4
+/// --maxrregcount=64`; read once per process; bits never depend on them).
+fn extra_options(arch: &str) -> Vec<String> {
     let mut v = vec!["--std=c++17".to_string()];
+    if !big_shared(arch) {
+        v.extend(["-DQK_GRID_WORDS=2048".to_string(), "-DQK_SIGN_WORDS=1024".to_string()]);
+    }
     if let Ok(s) = std::env::var("QKERN_CUDA_NVRTC_OPTS") {
         v.extend(s.split_whitespace().map(String::from));
     }
@@ -147,4 +160,25 @@ pub fn compile_all(ms: &[Module], arch: &'static str) -> Result<(), CudaError> {
         hs.into_iter()
             .try_for_each(|h| h.join().unwrap_or_else(|_| Err(CudaError::Invalid("compile thread panicked".into()))))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iq_table_budget_by_shared_memory_per_sm() {
+        // 160 KiB or more: the full tables; Turing, consumer Ampere / Ada / Blackwell: a quarter
+        for a in ["sm_80", "sm_87", "sm_90", "sm_100"] {
+            assert!(big_shared(a) && !extra_options(a).iter().any(|o| o.starts_with("-DQK_GRID_WORDS")), "{a}");
+        }
+        for a in ["sm_75", "sm_86", "sm_89", "sm_120"] {
+            let o = extra_options(a);
+            assert!(!big_shared(a), "{a}");
+            assert!(
+                o.contains(&"-DQK_GRID_WORDS=2048".to_string()) && o.contains(&"-DQK_SIGN_WORDS=1024".to_string()),
+                "{a}"
+            );
+        }
+    }
 }
