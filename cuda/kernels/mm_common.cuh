@@ -597,24 +597,42 @@ QK_DEV TabRef tab_ref(const u32* p) {
 #define QK_IQ_SA_NTM 4
 #endif
 
+// Fill replicated table G (all threads; no barrier) from `entry(e)`, entry e's words (.y unused
+// where an entry is one word), and return this thread's copy: entry e's words at
+// `base + G::ROW * e`. Copies in rows of 4 words or more (GridRep) take 16-byte stores.
+template <class G, class F>
+QK_DEV TabRef mm_fill_rep(u32* dst, const F& entry) {
+    constexpr u32 EW = G::ROW / G::REP;
+    if (G::REP == 1) {
+        for (u32 e = qk_tid(); e < G::SHARED_WORDS / EW; e += qk_bdim()) {
+            const uint2 v = entry(e);
+            dst[EW * e] = v.x;
+            if (EW == 2u) dst[EW * e + 1u] = v.y;
+        }
+    } else {
+        constexpr u32 Q = G::ROW / 4u;  // 16-byte stores a row (REP * EW >= 4, powers of 2)
+        for (u32 i = qk_tid(); i < G::SHARED_WORDS / 4u; i += qk_bdim()) {
+            const uint2 v = entry(i / Q);
+            ((uint4*)dst)[i] = EW == 2u ? make_u4(v.x, v.y, v.x, v.y) : make_u4(v.x, v.x, v.x, v.x);
+        }
+    }
+    return tab_ref(dst + EW * (qk_tid() % G::REP));
+}
+
 // Fill the replicated grid G (table words at `off` of the tables buffer; all threads, then a
-// barrier) and return this thread's copy: entry e's words at `base + G::ROW * e`.
+// barrier) and return this thread's copy (mm_fill_rep).
 template <class G>
 QK_DEV TabRef mm_load_grid(u32* dst, const MmArgs& A, u32 off) {
     const u32* src = (const u32*)A.tab + off;
-    if (G::REP == 1) {
-        for (u32 i = qk_tid(); i < G::SHARED_WORDS; i += qk_bdim()) dst[i] = qk_ld(src + i);
-    } else {
-        // ROW is a multiple of 4 words (REP * EW >= 4, powers of 2): 16-byte stores of 4 / EW copies
-        constexpr u32 Q = G::ROW >= 4u ? G::ROW / 4u : 1u, EW = G::ROW / G::REP;
-        for (u32 i = qk_tid(); i < G::SHARED_WORDS / 4u; i += qk_bdim()) {
-            const u32 e = i / Q;
-            const u32 x = qk_ld(src + EW * e), y = EW == 2u ? qk_ld(src + EW * e + 1u) : x;
-            ((uint4*)dst)[i] = make_u4(x, y, x, y);
-        }
-    }
+    constexpr u32 EW = G::ROW / G::REP;
+    const TabRef t = mm_fill_rep<G>(dst, [&](u32 e) {
+        uint2 v;
+        v.x = qk_ld(src + EW * e);
+        v.y = EW == 2u ? qk_ld(src + EW * e + 1u) : v.x;
+        return v;
+    });
     qk_sync();
-    return tab_ref(dst + (G::ROW / G::REP) * (qk_tid() % G::REP));
+    return t;
 }
 // Entry i of a replicated grid (mm_load_grid's copy): 8 bytes (the IQ2 grids) or 4 (IQ3), by
 // shared address (SA) or through the pointer.
@@ -691,23 +709,8 @@ QK_DEV uint2 sign_spread(u32 s) {
 // copy (as mm_load_grid does).
 template <class T>
 QK_DEV TabRef mm_fill_signs(u32* dst) {
-    using G = typename T::G;
     if (!T::ON) return tab_ref(dst);
-    if (G::REP == 1) {
-        for (u32 k = qk_tid(); k < T::ENTRIES; k += qk_bdim()) {
-            const uint2 e = sign_spread(T::ENTRIES == 128u ? ksigns(k) : k);
-            dst[2u * k] = e.x;
-            dst[2u * k + 1u] = e.y;
-        }
-        return tab_ref(dst);
-    }
-    constexpr u32 Q = G::ROW >= 4u ? G::ROW / 4u : 1u;
-    for (u32 i = qk_tid(); i < G::SHARED_WORDS / 4u; i += qk_bdim()) {
-        const u32 k = i / Q;
-        const uint2 e = sign_spread(T::ENTRIES == 128u ? ksigns(k) : k);
-        ((uint4*)dst)[i] = make_u4(e.x, e.y, e.x, e.y);
-    }
-    return tab_ref(dst + 2u * (qk_tid() % G::REP));
+    return mm_fill_rep<typename T::G>(dst, [](u32 k) { return sign_spread(T::ENTRIES == 128u ? ksigns(k) : k); });
 }
 // Entry k of sign table T (its copy `t`, looked up by address), or the same computed.
 template <class T>
