@@ -2011,7 +2011,7 @@ fn readback_chunks(n: u64, rows: usize, t: Tuning, direct: bool) -> usize {
 /// quarter of it more, within the 8 KiB: `shaders::sign_rep`).
 fn grid_words(limit: u32) -> u32 {
     let b = limit.saturating_sub(8192).min(32768);
-    if b < 4 { 0 } else { (1u32 << (31 - b.leading_zeros())) / 4 }
+    if b < 4 { 0 } else { (1u32 << b.ilog2()) / 4 }
 }
 
 /// Blocks per loop iteration of the matmul kernel of `f` for `nt` tokens under `t`.

@@ -189,7 +189,7 @@ pub(crate) fn grid_rep(f: Format, grid_words: u32) -> u32 {
         return 1;
     }
     let r = (grid_words / n).min(32);
-    1 << (31 - r.leading_zeros())
+    1 << r.ilog2()
 }
 
 /// Entries of the sign table of an IQ2/IQ3 format's kernels (0: none): the 128 ksigns indices
@@ -211,7 +211,7 @@ pub(crate) fn sign_rep(f: Format, grid_words: u32) -> u32 {
         return 0;
     }
     let r = (grid_words / 4 / (2 * n)).clamp(1, 16);
-    1 << (31 - r.leading_zeros())
+    1 << r.ilog2()
 }
 
 /// The workgroup-memory copy of a format's table: `load_tab` (every invocation, then a
