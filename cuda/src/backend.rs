@@ -55,15 +55,6 @@ fn parse_mma_nt(s: &str) -> Option<u32> {
     s.parse::<u32>().ok().filter(|&n| n <= args::MAX_NT as u32)
 }
 
-/// An on/off knob: `0` or `1`.
-fn parse_switch(s: &str) -> Option<bool> {
-    match s {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    }
-}
-
 fn invalid(msg: impl Into<String>) -> CudaError {
     CudaError::Invalid(msg.into())
 }
@@ -438,7 +429,7 @@ impl CudaBackend {
             }
             b.set_mma_tokens(env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             b.set_row_tokens(env_knob("QKERN_CUDA_ROW_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
-            if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", parse_switch)? {
+            if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", qkern_formats::env::switch)? {
                 b.set_kq_two_phase(on);
             }
             Ok(b)
@@ -1322,9 +1313,9 @@ mod tests {
         assert_eq!(knob("QKERN_CUDA_MMA_NT", Some("8".into()), "x", parse_mma_nt).unwrap(), Some(8));
         assert!(knob("QKERN_CUDA_MMA_NT", Some("9".into()), "x", parse_mma_nt).is_err());
         assert!(knob("QKERN_CUDA_MMA_NT", Some("two".into()), "x", parse_mma_nt).is_err());
-        assert_eq!(knob("QKERN_CUDA_KQ_MMK", Some("1".into()), "x", parse_switch).unwrap(), Some(true));
-        assert_eq!(knob("QKERN_CUDA_KQ_MMK", Some("0".into()), "x", parse_switch).unwrap(), Some(false));
-        assert!(knob("QKERN_CUDA_KQ_MMK", Some("on".into()), "x", parse_switch).is_err());
+        assert_eq!(knob("QKERN_CUDA_KQ_MMK", Some("1".into()), "x", qkern_formats::env::switch).unwrap(), Some(true));
+        assert_eq!(knob("QKERN_CUDA_KQ_MMK", Some("0".into()), "x", qkern_formats::env::switch).unwrap(), Some(false));
+        assert!(knob("QKERN_CUDA_KQ_MMK", Some("on".into()), "x", qkern_formats::env::switch).is_err());
         assert_eq!(knob("QKERN_CUDA_COPY_THREADS", Some("8".into()), "x", par::parse_copy_threads).unwrap(), Some(8));
         assert!(knob("QKERN_CUDA_COPY_THREADS", Some("0".into()), "x", par::parse_copy_threads).is_err());
         assert!(knob("QKERN_CUDA_COPY_THREADS", Some("65".into()), "x", par::parse_copy_threads).is_err());

@@ -37,6 +37,15 @@ pub fn knob_value<T>(
     }
 }
 
+/// The parse of an on/off knob: `0` or `1`.
+pub fn switch(v: &str) -> Option<bool> {
+    match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +63,14 @@ mod tests {
         assert_eq!(knob_value("K", Some(" a ".into()), "a", p).unwrap(), Some(1));
         let e = knob_value("QKERN_WGPU_X", Some("b".into()), "a", p).unwrap_err().to_string();
         assert_eq!(e, "QKERN_WGPU_X=\"b\": expected a");
+    }
+
+    #[test]
+    fn switches_take_0_and_1_only() {
+        assert_eq!(knob_value("K", Some("1".into()), "0 or 1", switch).unwrap(), Some(true));
+        assert_eq!(knob_value("K", Some("0".into()), "0 or 1", switch).unwrap(), Some(false));
+        for bad in ["on", "true", "2", "01"] {
+            assert!(knob_value("K", Some(bad.into()), "0 or 1", switch).is_err(), "{bad}");
+        }
     }
 }

@@ -695,11 +695,7 @@ impl WgpuBackend {
             },
         };
         let info = adapter.get_info();
-        let bool01 = |v: &str| match v {
-            "0" => Some(false),
-            "1" => Some(true),
-            _ => None,
-        };
+        let bool01 = qkern_formats::env::switch;
         let want_sg = match opts.subgroups {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_SUBGROUPS", "0 or 1", bool01)?.unwrap_or(true),
