@@ -106,3 +106,12 @@ extern "C" int qk_emu_launch(const char* name, unsigned grid, unsigned block, co
 #include "../kernels/iq4_nl.cu"
 #include "../kernels/iq4_xs.cu"
 #include "../kernels/nvfp4.cu"
+
+// The constant-bank copy the host makes before a `qk_mmc_*` launch (backend.rs: a
+// stream-ordered device-to-device copy into the module's `qk_cact`): 0, or -1 if `n` bytes do
+// not fit the bank.
+extern "C" int qk_emu_cact_fill(const void* src, unsigned long n) {
+    if (n > sizeof(qk_cact)) return -1;
+    std::memcpy(qk_cact, src, n);
+    return 0;
+}

@@ -293,12 +293,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // one (args::row_default_mask), both without the tensor cores.
         if qkern_cuda::args::has_row(f) && args.iter().any(|a| a == "--mma-sweep") {
             b.set_mma_tokens(Some(0))?;
-            let mut cells = [String::new(), String::new()];
-            for (k, row) in [Some(0u32), Some(1)].into_iter().enumerate() {
+            let mut cells = [String::new(), String::new(), String::new()];
+            for (k, (row, cact)) in
+                [(Some(0u32), Some(0u32)), (Some(1), Some(0)), (Some(0), Some(1))].into_iter().enumerate()
+            {
                 b.set_row_tokens(row)?;
+                b.set_cact_tokens(cact)?;
                 cells[k] = nt_cells(&mut out)?;
             }
             b.set_row_tokens(None)?;
+            b.set_cact_tokens(None)?;
             b.set_mma_tokens(None)?;
             let d: Vec<String> = (1..=8u32)
                 .filter(|n| qkern_cuda::args::row_default_mask(f) >> (n - 1) & 1 == 1)
@@ -306,6 +310,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect();
             forced.push(format!("| {f} NT 1..8, two threads per row |{}", cells[0]));
             forced.push(format!("| {f} NT 1..8, one thread per row (default at NT {}) |{}", d.join(","), cells[1]));
+            forced.push(format!("| {f} NT 1..8, one thread per row, activations in the constant bank |{}", cells[2]));
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each

@@ -28,6 +28,9 @@ typedef long long i64;
 #define QK_MEMBER __device__ __forceinline__
 #define QK_SHARED __shared__
 #define QK_SHARED16 __shared__ __align__(16)
+// A module-wide array in the constant bank (read by uniform loads, ULDC, where every thread of
+// a warp reads the same address), filled by the host between launches.
+#define QK_CONST_BANK __constant__
 // __grid_constant__: the argument struct stays in parameter space even though kernels index
 // its job array dynamically (no per-thread copy to local memory).
 #define QK_ENTRY(name, ArgT, body) \
@@ -134,6 +137,12 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #ifndef QK_MINB_R12
 #define QK_MINB_R12 QK_MINB_R  // the same at NT 1 and 2 (iq4_nl's NT 1 row kernel takes 88 registers with 2: 25 %
                                // occupancy; ptxas fits it in 64 with 4, no spill, as q5_1's, nvfp4's, q8_0's; not measured)
+#endif
+#ifndef QK_MINB_C
+#define QK_MINB_C QK_MINB_R  // the row kernels with constant-bank activations (qk_mmc_*; not measured)
+#endif
+#ifndef QK_MINB_C12
+#define QK_MINB_C12 QK_MINB_R12  // the same at NT 1 and 2
 #endif
 #ifndef QK_MINB_B1
 #define QK_MINB_B1 1  // 32-element formats, NTM = 1: resident 256-thread CTAs asked of ptxas
@@ -401,6 +410,7 @@ struct MmJob {
     u32 nt;
     u32 cta0;  // first CTA of this job
     u32 capw;  // token stride of the activation regions (capacity rounded up to 4)
+    u64 a_cb;  // the activation buffer address that qk_cact mirrors (the qk_mmc_* kernels; else 0)
 };
 
 struct MmArgs {

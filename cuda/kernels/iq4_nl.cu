@@ -11,7 +11,7 @@
 
 struct UnitIq4Nl {
     static const u32 UNITS_PER_BLOCK = 1;
-    template <int NTM>
+    template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
         const u32 nb = A.nb, capw = J.capw;
@@ -25,10 +25,10 @@ struct UnitIq4Nl {
         qk_lut16x2(qq.y, kv, &v4[2], &v4[3]);
         const float dx = qk_h2f(qk_ld((const u16*)J.wd + k));
         float da[NTM];
-        ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
+        AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const uint4 av = ld_aq((const u32*)J.a_qs, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
+            const uint4 av = AS::quad(J, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
 #pragma unroll
             for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a((i32)v4[i], (i32)q4w(av, i), QK_BIAS);
         }

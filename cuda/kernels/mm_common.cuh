@@ -100,6 +100,51 @@ QK_DEV void ld_tok_f(const float* p, float* f) {
     for (int t = 0; t < NTM; ++t) f[t] = qk_u2f(w[t]);
 }
 
+// ---- Where a kernel reads its activations from: global memory (ActG: the job's pointers) or
+// the module's constant bank (ActC: the job's a_qs / a_d / a_x are byte offsets into qk_cact,
+// which the host fills with a copy of the whole activation buffer before the launch;
+// args.rs `plan_matmul`, "cact"). In the one-thread-per-row kernels every thread of a warp
+// reads the same activation words (same block, same token), so from the constant bank ptxas
+// loads them with uniform loads (ULDC.64) straight into the IDP operands, off the L1 path
+// that bounds those kernels at high token counts (Nsight Compute, H200 session 13: L1 87-89 %
+// busy, HBM 19-33 %). Same words, same bits.
+#ifndef QK_CACT_BYTES
+#define QK_CACT_BYTES 61440  // args.rs CACT_BYTES; the bank holds 64 KiB per module
+#endif
+QK_CONST_BANK uint4 qk_cact[QK_CACT_BYTES / 16];
+
+struct ActG {
+    // quad q of token t (ld_aq)
+    static QK_MEMBER uint4 quad(const MmJob& J, u64 q, u32 capw, u32 t) { return ld_aq((const u32*)J.a_qs, q, capw, t); }
+    // NTM consecutive f32 at element `off` of the region at `base` (J.a_d / J.a_x)
+    template <int NTM>
+    static QK_MEMBER void f32s(const MmJob&, u64 base, u64 off, float* f) { ld_tok_f<NTM>((const float*)base + off, f); }
+};
+
+// Tokens below QK_CACT_NT come from the bank, the others from global memory (a balance of
+// issue slots, two ULDC.64 a quad, against L1 traffic, one LDG.128 a quad).
+#ifndef QK_CACT_NT
+#define QK_CACT_NT 8
+#endif
+#ifndef QK_CACT_F
+#define QK_CACT_F 1  // the f32 scales (and q5_1's sums) from the bank too
+#endif
+struct ActC {
+    static QK_MEMBER uint4 quad(const MmJob& J, u64 q, u32 capw, u32 t) {
+        if (t >= QK_CACT_NT) return ActG::quad(J, q, capw, t);
+        // the quad's row pointer, then t: the token becomes the load's immediate offset
+        const uint4* p = qk_cact + ((u32)(J.a_qs - J.a_cb) / 16u + (u32)q * capw);
+        return p[t];
+    }
+    template <int NTM>
+    static QK_MEMBER void f32s(const MmJob& J, u64 base, u64 off, float* f) {
+        if (!QK_CACT_F) return ActG::template f32s<NTM>(J, base, off, f);
+        const float* c = (const float*)qk_cact + ((u32)(base - J.a_cb) / 4u + (u32)off);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) f[t] = c[t];
+    }
+};
+
 // ---- 32-element formats (q8_0, q5_1, iq4_nl, nvfp4): two threads per row, thread h owns
 // lanes 4h..4h+3 of every block (the block's quants 16h..16h+16 for q8_0), so that the
 // per-(block, token) scale product is shared by 4 lanes and weights come in 16-byte loads.
@@ -422,11 +467,11 @@ QK_DEV void mmk_body(const MmArgs& A) {
 // the two-thread kernels' lane for lane (MmPlain: acc over the units; MmPairs: iq4_nl's even
 // and odd accumulators and its scalar tail; MmSumms: q5_1's summs chain), hsum_float_8 in-thread
 // in the same order ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-template <class U, int NTM>
+template <class U, int NTM, class AS>
 QK_DEV void mm_row_half(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, float (*acc)[8], float* m) {
     i32 isum[4][NTM];
     float d[NTM];
-    U::template unit<NTM>(A, J, row, u, h, isum, d, m);
+    U::template unit<NTM, AS>(A, J, row, u, h, isum, d, m);
 #pragma unroll
     for (int t = 0; t < NTM; ++t)
 #pragma unroll
@@ -438,7 +483,7 @@ QK_DEV float mm_hsum8(const float* l) {
     return qk_add(qk_add(qk_add(l[0], l[4]), qk_add(l[2], l[6])), qk_add(qk_add(l[1], l[5]), qk_add(l[3], l[7])));
 }
 
-template <class U, int CH, int NTM>
+template <class U, int CH, int NTM, class AS>
 QK_DEV void mmr_body(const MmArgs& A) {
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
@@ -461,10 +506,10 @@ QK_DEV void mmr_body(const MmArgs& A) {
             for (int i = 0; i < 8; ++i) acc2[t][i] = 0.0f;
 QK_UNROLL(1)
         for (u32 p = 0; p < units / 2u; ++p) {
-            mm_row_half<U, NTM>(A, J, row, 2u * p, 0u, acc, nullptr);
-            mm_row_half<U, NTM>(A, J, row, 2u * p, 1u, acc, nullptr);
-            mm_row_half<U, NTM>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
-            mm_row_half<U, NTM>(A, J, row, 2u * p + 1u, 1u, acc2, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, row, 2u * p, 0u, acc, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, row, 2u * p, 1u, acc, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, row, 2u * p + 1u, 1u, acc2, nullptr);
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
@@ -477,8 +522,8 @@ QK_UNROLL(1)
             // the scalar tail: sumf = fma(d, sum of the 8 lanes, sumf) (iq4_nl: both halves' d agree)
             i32 i0[4][NTM], i1[4][NTM];
             float d[NTM];
-            U::template unit<NTM>(A, J, row, units - 1u, 0u, i0, d, nullptr);
-            U::template unit<NTM>(A, J, row, units - 1u, 1u, i1, d, nullptr);
+            U::template unit<NTM, AS>(A, J, row, units - 1u, 0u, i0, d, nullptr);
+            U::template unit<NTM, AS>(A, J, row, units - 1u, 1u, i1, d, nullptr);
 #pragma unroll
             for (int t = 0; t < NTM; ++t) {
                 const u32 s0 = (u32)i0[0][t] + (u32)i0[1][t] + (u32)i0[2][t] + (u32)i0[3][t];
@@ -490,15 +535,14 @@ QK_UNROLL(1)
         float summs[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
-        const float* as = (const float*)J.a_x;
 QK_UNROLL(1)
         for (u32 u = 0; u < units; ++u) {
             float m = 0.0f;
-            mm_row_half<U, NTM>(A, J, row, u, 0u, acc, &m);
-            mm_row_half<U, NTM>(A, J, row, u, 1u, acc, &m);
+            mm_row_half<U, NTM, AS>(A, J, row, u, 0u, acc, &m);
+            mm_row_half<U, NTM, AS>(A, J, row, u, 1u, acc, &m);
             if (CH == MmSumms) {
                 float sa[NTM];
-                ld_tok_f<NTM>(as + (u64)u * J.capw, sa);
+                AS::template f32s<NTM>(J, J.a_x, (u64)u * J.capw, sa);
 #pragma unroll
                 for (int t = 0; t < NTM; ++t) summs[t] = qk_fma(m, sa[t], summs[t]);
             }
@@ -512,9 +556,12 @@ QK_UNROLL(1)
             if ((u32)t < J.nt) ((float*)J.out)[(u64)t * rows + r] = res[t];
 }
 
-#define MMR_KERNEL_1(fmt, U, CH, NTM)                                                    \
-    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM>(A); }          \
-    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_R12 : QK_MINB_R)
+// qk_mmr_*: activations from global memory; qk_mmc_*: from the constant bank (ActC).
+#define MMR_KERNEL_1(fmt, U, CH, NTM)                                                                 \
+    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }                 \
+    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_R12 : QK_MINB_R) \
+    QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActC>(A); }                 \
+    QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
 

@@ -13,7 +13,7 @@
 
 // Step u (sub-blocks 2kk, 2kk + 1 of block b = u / 2, kk = u % 2), half h: the integer lanes
 // 4h..4h+3 from the sub-block's 8 bytes (words qx, qy), and the chain factors ue4m3 * dy.
-template <int NTM>
+template <int NTM, class AS = ActG>
 QK_DEV void nvfp4_step(const MmJob& J, u32 u, u32 h, u32 qx, u32 qy, u32 scales, const u32* kv, i32 (*isum)[NTM],
                        float* d) {
     const u32 capw = J.capw, sb = 2u * (u & 1u) + h;
@@ -23,10 +23,10 @@ QK_DEV void nvfp4_step(const MmJob& J, u32 u, u32 h, u32 qx, u32 qy, u32 scales,
     qk_lut16x2(qy, kv, &v4[1], &v4[3]);
     const float ue = qk_ue4m3(scales >> (8u * sb));
     float da[NTM];
-    ld_tok_f<NTM>((const float*)J.a_d + (u64)u * capw, da);
+    AS::template f32s<NTM>(J, J.a_d, (u64)u * capw, da);
 #pragma unroll
     for (int t = 0; t < NTM; ++t) {
-        const uint4 av = ld_aq((const u32*)J.a_qs, 2u * u + h, capw, (u32)t);  // lanes 4h..4h+3
+        const uint4 av = AS::quad(J, 2u * u + h, capw, (u32)t);  // lanes 4h..4h+3
 #pragma unroll
         for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a((i32)v4[i], (i32)q4w(av, i), QK_BIAS);
     }
@@ -44,14 +44,14 @@ QK_DEV void nvfp4_table(const MmArgs& A, u32* kv) {
 // UE4M3 scales as one u32 of the scale array.
 struct UnitNvfp4 {
     static const u32 UNITS_PER_BLOCK = 2;
-    template <int NTM>
+    template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
         u32 kv[4];
         nvfp4_table(A, kv);
         const u64 k = qk_wblk(J.rows, A.nb, row, u / 2);
         const uint2 q = ld64((const u8*)J.w + k * 32u + 16u * h + 8u * (u & 1u));
-        nvfp4_step<NTM>(J, u, h, q.x, q.y, qk_ld((const u32*)J.wd + k), kv, isum, d);
+        nvfp4_step<NTM, AS>(J, u, h, q.x, q.y, qk_ld((const u32*)J.wd + k), kv, isum, d);
     }
 };
 

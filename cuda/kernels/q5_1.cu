@@ -11,7 +11,7 @@
 struct UnitQ5_1 {
     static const u32 UNITS_PER_BLOCK = 1;
     // `*m`: the block's fp16 m as f32 (for summs).
-    template <int NTM>
+    template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float* m) {
         const u32 nb = A.nb, capw = J.capw;
@@ -22,7 +22,7 @@ struct UnitQ5_1 {
         const uint2 q0 = ld64(blk + 8), q1 = ld64(blk + 16);
         const u32 qw[4] = {q0.x, q0.y, q1.x, q1.y};
         float da[NTM];
-        ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
+        AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
         i32 q[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -31,7 +31,7 @@ struct UnitQ5_1 {
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const uint4 av = ld_aq((const u32*)J.a_qs, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
+            const uint4 av = AS::quad(J, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
 #pragma unroll
             for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a(q[i], (i32)q4w(av, i), QK_BIAS);
         }

@@ -11,7 +11,7 @@
 // Block b, half h: the integer lanes 4h..4h+4 and the chain factor dx*dy of NTM tokens.
 struct UnitQ8_0 {
     static const u32 UNITS_PER_BLOCK = 1;
-    template <int NTM>
+    template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
         const u32 nb = A.nb, capw = J.capw;
@@ -20,10 +20,10 @@ struct UnitQ8_0 {
         const i32 wv[4] = {(i32)wq.x, (i32)wq.y, (i32)wq.z, (i32)wq.w};
         const float dw = qk_h2f(qk_ld((const u16*)J.wd + k));
         float da[NTM];
-        ld_tok_f<NTM>((const float*)J.a_d + (u64)b * capw, da);
+        AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
-            const uint4 av = ld_aq((const u32*)J.a_qs, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
+            const uint4 av = AS::quad(J, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3
 #pragma unroll
             for (int i = 0; i < 4; ++i) isum[i][t] = qk_dp4a(wv[i], (i32)q4w(av, i), QK_BIAS);
         }

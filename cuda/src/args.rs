@@ -24,6 +24,9 @@ pub struct MmJob {
     pub cta0: u32,
     /// Token stride of the activation regions.
     pub capw: u32,
+    /// The activation buffer address whose bytes the module's constant bank (`qk_cact`)
+    /// holds for the `qk_mmc_*` kernels (0 otherwise).
+    pub a_cb: u64,
 }
 
 #[repr(C)]
@@ -66,8 +69,8 @@ pub struct DeqArgs {
     pub pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<MmJob>() == 64);
-const _: () = assert!(core::mem::size_of::<MmArgs>() == 24 + 64 * MAX_JOBS);
+const _: () = assert!(core::mem::size_of::<MmJob>() == 72);
+const _: () = assert!(core::mem::size_of::<MmArgs>() == 24 + 72 * MAX_JOBS);
 const _: () = assert!(core::mem::size_of::<QuantArgs>() == 64);
 const _: () = assert!(core::mem::size_of::<DeqArgs>() == 48);
 
@@ -168,6 +171,17 @@ pub fn row_default_mask(format: Format) -> u32 {
     nts.iter().fold(0, |m, &n| m | 1 << (n - 1))
 }
 
+/// The token counts (a mask as [`row_default_mask`]) at which a 32-element format runs its
+/// one-thread-per-row kernel with the activations in the constant bank (`qk_mmc_*`,
+/// `QKERN_CUDA_CACT_NT=n`: n and above). None yet: not measured on a GPU. In sm_90 SASS the
+/// activation words arrive by uniform loads (ULDC.64) as the IDP operands, leaving the L1 to
+/// the weights (q8_0 at NT 8: 4 LDG a block instead of 24), at a few more instructions (301
+/// a block against 291).
+pub fn cact_default_mask(format: Format) -> u32 {
+    let _ = format;
+    0
+}
+
 /// The mask of [`row_default_mask`] for "from `n` tokens on" (0: never).
 pub fn row_mask_from(n: u32) -> u32 {
     if n == 0 { 0 } else { (0xffu32 << (n.min(8) - 1)) & 0xff }
@@ -198,6 +212,10 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
         v.push(has_row(format).then(|| format!("qk_mmr_{st}_n{ntm}")));
     }
     debug_assert_eq!(v.len(), row_kernel_index(8) + 1);
+    for ntm in NTMS {
+        v.push(has_row(format).then(|| format!("qk_mmc_{st}_n{ntm}")));
+    }
+    debug_assert_eq!(v.len(), cact_kernel_index(8) + 1);
     v
 }
 
@@ -252,6 +270,10 @@ pub struct MmJobDesc {
     pub capw: u32,
     /// Activation blocks per token (`ActLayout::blocks`).
     pub act_blocks: u32,
+    /// The whole activation buffer (`a_base .. a_base + a_len`, every region above inside):
+    /// what the constant-bank kernels mirror ([`cact_kernel_index`]).
+    pub a_base: u64,
+    pub a_len: u64,
 }
 
 /// One planned launch.
@@ -260,48 +282,82 @@ pub struct MmLaunch {
     pub kernel: usize,
     pub grid: u32,
     pub block: u32,
+    /// `(src, bytes)`: before this launch, copy `bytes` from device address `src` to the start
+    /// of the module's constant bank `qk_cact` (the `qk_mmc_*` kernels; stream-ordered, so the
+    /// launch sees them).
+    pub stage: Option<(u64, u64)>,
+}
+
+/// The choices of [`plan_matmul`] that the backend's knobs set.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlanKnobs {
+    /// Launches with fewer rows in all than this use the S = 4 kernels (where built), which
+    /// put 4x more threads on each row (0 forces S = 1).
+    pub s4_rows: u64,
+    /// Launches that would have fewer 256-thread CTAs than this use 64-thread CTAs.
+    pub min_ctas: u64,
+    /// Launches of at least this many tokens (in their largest job) that would run S = 1 use
+    /// the format's tensor-core kernel where it has one ([`has_mma`]; 0: never).
+    pub mma_nt: u32,
+    /// Launches of at least `s4_rows` rows whose NTM has its bit (`ntm - 1`) set and that
+    /// would run the two-thread kernels of a 32-element format run its one-thread-per-row
+    /// kernel instead ([`has_row`], [`row_default_mask`]).
+    pub row_mask: u32,
+    /// Small launches of q4_K with at most [`KQ_MMK_BMAX`] blocks per row run its two-phase
+    /// kernel ([`has_mmk`]; the 32-element formats' small launches always do).
+    pub kq_mmk: bool,
+    /// Like `row_mask`, for the one-thread-per-row kernels that read the activations from the
+    /// constant bank ([`cact_kernel_index`]), where every job of the launch uses one activation
+    /// buffer of at most [`CACT_BYTES`]; before `row_mask`.
+    pub cact_mask: u32,
+}
+
+/// Bytes of the constant bank `qk_cact` (mm_common.cuh `QK_CACT_BYTES`).
+pub const CACT_BYTES: u64 = 61440;
+
+/// Index of the one-thread-per-row kernel whose activations come from the constant bank
+/// (mm_common.cuh `ActC`, `qk_mmc_*`) for `ntm` tokens in [`mm_kernel_names`].
+pub fn cact_kernel_index(ntm: u32) -> usize {
+    row_kernel_index(8) + ntm.clamp(1, 8) as usize
 }
 
 /// Split `jobs` into launches of at most [`MAX_JOBS`] jobs of at most [`MAX_NT`] tokens
-/// each (larger jobs become several token chunks), choose NTM and S, and call `f` for each
-/// launch with its arguments. Allocates nothing.
-///
-/// `s4_rows`: launches with fewer rows in all than this use the S = 4 kernels (where built),
-/// which put 4x more threads on each row (0 forces S = 1). `min_ctas`: launches that would have fewer
-/// 256-thread CTAs than this use 64-thread CTAs. `mma_nt`: launches of at least this many tokens
-/// (in their largest job) that would run S = 1 use the format's tensor-core kernel where it has
-/// one ([`has_mma`]; 0: never). `kq_mmk`: small launches of q4_K with at most
-/// [`KQ_MMK_BMAX`] blocks per row run its two-phase kernel ([`has_mmk`]; the 32-element
-/// formats' small launches always do). `row_mask`: launches of at least `s4_rows` rows whose NTM has
-/// its bit (`ntm - 1`) set and that would run the two-thread kernels of a 32-element format
-/// run its one-thread-per-row kernel instead ([`has_row`], [`row_default_mask`]).
-#[allow(clippy::too_many_arguments)]
+/// each (larger jobs become several token chunks), choose NTM, S and the kernel by `k`
+/// ([`PlanKnobs`]), and call `f` for each launch with its arguments. Allocates nothing.
 pub fn plan_matmul<E>(
     format: Format,
     cols: usize,
     tab: u64,
     jobs: impl IntoIterator<Item = MmJobDesc>,
-    s4_rows: u64,
-    min_ctas: u64,
-    mma_nt: u32,
-    row_mask: u32,
-    kq_mmk: bool,
+    k: PlanKnobs,
     mut f: impl FnMut(MmLaunch, &MmArgs) -> Result<(), E>,
 ) -> Result<(), E> {
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
     let nb = (cols / format.block_elems()) as u32;
     let body = crate::layout::WeightLayout::of(format).map(|l| l.body).unwrap_or(0) as u32;
     let mut args = MmArgs { njobs: 0, cols: cols as u32, nb, pf: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
-    let mut max_nt = 0u32;
-    let mut rows_total = 0u64;
+    // Per launch: the largest job's tokens, the rows of all jobs, and the one activation
+    // buffer all jobs use (None: none yet; Some(None): several).
+    struct Acc {
+        max_nt: u32,
+        rows_total: u64,
+        abuf: Option<Option<(u64, u64)>>,
+    }
+    let mut acc = Acc { max_nt: 0, rows_total: 0, abuf: None };
 
-    let mut flush = |args: &mut MmArgs, max_nt: &mut u32, rows_total: &mut u64| -> Result<(), E> {
+    let mut flush = |args: &mut MmArgs, acc: &mut Acc| -> Result<(), E> {
         if args.njobs == 0 {
             return Ok(());
         }
-        let ntm = NTMS.into_iter().find(|&n| n >= *max_nt).unwrap_or(8);
+        let (max_nt, rows_total) = (acc.max_nt, acc.rows_total);
+        let abuf = acc.abuf.flatten();
+        *acc = Acc { max_nt: 0, rows_total: 0, abuf: None };
+        let ntm = NTMS.into_iter().find(|&n| n >= max_nt).unwrap_or(8);
         let units = nb * if format == Format::NVFP4 { 2 } else { 1 };
-        if has_mmk(format) && (kq_mmk || !has_split(format)) && units <= mmk_max_units(format) && *rows_total < s4_rows
+        if has_mmk(format)
+            && (k.kq_mmk || !has_split(format))
+            && units <= mmk_max_units(format)
+            && rows_total < k.s4_rows
         {
             // small K: the two-phase kernel, MMK_R rows per 256-thread CTA
             let mut cta = 0u32;
@@ -310,24 +366,26 @@ pub fn plan_matmul<E>(
                 cta += j.rows.div_ceil(MMK_R);
             }
             args.pf = 0;
-            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK }, args)?;
+            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK, stage: None }, args)?;
             args.njobs = 0;
-            *max_nt = 0;
-            *rows_total = 0;
             return Ok(());
         }
         // (iq4_xs at one token took S = 4 at every size until its kernels got a register budget,
         // QK_MINB_W: then S = 1 measured 2172 GB/s against 1839 with S = 4 at 1 GiB, H200,
         // benches/results/2026-12-04-h200-session9 run5.)
-        let s = if has_split(format) && *rows_total < s4_rows { 4 } else { 1 };
+        let s = if has_split(format) && rows_total < k.s4_rows { 4 } else { 1 };
         // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
-        let mma = s == 1 && has_mma(format) && mma_nt > 0 && *max_nt >= mma_nt;
-        let row = !mma && has_row(format) && row_mask >> (ntm - 1) & 1 == 1 && *rows_total >= s4_rows;
+        let mma = s == 1 && has_mma(format) && k.mma_nt > 0 && max_nt >= k.mma_nt;
+        let large_row = !mma && has_row(format) && rows_total >= k.s4_rows;
+        let stage = abuf.filter(|&(base, len)| {
+            large_row && k.cact_mask >> (ntm - 1) & 1 == 1 && base != 0 && len > 0 && len <= CACT_BYTES
+        });
+        let row = stage.is_some() || (large_row && k.row_mask >> (ntm - 1) & 1 == 1);
         let tpr = if row { 1 } else { threads_per_row(format, s) };
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
             |block: u32| args.jobs[..args.njobs as usize].iter().map(|j| j.rows.div_ceil(block / tpr)).sum::<u32>();
-        let block = if (ctas(MM_BLOCK) as u64) < min_ctas { 64 } else { MM_BLOCK };
+        let block = if (ctas(MM_BLOCK) as u64) < k.min_ctas { 64 } else { MM_BLOCK };
         let rpc = block / tpr;
         // Prefetch when the launch's weights fit well within L2 (less than 16 MiB).
         let wbytes: u64 =
@@ -336,19 +394,20 @@ pub fn plan_matmul<E>(
         let mut cta = 0u32;
         for j in &mut args.jobs[..args.njobs as usize] {
             j.cta0 = cta;
+            j.a_cb = stage.map_or(0, |(base, _)| base);
             cta += j.rows.div_ceil(rpc);
         }
         let kernel = if mma {
             MMA_KERNEL
+        } else if stage.is_some() {
+            cact_kernel_index(ntm)
         } else if row {
             row_kernel_index(ntm)
         } else {
             mm_kernel_index(ntm, s)
         };
-        f(MmLaunch { kernel, grid: cta, block }, args)?;
+        f(MmLaunch { kernel, grid: cta, block, stage }, args)?;
         args.njobs = 0;
-        *max_nt = 0;
-        *rows_total = 0;
         Ok(())
     };
 
@@ -357,7 +416,7 @@ pub fn plan_matmul<E>(
         while t0 < j.tokens {
             let nt = (j.tokens - t0).min(MAX_NT as u32);
             if args.njobs as usize == MAX_JOBS {
-                flush(&mut args, &mut max_nt, &mut rows_total)?;
+                flush(&mut args, &mut acc)?;
             }
             // Token-interleaved regions: token t0's quants start 16*t0 bytes in (q8_0 / q8_1
             // quads) or 4*t0 (q8_K words), its scales 4*t0; q8_K bsums are per token (32
@@ -378,14 +437,20 @@ pub fn plan_matmul<E>(
                 nt,
                 cta0: 0,
                 capw: j.capw,
+                a_cb: 0,
             };
             args.njobs += 1;
-            max_nt = max_nt.max(nt);
-            rows_total += j.rows as u64;
+            acc.max_nt = acc.max_nt.max(nt);
+            acc.rows_total += j.rows as u64;
+            let buf = (j.a_base, j.a_len);
+            acc.abuf = Some(match acc.abuf {
+                None => Some(buf),
+                Some(prev) => prev.filter(|&p| p == buf),
+            });
             t0 += nt;
         }
     }
-    flush(&mut args, &mut max_nt, &mut rows_total)
+    flush(&mut args, &mut acc)
 }
 
 /// Grid and block of an activation quantize launch.
@@ -410,7 +475,20 @@ mod tests {
     use super::*;
 
     fn job(rows: u32, tokens: u32) -> MmJobDesc {
-        MmJobDesc { w: 0, wd: 0, a_qs: 0, a_d: 0, a_x: 0, out: 0, rows, tokens, capw: 8, act_blocks: 16 }
+        MmJobDesc {
+            w: 0,
+            wd: 0,
+            a_qs: 0x1000,
+            a_d: 0x9000,
+            a_x: 0,
+            out: 0,
+            rows,
+            tokens,
+            capw: 8,
+            act_blocks: 16,
+            a_base: 0x1000,
+            a_len: 0xa000,
+        }
     }
 
     /// The kernels `plan_matmul` picks for one job of `rows` x `tokens` (4096 columns).
@@ -420,7 +498,8 @@ mod tests {
 
     fn kernels_r(f: Format, rows: u32, tokens: u32, s4_rows: u64, mma_nt: u32, row_nt: u32) -> Vec<(usize, u32, u32)> {
         let mut v = Vec::new();
-        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], s4_rows, 0, mma_nt, row_mask_from(row_nt), false, |l, a| {
+        let k = PlanKnobs { s4_rows, mma_nt, row_mask: row_mask_from(row_nt), ..Default::default() };
+        plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], k, |l, a| {
             v.push((l.kernel, l.grid, a.jobs[0].nt));
             Ok(())
         })
@@ -432,11 +511,14 @@ mod tests {
     fn tensor_core_kernels_are_named_and_defaults_have_one() {
         for f in Format::WEIGHTS {
             let names = mm_kernel_names(f);
-            assert_eq!(names.len(), row_kernel_index(8) + 1);
+            assert_eq!(names.len(), cact_kernel_index(8) + 1);
             for ntm in NTMS {
                 let n = &names[row_kernel_index(ntm)];
                 assert_eq!(n.is_some(), has_row(f), "{f}");
                 assert!(n.as_ref().is_none_or(|n| n == &format!("qk_mmr_{}_n{ntm}", stem(f))));
+                let n = &names[cact_kernel_index(ntm)];
+                assert_eq!(n.is_some(), has_row(f), "{f}");
+                assert!(n.as_ref().is_none_or(|n| n == &format!("qk_mmc_{}_n{ntm}", stem(f))));
             }
             assert!(row_default_mask(f) == 0 || has_row(f));
             assert!(row_default_mask(f) <= 0xff);
@@ -465,10 +547,59 @@ mod tests {
     }
 
     #[test]
+    fn plan_stages_the_constant_bank_only_for_one_small_buffer_in_large_row_launches() {
+        let rows = 100_000;
+        let plan = |f: Format, jobs: &[MmJobDesc], cact: u32, row: u32, s4: u64| {
+            let mut v = Vec::new();
+            let k = PlanKnobs {
+                s4_rows: s4,
+                cact_mask: row_mask_from(cact),
+                row_mask: row_mask_from(row),
+                ..Default::default()
+            };
+            plan_matmul::<()>(f, 4096, 0, jobs.iter().copied(), k, |l, a| {
+                let cb: Vec<u64> = a.jobs[..a.njobs as usize].iter().map(|j| j.a_cb).collect();
+                v.push((l.kernel, l.grid, l.stage, cb));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        let one = job(rows, 8);
+        // from the mask's token count on: the constant-bank kernel, one thread per row, the
+        // whole buffer staged, every job pointing at it
+        assert_eq!(
+            plan(Format::Q8_0, &[one], 8, 0, 0),
+            vec![(cact_kernel_index(8), rows.div_ceil(256), Some((0x1000, 0xa000)), vec![0x1000])]
+        );
+        assert_eq!(plan(Format::Q8_0, &[job(rows, 3)], 4, 1, 0)[0].0, row_kernel_index(3));
+        assert_eq!(plan(Format::Q8_0, &[job(rows, 3)], 4, 0, 0)[0].0, mm_kernel_index(3, 1));
+        // 11 tokens of one buffer: two chunks of one launch, both on the staged buffer
+        let k = plan(Format::Q5_1, &[job(rows, 11)], 1, 0, 0);
+        assert_eq!(
+            (k.len(), k[0].0, k[0].2, k[0].3.clone()),
+            (1, cact_kernel_index(8), Some((0x1000, 0xa000)), vec![0x1000, 0x1000])
+        );
+        // two buffers, a buffer over the bank, small launches, the 256-element formats: never
+        let mut other = one;
+        other.a_base = 0x20000;
+        let k = plan(Format::Q8_0, &[one, other], 8, 1, 0);
+        assert_eq!((k[0].0, k[0].2, k[0].3.clone()), (row_kernel_index(8), None, vec![0, 0]));
+        let mut big = one;
+        big.a_len = CACT_BYTES + 16;
+        assert_eq!(plan(Format::Q8_0, &[big], 8, 0, 0)[0].2, None);
+        big.a_len = CACT_BYTES;
+        assert!(plan(Format::Q8_0, &[big], 8, 0, 0)[0].2.is_some());
+        assert_eq!(plan(Format::Q8_0, &[one], 8, 0, rows as u64 + 1)[0].2, None);
+        assert_eq!(plan(Format::Q4_K, &[one], 8, 0, 0)[0].2, None);
+    }
+
+    #[test]
     fn q4_k_two_phase_kernel_only_when_asked_small_and_short() {
         let pick = |cols: usize, rows: u32, on: bool| {
             let mut v = Vec::new();
-            plan_matmul::<()>(Format::Q4_K, cols, 0, [job(rows, 4)], 1 << 20, 0, 0, 0, on, |l, _| {
+            let k = PlanKnobs { s4_rows: 1 << 20, kq_mmk: on, ..Default::default() };
+            plan_matmul::<()>(Format::Q4_K, cols, 0, [job(rows, 4)], k, |l, _| {
                 v.push((l.kernel, l.grid));
                 Ok(())
             })

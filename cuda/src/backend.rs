@@ -67,6 +67,19 @@ struct Loaded {
     deq: Option<CudaFunction>,
     /// Quantizers for q8_0, q8_1, q8_K.
     quant: Vec<CudaFunction>,
+    /// The module's constant bank for the `qk_mmc_*` kernels (32-element formats).
+    cact: Option<ConstBank>,
+}
+
+/// A module's `qk_cact` (mm_common.cuh `ActC`): its device address and size, and what it holds
+/// now: `(source address, bytes, activation epoch)` of the last copy queued into it. The
+/// lock is held from the check to the launch, so that another thread's copy cannot land
+/// between this copy and the launch that reads it (one stream per backend: queue order is
+/// execution order).
+struct ConstBank {
+    ptr: u64,
+    bytes: u64,
+    held: Mutex<Option<(u64, u64, u64)>>,
 }
 
 /// A CUDA device with its own stream. Buffers made by one backend are used with it only.
@@ -91,6 +104,12 @@ pub struct CudaBackend {
     row_mask: std::sync::atomic::AtomicU32,
     /// q4_K's two-phase small-launch kernel on ([`CudaBackend::set_kq_two_phase`]).
     kq_mmk: std::sync::atomic::AtomicBool,
+    /// The token counts that run the constant-bank row kernels (a mask as `row_mask`;
+    /// `u32::MAX`: each format's `args::cact_default_mask`).
+    cact_mask: std::sync::atomic::AtomicU32,
+    /// Bumped whenever an activation buffer of this backend may change (allocation,
+    /// quantize, import), so that a constant bank's copy of a buffer is made again after.
+    act_epoch: AtomicU64,
 }
 
 struct Cold {
@@ -411,6 +430,8 @@ impl CudaBackend {
             mma_nt: std::sync::atomic::AtomicU32::new(0),
             row_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
             kq_mmk: std::sync::atomic::AtomicBool::new(false),
+            cact_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
+            act_epoch: AtomicU64::new(0),
         })
         .and_then(|b| {
             // Tuning knobs (read once per backend): QKERN_CUDA_SYNC=auto|spin|yield|blocking,
@@ -429,6 +450,7 @@ impl CudaBackend {
             }
             b.set_mma_tokens(env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             b.set_row_tokens(env_knob("QKERN_CUDA_ROW_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
+            b.set_cact_tokens(env_knob("QKERN_CUDA_CACT_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", qkern_formats::env::switch)? {
                 b.set_kq_two_phase(on);
             }
@@ -624,6 +646,7 @@ impl CudaBackend {
                 mm: Vec::new(),
                 deq: None,
                 quant: vec![load("qk_quant_q8_0")?, load("qk_quant_q8_1")?, load("qk_quant_q8_k")?],
+                cact: None,
                 _module: module.clone(),
             },
             Module::Weights(f) => {
@@ -634,7 +657,20 @@ impl CudaBackend {
                         None => None,
                     });
                 }
-                Loaded { mm, deq: Some(load(&args::deq_kernel_name(f))?), quant: Vec::new(), _module: module.clone() }
+                let cact = if args::has_row(f) {
+                    let sym = module.get_global("qk_cact", &self.stream)?;
+                    let (ptr, _sync) = sym.device_ptr(&self.stream);
+                    Some(ConstBank { ptr, bytes: sym.len() as u64, held: Mutex::new(None) })
+                } else {
+                    None
+                };
+                Loaded {
+                    mm,
+                    deq: Some(load(&args::deq_kernel_name(f))?),
+                    quant: Vec::new(),
+                    cact,
+                    _module: module.clone(),
+                }
             }
         };
         let l = Arc::new(loaded);
@@ -695,6 +731,8 @@ impl CudaBackend {
         self.bind()?;
         let buf = self.stream.alloc_zeros::<u8>(layout.total)?;
         let staging = self.stream.alloc_zeros::<f32>(capacity * cols)?;
+        // A new buffer may sit where a freed one was mirrored.
+        self.act_epoch.fetch_add(1, Ordering::Relaxed);
         let base = dptr(&buf, &self.stream);
         let st = dptr(&staging, &self.stream);
         Ok(CudaActs { owner: self.id, layout, _buf: buf, base, _staging: staging, staging: st })
@@ -805,6 +843,7 @@ impl CudaBackend {
     }
 
     fn quantize_ptr(&self, x: u64, nt: usize, acts: &CudaActs) -> Result<()> {
+        self.act_epoch.fetch_add(1, Ordering::Relaxed);
         let l = &acts.layout;
         let m = self.module(Module::Quant)?;
         let f = &m.quant[match l.format {
@@ -847,6 +886,7 @@ impl CudaBackend {
             return Err(invalid("activation bytes of -128 are not supported (ggml's quantizers never produce them)"));
         }
         self.bind()?;
+        self.act_epoch.fetch_add(1, Ordering::Relaxed);
         unsafe { result::memcpy_htod_async(acts.base, &img, self.stream.cu_stream()) }?;
         self.stream.synchronize()?;
         Ok(())
@@ -907,6 +947,8 @@ impl CudaBackend {
             tokens: tokens as u32,
             capw: l.capw as u32,
             act_blocks: l.blocks as u32,
+            a_base: acts.base,
+            a_len: l.total as u64,
         })
     }
 
@@ -957,6 +999,30 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// From how many tokens the 32-element formats run the one-thread-per-row kernels that
+    /// read the activations from the constant bank (`qk_mmc_*`: uniform loads instead of L1
+    /// requests), in large launches whose activation buffer fits the bank
+    /// (`args::CACT_BYTES`; else `set_row_tokens` decides). `Some(0)`: never; `None`: each
+    /// format's default (`args::cact_default_mask`). The bits are the same either way.
+    pub fn set_cact_tokens(&self, n: Option<u32>) -> Result<()> {
+        let v = match n {
+            None => u32::MAX,
+            Some(n) if n > args::MAX_NT as u32 => {
+                return Err(invalid(format!("constant-bank row kernels from {n} tokens: at most {}", args::MAX_NT)));
+            }
+            Some(n) => args::row_mask_from(n),
+        };
+        self.cact_mask.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn cact_mask(&self, format: Format) -> u32 {
+        match self.cact_mask.load(Ordering::Relaxed) {
+            u32::MAX => args::cact_default_mask(format),
+            m => m,
+        }
+    }
+
     /// Whether small launches of q4_K with at most 16 blocks per row (a MoE expert's gate and
     /// up projections) run its two-phase kernel (`args::has_mmk`; off by default: not yet
     /// measured on a GPU; `QKERN_CUDA_KQ_MMK=1`). The bits are the same either way.
@@ -986,12 +1052,34 @@ impl CudaBackend {
 
     fn run_jobs(&self, format: Format, cols: usize, jobs: impl IntoIterator<Item = MmJobDesc>) -> Result<()> {
         let m = self.module(Module::Weights(format))?;
-        let mma_nt = self.mma_nt(format);
-        let row_mask = self.row_mask(format);
-        let kq_mmk = self.kq_mmk.load(Ordering::Relaxed);
-        let (s4, min_ctas) = (self.s4_rows(format), 2 * self.sms as u64);
-        args::plan_matmul(format, cols, self.tab, jobs, s4, min_ctas, mma_nt, row_mask, kq_mmk, |l, a| {
+        let k = args::PlanKnobs {
+            s4_rows: self.s4_rows(format),
+            min_ctas: 2 * self.sms as u64,
+            mma_nt: self.mma_nt(format),
+            row_mask: self.row_mask(format),
+            kq_mmk: self.kq_mmk.load(Ordering::Relaxed),
+            cact_mask: if m.cact.is_some() { self.cact_mask(format) } else { 0 },
+        };
+        args::plan_matmul(format, cols, self.tab, jobs, k, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
+            let Some((src, n)) = l.stage else {
+                return self.launch(f, l.grid, l.block, a);
+            };
+            let bank = m.cact.as_ref().ok_or_else(|| invalid("constant-bank kernel without a bank"))?;
+            if n > bank.bytes {
+                return Err(invalid(format!("{n} activation bytes exceed the constant bank's {}", bank.bytes)));
+            }
+            let mut held = bank.held.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (src, n, self.act_epoch.load(Ordering::Relaxed));
+            if *held != Some(key) {
+                *held = None;
+                // SAFETY: `bank.ptr` is this module's `qk_cact`, `bank.bytes` long (n <= that);
+                // `src .. src + n` is the activation buffer of a job validated by `job` (its
+                // whole layout, alive for the call); ordered on this backend's stream before
+                // the launch below, after every earlier launch that read the bank.
+                unsafe { result::memcpy_dtod_async(bank.ptr, src, n as usize, self.stream.cu_stream()) }?;
+                *held = Some(key);
+            }
             self.launch(f, l.grid, l.block, a)
         })
     }

@@ -15,6 +15,11 @@
 //!   computes the same exact integer lane sums for 16 rows x 8 tokens at once, with the
 //!   sub-block scales split into byte-sized digits; the float chains stay per lane and in block
 //!   order ("Tensor-core kernels" in `kernels/mm_common.cuh`).
+//! - The 32-element formats also have one-thread-per-row kernels (a warp's activation loads
+//!   serve 32 rows), one of them reading the activations from the module's constant bank by
+//!   uniform loads ([`args::PlanKnobs::cact_mask`], `QKERN_CUDA_CACT_NT`): the backend copies
+//!   the activation buffer into the bank before the launch (stream-ordered, skipped when the
+//!   bank already holds it).
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
 //!   backend; `matmul` allocates nothing once its output buffers have grown to size, and

@@ -15,10 +15,13 @@ use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, SPECIALS, floats, random_blocks};
 
 type LaunchFn = unsafe extern "C" fn(*const i8, u32, u32, *const u8, *mut i8, i32) -> i32;
+type FillFn = unsafe extern "C" fn(*const u8, std::ffi::c_ulong) -> i32;
 
 struct Emu {
     _lib: libloading::Library,
     launch: LaunchFn,
+    /// The host's stream-ordered copy into the constant bank (`qk_cact`).
+    cact_fill: FillFn,
 }
 
 fn emu() -> Option<&'static Emu> {
@@ -76,7 +79,8 @@ fn emu() -> Option<&'static Emu> {
         }
         let lib = unsafe { libloading::Library::new(&out) }.expect("load emulator");
         let launch: LaunchFn = *unsafe { lib.get::<LaunchFn>(b"qk_emu_launch\0") }.expect("qk_emu_launch");
-        Some(Emu { _lib: lib, launch })
+        let cact_fill: FillFn = *unsafe { lib.get::<FillFn>(b"qk_emu_cact_fill\0") }.expect("qk_emu_cact_fill");
+        Some(Emu { _lib: lib, launch, cact_fill })
     })
     .as_ref()
 }
@@ -284,34 +288,44 @@ fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
         tokens: c.nt as u32,
         capw: l.capw as u32,
         act_blocks: l.blocks as u32,
+        a_base: d.a.ptr(),
+        a_len: l.total as u64,
     }
 }
 
-/// `mma_nt`: from how many tokens the tensor-core kernel runs (0: never; args::plan_matmul).
-fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk): (u64, u32, u32, bool)) -> Vec<Vec<f32>> {
+/// The kernel choices of `args::plan_matmul` ([`Config`]).
+fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_nt): Knobs) -> Vec<Vec<f32>> {
     let devs: Vec<DevCase> = cases.iter().map(|c| upload(c)).collect();
     let outs: Vec<Buf> = cases.iter().map(|c| Buf::new(4 * c.rows * c.nt)).collect();
     let f = cases[0].f;
     let names = args::mm_kernel_names(f);
     let jobs = cases.iter().zip(&devs).zip(&outs).map(|((c, d), o)| desc(d, c, o.ptr()));
     // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
-    args::plan_matmul::<()>(
-        f,
-        cases[0].cols,
-        tab().ptr(),
-        jobs,
+    // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
+    let k = args::PlanKnobs {
         s4_rows,
-        4,
+        min_ctas: 4,
         mma_nt,
-        args::row_mask_from(row_nt),
+        row_mask: args::row_mask_from(row_nt),
         kq_mmk,
-        |l, a| {
-            let name = names[l.kernel].as_ref().expect("kernel exists");
-            run(e, name, l.grid, l.block, a);
-            Ok(())
-        },
-    )
+        cact_mask: args::row_mask_from(cact_nt),
+    };
+    let mut staged = 0usize;
+    args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, k, |l, a| {
+        let name = names[l.kernel].as_ref().expect("kernel exists");
+        if let Some((src, n)) = l.stage {
+            // the backend's device-to-device copy into the module's bank
+            assert!(n <= args::CACT_BYTES, "{name}: {n} bytes staged");
+            let r = unsafe { (e.cact_fill)(src as *const u8, n as std::ffi::c_ulong) };
+            assert_eq!(r, 0, "{name}: the bank is smaller than args::CACT_BYTES");
+            staged += 1;
+        }
+        assert_eq!(name.starts_with("qk_mmc_"), l.stage.is_some(), "{name}");
+        run(e, name, l.grid, l.block, a);
+        Ok(())
+    })
     .unwrap();
+    assert!(cact_nt == 0 || staged > 0 || cases.len() > 1 || !args::has_row(f), "{f}: nothing staged");
     cases.iter().zip(&outs).map(|(c, o)| o.f32s(c.rows * c.nt)).collect()
 }
 
@@ -374,19 +388,22 @@ fn matmul_format(f: Format) {
     }
 }
 
-/// The kernel choices a format's matmul tests run: ((S = 4 row threshold, tensor-core token
-/// threshold, one-thread-per-row token threshold, q4_K's two-phase kernel), name).
-type Config = ((u64, u32, u32, bool), &'static str);
+/// The kernel choices a format's matmul tests run: (S = 4 row threshold, tensor-core token
+/// threshold, one-thread-per-row token threshold, q4_K's two-phase kernel, constant-bank row
+/// kernel token threshold).
+type Knobs = (u64, u32, u32, bool, u32);
+type Config = (Knobs, &'static str);
 fn configs(f: Format) -> Vec<Config> {
-    let mut v = vec![((0, 0, 0, false), "S=1"), ((u64::MAX, 0, 0, false), "S=4")];
+    let mut v = vec![((0, 0, 0, false, 0), "S=1"), ((u64::MAX, 0, 0, false, 0), "S=4")];
     if args::has_mma(f) {
-        v.push(((0, 1, 0, false), "MMA"));
+        v.push(((0, 1, 0, false, 0), "MMA"));
     }
     if args::has_row(f) {
-        v.push(((0, 0, 1, false), "row"));
+        v.push(((0, 0, 1, false, 0), "row"));
+        v.push(((0, 0, 0, false, 1), "row, constant bank"));
     }
     if args::has_mmk(f) && args::has_split(f) {
-        v.push(((u64::MAX, 0, 0, true), "two-phase"));
+        v.push(((u64::MAX, 0, 0, true, 0), "two-phase"));
     }
     v
 }
