@@ -487,7 +487,7 @@ template <class U, int CH, int NTM, class AS>
 QK_DEV void mmr_body(const MmArgs& A) {
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
-    const MmJob& J = A.jobs[j];
+    const MmJob J = A.jobs[j];  // a copy: its fields in (uniform) registers, not reloaded from the parameter bank every block
     const u32 rows = J.rows;
     const u32 r = (bid - J.cta0) * qk_bdim() + tid;
     const u32 row = r < rows ? r : rows - 1u;
