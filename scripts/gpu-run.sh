@@ -121,8 +121,9 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
 # QKERN_CUDA_CACT_NT; off by default until measured): kernel-only GB/s at every NT 1..8 with
 # two threads per row, one thread per row, and one thread per row from the bank (cuda_bench
 # --mma-sweep), at the bank's defaults and with its knobs (tokens 4.. from global memory,
-# the scales from global memory, 3 CTAs an SM: the bank kernels need fewer registers).
-cact) { for o in "" "-DQK_CACT_F=0" "-DQK_CACT_NT=4" "-DQK_CACT_NT=4 -DQK_CACT_F=0" "-DQK_MINB_C=3 -DQK_MINB_C12=4"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
+# the scales from global memory, 3 CTAs an SM: the bank kernels need fewer registers) and
+# with the row kernels' L2 prefetch 2 and 4 blocks ahead (QK_PF_R, both row kernels).
+cact) { for o in "" "-DQK_CACT_F=0" "-DQK_CACT_NT=4" "-DQK_CACT_NT=4 -DQK_CACT_F=0" "-DQK_MINB_C=3 -DQK_MINB_C12=4" "-DQK_PF_R=2" "-DQK_PF_R=4"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 150 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
         --formats q8_0,q5_1,iq4_nl,nvfp4 2>&1 | grep -E '^\| (q|iq|nv)|rror'; done; } > "$R/cact.txt" 2>&1; cat "$R/cact.txt" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;

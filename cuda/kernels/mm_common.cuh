@@ -483,6 +483,19 @@ QK_DEV float mm_hsum8(const float* l) {
     return qk_add(qk_add(qk_add(l[0], l[4]), qk_add(l[2], l[6])), qk_add(qk_add(l[1], l[5]), qk_add(l[3], l[7])));
 }
 
+// The row kernels' L2 prefetch (QK_PF_R blocks ahead, 0: none): one thread in every
+// 64 / BODY rows asks for its row's block b + QK_PF_R, which covers the tile's contiguous
+// span of those blocks (layout.rs: 16 rows' block b side by side) line by line.
+#ifndef QK_PF_R
+#define QK_PF_R 0
+#endif
+template <class U>
+QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
+    constexpr u32 EVERY = U::BODY >= 64u ? 1u : U::BODY >= 32u ? 2u : 4u;
+    if (QK_PF_R == 0 || row % EVERY != 0u || b + QK_PF_R >= nb) return;
+    qk_prefetch_l2((const u8*)J.w + qk_wblk(J.rows, nb, row, b + QK_PF_R) * U::BODY);
+}
+
 template <class U, int CH, int NTM, class AS>
 QK_DEV void mmr_body(const MmArgs& A) {
     const u32 bid = qk_bid(), tid = qk_tid();
@@ -506,6 +519,8 @@ QK_DEV void mmr_body(const MmArgs& A) {
             for (int i = 0; i < 8; ++i) acc2[t][i] = 0.0f;
 QK_UNROLL(1)
         for (u32 p = 0; p < units / 2u; ++p) {
+            mmr_pf<U>(J, A.nb, row, 2u * p);
+            mmr_pf<U>(J, A.nb, row, 2u * p + 1u);
             mm_row_half<U, NTM, AS>(A, J, row, 2u * p, 0u, acc, nullptr);
             mm_row_half<U, NTM, AS>(A, J, row, 2u * p, 1u, acc, nullptr);
             mm_row_half<U, NTM, AS>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
@@ -538,6 +553,7 @@ QK_UNROLL(1)
 QK_UNROLL(1)
         for (u32 u = 0; u < units; ++u) {
             float m = 0.0f;
+            if (u % U::UNITS_PER_BLOCK == 0u) mmr_pf<U>(J, A.nb, row, u / U::UNITS_PER_BLOCK);
             mm_row_half<U, NTM, AS>(A, J, row, u, 0u, acc, &m);
             mm_row_half<U, NTM, AS>(A, J, row, u, 1u, acc, &m);
             if (CH == MmSumms) {
