@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -126,6 +126,13 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
 cact) { for o in "" "-DQK_CACT_F=0" "-DQK_CACT_NT=4" "-DQK_CACT_NT=4 -DQK_CACT_F=0" "-DQK_MINB_C=3 -DQK_MINB_C12=4" "-DQK_PF_R=2" "-DQK_PF_R=4"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 150 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
         --formats q8_0,q5_1,iq4_nl,nvfp4 2>&1 | grep -E '^\| (q|iq|nv)|rror'; done; } > "$R/cact.txt" 2>&1; cat "$R/cact.txt" ;;
+# The tensor-core kernels rewritten offline (session 15: iq4_xs with two products a lane,
+# QK_IQ4XS_MMA2, against the seven of before): kernel-only GB/s at every NT 1..8 with the lane
+# kernels and with the tensor cores (cuda_bench --mma-sweep), new and old, to place
+# args::mma_default_nt.
+mma2) { for o in "" "-DQK_IQ4XS_MMA2=0"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
+      QKERN_CUDA_NVRTC_OPTS="$o" timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
+        --formats ${MMA2_FORMATS:-iq4_xs} 2>&1 | grep -E '^\| (q|iq|nv)|rror'; done; } > "$R/mma2.txt" 2>&1; cat "$R/mma2.txt" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

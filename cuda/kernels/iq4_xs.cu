@@ -148,7 +148,99 @@ QK_UNROLL(1)
     }
     mma_finish<false>(A, c, acc, 1.0f);
 }
-QK_DEV void mma_iq4_xs(const MmArgs& A) { mma_iq4_xs_body<QK_PF_MMA_IQ4XS>(A); }
+
+// The same products in two tensor-core operations a lane instead of seven: A holds the bytes
+// of p = v * (ls - 32) itself, split as p = 128 hi + lo with lo = p & 127 (0..127) and hi =
+// p >> 7 (-32..31), both signed bytes: lane = (hi . B) << 7 + lo . B, exact (|p| <= 4064, so
+// |lane| <= 32 * 4064 * 127 < 2^31). The 16 products of each scale come from two tables in
+// shared memory (64 scales x 16 bytes each, built once per CTA), so a slot's A words are the
+// kvalue lookup (qk_lut16x2) of its nibbles in its scale's lo and hi tables. Same K layout,
+// cells and float chains as mma_iq4_xs_body; QK_IQ4XS_MMA2=0 keeps that one.
+#ifndef QK_IQ4XS_MMA2
+#define QK_IQ4XS_MMA2 1
+#endif
+template <int PF>
+QK_DEV void mma_iq4_xs2_body(const MmArgs& A) {
+    QK_SHARED16 u32 tlo[64 * 4];
+    QK_SHARED16 u32 thi[64 * 4];
+    for (u32 e = qk_tid(); e < 64u * 4u; e += qk_bdim()) {  // word e: products 4 (e % 4) .. + 3 of scale e / 4
+        u32 wl = 0, wh = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u32 n = 4u * (e & 3u) + (u32)k;
+            const i32 v = (i32)(i8)((qk_ld((const u32*)A.tab + TAB_IQ4NL + n / 4u) >> (8u * (n % 4u))) & 0xffu);
+            const i32 p = v * ((i32)(e >> 2) - 32);
+            wl |= ((u32)p & 127u) << (8 * k);
+            wh |= ((u32)(p >> 7) & 0xffu) << (8 * k);
+        }
+        tlo[e] = wl;
+        thi[e] = wh;
+    }
+    qk_sync();
+    const MmaCtx c = mma_ctx(A);
+    const MmJob& J = A.jobs[c.job];
+    const u32 nb = A.nb, q = c.q;
+    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 136u, (const u8*)J.w + (u64)c.row[1] * nb * 136u};
+    const u32 capw = J.capw;
+    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
+    const i32 cz[4] = {0, 0, 0, 0};
+    float acc[4][8];
+    mma_zero(acc);
+QK_UNROLL(1)
+    for (u32 b = 0; b < nb; ++b) {
+        u32 qw[4][4], tl[4][4], th[4][4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
+        float xd[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u8* blk = w[h] + 136u * b;
+            mm_pf<PF, true>(blk + 136u * PF, b, nb, 136u, q);
+            const u32 hw = ld32(blk), sl = ld32(blk + 4u);
+            xd[h] = qk_h2f((u16)(hw & 0xffffu));
+#pragma unroll
+            for (int kh = 0; kh < 2; ++kh) {
+                const u32 ib = q + 4u * (u32)kh, k = 2 * kh + h;
+                const u32 su = ((sl >> (4u * ib)) & 0xfu) | (((hw >> (16u + 2u * ib)) & 3u) << 4);
+                const uint4 lo = *(const uint4*)(tlo + 4u * su), hi = *(const uint4*)(thi + 4u * su);
+                tl[k][0] = lo.x, tl[k][1] = lo.y, tl[k][2] = lo.z, tl[k][3] = lo.w;
+                th[k][0] = hi.x, th[k][1] = hi.y, th[k][2] = hi.z, th[k][3] = hi.w;
+                const uint2 q0 = ld64(blk + 8u + 16u * ib), q1 = ld64(blk + 16u + 16u * ib);
+                qw[k][0] = q0.x, qw[k][1] = q0.y, qw[k][2] = q1.x, qw[k][3] = q1.y;
+            }
+        }
+        float d[4];
+        mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
+        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u32 al[2][4], ah[2][4];  // [low / high nibbles][slot]
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                qk_lut16x2(qw[k][j], tl[k], &al[0][k], &al[1][k]);
+                qk_lut16x2(qw[k][j], th[k], &ah[0][k], &ah[1][k]);
+            }
+#pragma unroll
+            for (int o = 0; o < 2; ++o) {
+                const int l = j + 4 * o;
+                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
+                i32 t[4];
+                qk_mma_s8s8(ah[o], bv, cz, t);
+#pragma unroll
+                for (int x = 0; x < 4; ++x) t[x] = (i32)((u32)t[x] << 7);
+                qk_mma_s8s8(al[o], bv, t, t);
+#pragma unroll
+                for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(t[x]), acc[x][l]);
+            }
+        }
+    }
+    mma_finish<false>(A, c, acc, 1.0f);
+}
+
+QK_DEV void mma_iq4_xs(const MmArgs& A) {
+    if (QK_IQ4XS_MMA2)
+        mma_iq4_xs2_body<QK_PF_MMA_IQ4XS>(A);
+    else
+        mma_iq4_xs_body<QK_PF_MMA_IQ4XS>(A);
+}
 MMA_KERNEL(iq4_xs, mma_iq4_xs, QK_MINB_MMA_IQ4XS)
 
 QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {
