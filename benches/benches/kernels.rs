@@ -38,7 +38,7 @@ fn device() -> Device {
 #[divan::bench(args = FORMATS, consts = [1, 2, 4, 8, 16], max_time = 0.5)]
 fn matmul_ours<const NT: usize>(b: Bencher, format: Format) {
     let (dev, s) = (device(), set(format, NT));
-    let mut r = ours::Matmul::new(&dev, &s, NT).expect("ours");
+    let r = ours::Matmul::new(&dev, &s, NT, false).expect("ours");
     b.counter(BytesCount::new(s.bytes())).bench_local(|| r.run().expect("matmul"));
 }
 

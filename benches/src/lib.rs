@@ -151,6 +151,43 @@ impl std::str::FromStr for ShapeSel {
     }
 }
 
+/// Where a GPU backend's matmul results go (`--gpu-out`): copied to host memory, as
+/// `Device::matmul` returns them; left in a device buffer (`Device::matmul_into`, then
+/// `synchronize`: the kernels' time plus a launch and a wait, as ggml's own GPU kernels are
+/// usually timed); or both, as two rows ("cuda:0" and "cuda:0 (device out)").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuOut {
+    Host,
+    Device,
+    Both,
+}
+
+impl GpuOut {
+    fn host(self) -> bool {
+        self != GpuOut::Device
+    }
+    fn device(self) -> bool {
+        self != GpuOut::Host
+    }
+}
+
+impl std::str::FromStr for GpuOut {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<GpuOut, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "host" => Ok(GpuOut::Host),
+            "device" => Ok(GpuOut::Device),
+            "both" => Ok(GpuOut::Both),
+            _ => Err(Error::Config(format!("unknown GPU output {s:?} (expected host, device or both)"))),
+        }
+    }
+}
+
+/// The backend column of a GPU's device-output rows.
+pub fn device_out_name(backend: &str) -> String {
+    format!("{backend} (device out)")
+}
+
 /// What to measure and for how long.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -174,6 +211,8 @@ pub struct Config {
     /// The streaming-read buffer, MiB (default: the weights' size, at least 64 MiB).
     pub bandwidth_mib: Option<usize>,
     pub seed: u64,
+    /// GPU backends' matmul results: host memory, device memory or both ([`GpuOut`]).
+    pub gpu_out: GpuOut,
 }
 
 impl Default for Config {
@@ -195,6 +234,7 @@ impl Default for Config {
             cols: 4096,
             bandwidth_mib: None,
             seed: 0x5eed_0004,
+            gpu_out: GpuOut::Both,
         }
     }
 }
@@ -459,7 +499,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
             if ops(Op::Matmul) {
                 for &t in &cfg.threads {
                     for &nt in &cfg.tokens {
-                        let recs = matmul(&set, shape, nt, t, &devices, &mut pools, budget)?;
+                        let recs = matmul(&set, shape, nt, t, &devices, &mut pools, budget, cfg.gpu_out)?;
                         prog.step(&contenders_line(
                             &format!("matmul {} {format} NT={nt} thr={t}", shape.name()),
                             &recs[0],
@@ -592,6 +632,7 @@ fn run_err(what: String) -> impl Fn(String) -> Error {
     move |message| Error::Run { what: what.clone(), message }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn matmul(
     set: &WeightSet,
     shape: Shape,
@@ -600,11 +641,25 @@ fn matmul(
     devices: &[Dev],
     pools: &mut Pools,
     budget: Budget,
+    gpu_out: GpuOut,
 ) -> Result<Vec<Record>, Error> {
     let what = format!("matmul {} {} NT={nt} threads={threads}", shape.name(), set.format);
     let pool = pools.get(threads).map_err(run_err(what.clone()))?;
     let devs: Vec<&Dev> = devices.iter().filter(|d| d.threads == threads || !d.is_cpu).collect();
-    let mut ours_r = devs.iter().map(|d| ours::Matmul::new(&d.dev, set, nt)).collect::<Result<Vec<_>, _>>()?;
+    let ours_r = devs
+        .iter()
+        .map(|d| ours::Matmul::new(&d.dev, set, nt, !d.is_cpu && gpu_out.device()))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The rows measured, in order: (index into devs and ours_r, device output).
+    let mut rows: Vec<(usize, bool)> = Vec::new();
+    for (i, d) in devs.iter().enumerate() {
+        if d.is_cpu || gpu_out.host() {
+            rows.push((i, false));
+        }
+        if !d.is_cpu && gpu_out.device() {
+            rows.push((i, true));
+        }
+    }
     let mut gg = ggml::Matmul::new(set, nt, pool.clone());
     let mut cd = match candle_absent(set.format) {
         Some(a) => Err(a),
@@ -614,8 +669,13 @@ fn matmul(
     let budget = Budget { prewarm: if devs.iter().any(|d| !d.is_cpu) { 0.5 } else { 0.0 }, ..budget };
     let samples = {
         let mut ops: Vec<measure::Op<'_>> = Vec::new();
-        for o in &mut ours_r {
-            ops.push(Box::new(move || o.run()));
+        for &(i, dev_out) in &rows {
+            let o = &ours_r[i];
+            if dev_out {
+                ops.push(Box::new(move || o.run_device()));
+            } else {
+                ops.push(Box::new(move || o.run()));
+            }
         }
         if let Ok(g) = &mut gg {
             ops.push(Box::new(move || g.run()));
@@ -623,10 +683,10 @@ fn matmul(
         if let Ok(c) = &mut cd {
             ops.push(Box::new(move || c.run()));
         }
-        measure::interleaved(&mut ops, budget).map_err(run_err(what))?
+        measure::interleaved(&mut ops, budget).map_err(run_err(what.clone()))?
     };
     let mut it = samples.into_iter();
-    let ours_s: Vec<Vec<f64>> = (0..ours_r.len()).map(|_| it.next().unwrap_or_default()).collect();
+    let ours_s: Vec<Vec<f64>> = (0..rows.len()).map(|_| it.next().unwrap_or_default()).collect();
     let ggml_cell = match &gg {
         Ok(_) => Cell::from(summarize(&it.next().unwrap_or_default())),
         Err(a) => Cell::Absent(a.to_string()),
@@ -635,15 +695,15 @@ fn matmul(
         Ok(_) => Cell::from(summarize(&it.next().unwrap_or_default())),
         Err(a) => Cell::Absent(a.to_string()),
     };
-    Ok(devs
-        .iter()
-        .zip(&ours_r)
-        .zip(ours_s)
-        .map(|((d, o), s)| Record {
+    let mut recs = Vec::with_capacity(rows.len());
+    for (&(i, dev_out), s) in rows.iter().zip(ours_s) {
+        let (d, o) = (devs[i], &ours_r[i]);
+        let out = if dev_out { o.out_device().map_err(|e| run_err(what.clone())(e.to_string()))? } else { o.out() };
+        recs.push(Record {
             shape,
             op: Op::Matmul,
             format: set.format,
-            backend: d.name.clone(),
+            backend: if dev_out { device_out_name(&d.name) } else { d.name.clone() },
             tokens: Some(nt),
             threads,
             rows: set.rows,
@@ -653,10 +713,11 @@ fn matmul(
             ggml: ggml_cell.clone(),
             candle: candle_cell.clone(),
             bandwidth_gbps: None,
-            matches_ggml: gg.as_ref().ok().map(|g| same_bits(o.out(), g.out())),
+            matches_ggml: gg.as_ref().ok().map(|g| same_bits(&out, g.out())),
             note: String::new(),
-        })
-        .collect())
+        });
+    }
+    Ok(recs)
 }
 
 fn dequant(set: &WeightSet, shape: Shape, devices: &[Dev], budget: Budget) -> Result<Vec<Record>, Error> {
@@ -876,4 +937,22 @@ pub fn parse_formats(s: &str) -> Result<Vec<Format>, Error> {
         return Ok(Format::WEIGHTS.to_vec());
     }
     parse_list(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_out_parses_and_names_its_rows() {
+        assert_eq!("host".parse::<GpuOut>().unwrap(), GpuOut::Host);
+        assert_eq!(" Device".parse::<GpuOut>().unwrap(), GpuOut::Device);
+        assert_eq!("both".parse::<GpuOut>().unwrap(), GpuOut::Both);
+        assert!(matches!("mapped".parse::<GpuOut>(), Err(Error::Config(_))));
+        assert!(GpuOut::Both.host() && GpuOut::Both.device());
+        assert!(GpuOut::Host.host() && !GpuOut::Host.device());
+        assert!(!GpuOut::Device.host() && GpuOut::Device.device());
+        assert_eq!(device_out_name("cuda:0"), "cuda:0 (device out)");
+        assert_eq!(Config::default().gpu_out, GpuOut::Both);
+    }
 }

@@ -302,7 +302,7 @@ const METHOD: [&str; 8] = [
     "Each contender gets one untimed warm-up, then timed samples (batches of calls of at least a 25th of the \
      budget, 0.5-20 ms, for fast operations) until it has the minimum number of samples and the seconds asked for. \
      GB/s: median, ± half the interquartile range relative to the median; the CSV has quartiles, extremes and counts.",
-    "ours: `qkern::Device::matmul` on resident weights; activations quantized once, outside the timed loop.",
+    "ours: `qkern::Device::matmul` on resident weights; activations quantized once, outside the timed loop. GPU rows named \"(device out)\": `Device::matmul_into` a device buffer, then `Device::synchronize` (no copy back).",
     "ggml: ggml 0.26.0's `vec_dot` with `nrc = 1`, called per row and token exactly as `ggml_compute_forward_mul_mat` \
      calls it (its chunk plan and 16 x 16 tiling, minus llamafile sgemm and the tiled kernels); activations are the \
      same pre-quantized bytes. With N threads, ggml's chunk plan runs on N workers of a rayon pool.",

@@ -22,6 +22,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! On a GPU, `matmul` waits for its result and copies it to the caller's slice;
+//! [`Device::matmul_into`] leaves it in an [`Output`] on the device instead (queued, no wait),
+//! for engines that chain device work, and [`Device::read_output`] brings it back.
+//!
 //! The hot path (`quantize`, `matmul`) allocates nothing: buffers are created once
 //! (`upload`, `activations`) and reused, which is how an MoE engine runs hundreds of small
 //! expert matrices with only the tokens routed to each.
@@ -244,6 +248,50 @@ impl Activations {
     pub fn cuda(&self) -> Option<&qkern_cuda::CudaActs> {
         match &self.storage {
             ActStorage::Cuda(a) => Some(a),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+
+enum OutStorage {
+    Host(Vec<f32>),
+    #[cfg(feature = "cuda")]
+    Cuda(qkern_cuda::CudaF32),
+    #[cfg(feature = "wgpu")]
+    Wgpu(qkern_wgpu::WgpuOut),
+}
+
+/// A matmul result buffer that stays where the device computes (GPU memory; host memory on
+/// the CPU), made by [`Device::output`]: [`Device::matmul_into`] writes it without waiting or
+/// copying back, [`Device::read_output`] brings it to the host. For engines that keep results
+/// on the device between calls, and for timing the kernels without the copy back.
+pub struct Output {
+    len: usize,
+    device: u64,
+    storage: OutStorage,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Output({} f32, device {})", self.len, self.device)
+    }
+}
+
+impl Output {
+    /// Floats the buffer holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The CUDA buffer behind this output (CUDA devices only), e.g. for
+    /// `CudaBackend::quantize_device`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(&self) -> Option<&qkern_cuda::CudaF32> {
+        match &self.storage {
+            OutStorage::Cuda(o) => Some(o),
             #[allow(unreachable_patterns)]
             _ => None,
         }
@@ -530,6 +578,79 @@ impl Device {
             }
             #[allow(unreachable_patterns)]
             _ => return Err(self.mixed()),
+        }
+        Ok(())
+    }
+
+    /// A result buffer of `len` f32 on this device (zeroed), for [`Device::matmul_into`].
+    pub fn output(&self, len: usize) -> Result<Output> {
+        let storage = match &self.inner {
+            Inner::Cpu(_) => OutStorage::Host(vec![0f32; len]),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => OutStorage::Cuda(c.alloc_f32(len).map_err(gpu_err!("cuda"))?),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => OutStorage::Wgpu(c.alloc_out(len).map_err(gpu_err!("wgpu"))?),
+        };
+        Ok(Output { len, device: self.id, storage })
+    }
+
+    /// As [`Device::matmul`], into `out[..tokens * rows]`, left on the device: on a GPU the
+    /// call returns once the work is queued (no wait, no copy back); on the CPU it computes.
+    /// [`Device::read_output`] and [`Device::synchronize`] wait for it. `out.len()` must be at
+    /// least `acts.tokens() * w.rows()`; the same bits as `matmul`.
+    pub fn matmul_into(&self, w: &Weights<'_>, acts: &Activations, out: &mut Output) -> Result<()> {
+        let want = self.check_matmul(w, acts)?;
+        self.check_owner("output buffer", out.device)?;
+        if out.len < want {
+            return Err(
+                ShapeError::Length { what: "output buffer ([tokens][rows])", expected: want, got: out.len }.into()
+            );
+        }
+        match (&self.inner, &w.storage, &acts.storage, &mut out.storage) {
+            (Inner::Cpu(c), WeightStorage::Host(wb), ActStorage::Host(ab), OutStorage::Host(o)) => {
+                let a = &ab.as_slice()[..acts.tokens * acts.row_bytes()];
+                c.matmul(w.format, w.rows, w.cols, wb.as_slice(), a, &mut o[..want])?;
+            }
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), WeightStorage::Cuda(wb), ActStorage::Cuda(a), OutStorage::Cuda(o)) => {
+                c.matmul_device(wb, a, acts.tokens, o).map_err(gpu_err!("cuda"))?
+            }
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), WeightStorage::Wgpu(wb), ActStorage::Wgpu(a), OutStorage::Wgpu(o)) => {
+                c.matmul_to(wb, a, acts.tokens, o).map_err(gpu_err!("wgpu"))?
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
+        }
+        Ok(())
+    }
+
+    /// Wait for the queued work, then copy the first `dst.len()` floats of `out` to `dst`.
+    pub fn read_output(&self, out: &Output, dst: &mut [f32]) -> Result<()> {
+        self.check_owner("output buffer", out.device)?;
+        if dst.len() > out.len {
+            return Err(ShapeError::Length { what: "output read-back", expected: out.len, got: dst.len() }.into());
+        }
+        match (&self.inner, &out.storage) {
+            (Inner::Cpu(_), OutStorage::Host(o)) => dst.copy_from_slice(&o[..dst.len()]),
+            #[cfg(feature = "cuda")]
+            (Inner::Cuda(c), OutStorage::Cuda(o)) => c.download_f32(o, dst).map_err(gpu_err!("cuda"))?,
+            #[cfg(feature = "wgpu")]
+            (Inner::Wgpu(c), OutStorage::Wgpu(o)) => c.read_out(o, dst).map_err(gpu_err!("wgpu"))?,
+            #[allow(unreachable_patterns)]
+            _ => return Err(self.mixed()),
+        }
+        Ok(())
+    }
+
+    /// Wait until all work queued on this device has finished (the CPU never queues).
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.inner {
+            Inner::Cpu(_) => {}
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => c.synchronize().map_err(gpu_err!("cuda"))?,
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => c.synchronize().map_err(gpu_err!("wgpu"))?,
         }
         Ok(())
     }

@@ -85,6 +85,40 @@ fn matmul_validates_everything() {
 }
 
 #[test]
+fn device_outputs_hold_the_matmul_and_validate() {
+    let dev = Device::cpu().unwrap();
+    let other = Device::cpu().unwrap();
+    let (rows, cols) = (3, 64);
+    let wb = q8_0_weights(rows, cols);
+    let w = dev.upload(WeightsRef::new(Format::Q8_0, rows, cols, &wb).unwrap()).unwrap();
+    let mut acts = dev.activations_for(&w, 4).unwrap();
+    let x: Vec<f32> = (0..2 * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+    dev.quantize(&x, &mut acts).unwrap();
+    let mut want = vec![0f32; 2 * rows];
+    dev.matmul(&w, &acts, &mut want).unwrap();
+    // a longer buffer: the result is its prefix, the rest untouched
+    let mut out = dev.output(2 * rows + 4).unwrap();
+    assert_eq!((out.len(), out.is_empty()), (2 * rows + 4, false));
+    assert!(matches!(dev.matmul_into(&w, &acts, &mut out), Ok(())));
+    dev.synchronize().unwrap();
+    let mut got = vec![1f32; 2 * rows + 4];
+    dev.read_output(&out, &mut got).unwrap();
+    assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{want:?} {got:?}");
+    assert_eq!(&got[2 * rows..], &[0.0; 4]);
+    // too short, read past the end, another device's buffer or weights
+    let mut short = dev.output(2 * rows - 1).unwrap();
+    assert!(matches!(dev.matmul_into(&w, &acts, &mut short), Err(Error::Shape(ShapeError::Length { .. }))));
+    assert!(matches!(
+        dev.read_output(&out, &mut vec![0f32; 2 * rows + 5]),
+        Err(Error::Shape(ShapeError::Length { .. }))
+    ));
+    let mut theirs = other.output(2 * rows).unwrap();
+    assert!(matches!(dev.matmul_into(&w, &acts, &mut theirs), Err(Error::WrongDevice { .. })));
+    assert!(matches!(dev.read_output(&theirs, &mut got[..1]), Err(Error::WrongDevice { .. })));
+    assert!(matches!(other.matmul_into(&w, &acts, &mut theirs), Err(Error::WrongDevice { .. })));
+}
+
+#[test]
 fn imported_activations_reject_minus_128() {
     let dev = Device::cpu().unwrap();
     let mut acts = dev.activations(Format::Q8_0, 64, 2).unwrap();

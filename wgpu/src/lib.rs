@@ -490,6 +490,8 @@ struct Scratch {
     /// direct output, written by the kernels through their bind group).
     reads: Vec<(wgpu::Buffer, Option<wgpu::BindGroup>)>,
     read_cap: u64,
+    /// The readback buffer of [`WgpuBackend::read_out`] (MAP_READ | COPY_DST) and its size.
+    out_read: Option<(wgpu::Buffer, u64)>,
 }
 
 /// A wgpu device with qkern's kernels.
@@ -521,6 +523,10 @@ pub struct WgpuBackend {
     layouts: Box<Layouts>,
     pipelines: Mutex<HashMap<Kernel, wgpu::ComputePipeline>>,
     scratch: Mutex<Box<Scratch>>,
+    /// The matmul parameter ring (SLOTS slots of SLOT bytes), one for the device's life, so
+    /// that the bind groups of [`WgpuOut`] buffers stay valid when the scratch grows. Written
+    /// under the scratch lock.
+    params: wgpu::Buffer,
     errors: Arc<Mutex<Vec<String>>>,
     /// One operation at a time: wgpu's uncaptured errors and buffer mappings are per device,
     /// so concurrent calls would see each other's; the queue is serial anyway.
@@ -541,6 +547,31 @@ struct Part {
     rows: usize,
     _buffer: wgpu::Buffer,
     group: wgpu::BindGroup,
+}
+
+/// An f32 buffer on a wgpu device that [`WgpuBackend::matmul_to`] writes (results kept on
+/// the device; [`WgpuBackend::read_out`] copies them back).
+pub struct WgpuOut {
+    device: usize,
+    buf: wgpu::Buffer,
+    group: wgpu::BindGroup,
+    len: usize,
+}
+
+impl WgpuOut {
+    /// Floats the buffer holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Debug for WgpuOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WgpuOut({})", self.len)
+    }
 }
 
 /// Weights resident on a wgpu device.
@@ -849,7 +880,13 @@ impl WgpuBackend {
         queue.write_buffer(&tables, 0, bytemuck::cast_slice(&tables_words));
 
         let layouts = Box::new(make_layouts(&device));
-        let scratch = Box::new(make_scratch(&device, &layouts, 4096, direct_out));
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("qkern params"),
+            size: SLOT * SLOTS,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let scratch = Box::new(make_scratch(&device, &layouts, &params, 4096, direct_out));
         let mut be = WgpuBackend {
             adapter: Box::new((info, limits)),
             device,
@@ -880,6 +917,7 @@ impl WgpuBackend {
             layouts,
             pipelines: Mutex::default(),
             scratch: Mutex::new(scratch),
+            params,
             errors,
             op: Mutex::new(()),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -1418,7 +1456,7 @@ impl WgpuBackend {
                 )));
             }
             let cap = bytes.max(s.cap * 2).min(self.max_binding() - PAD);
-            **s = make_scratch(&self.device, &self.layouts, cap, self.direct_out);
+            **s = make_scratch(&self.device, &self.layouts, &self.params, cap, self.direct_out);
             self.check_errors()?;
         }
         Ok(s)
@@ -1481,6 +1519,22 @@ impl WgpuBackend {
         reps: usize,
         copy: bool,
     ) -> Result<()> {
+        self.encode_matmul_into(sc, None, w, a, tokens, reps, copy)
+    }
+
+    /// [`WgpuBackend::encode_matmul`] into `out` (a [`WgpuOut`]'s bind group; `None`: the
+    /// scratch output).
+    #[allow(clippy::too_many_arguments)]
+    fn encode_matmul_into(
+        &self,
+        sc: &mut Scratch,
+        out: Option<&wgpu::BindGroup>,
+        w: &WgpuWeights,
+        a: &WgpuActs,
+        tokens: usize,
+        reps: usize,
+        copy: bool,
+    ) -> Result<()> {
         let n = (tokens * w.rows * 4) as u64;
         let jobs = jobs_of(w, tokens, 0, w.rows);
         let tune = self.tuning();
@@ -1494,7 +1548,7 @@ impl WgpuBackend {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pass.set_bind_group(1, &a.group, &[]);
                 for _ in 0..reps {
-                    self.dispatch_jobs(&mut pass, &sc.group, w, batch, 0, &pipes, wr);
+                    self.dispatch_jobs(&mut pass, out.unwrap_or(&sc.group), w, batch, 0, &pipes, wr);
                 }
             }
             if copy && bi + 1 == nbatches {
@@ -1769,6 +1823,85 @@ impl WgpuBackend {
         let d = t.elapsed();
         self.check_errors()?;
         Ok(d)
+    }
+
+    /// A device buffer of `len` f32 for [`WgpuBackend::matmul_to`] (zeroed). At most the
+    /// adapter's storage binding size.
+    pub fn alloc_out(&self, len: usize) -> Result<WgpuOut> {
+        let _op = self.lock_op()?;
+        let bytes = (len.max(1) as u64).checked_mul(4).ok_or(ShapeError::Overflow)?;
+        if bytes + PAD > self.max_binding() {
+            return Err(WgpuError::Unsupported(format!(
+                "an output of {bytes} bytes exceeds this adapter's storage binding limit ({} bytes)",
+                self.max_binding()
+            )));
+        }
+        use wgpu::BufferUsages as U;
+        let buf = self.buffer("qkern device out", bytes + PAD, U::STORAGE | U::COPY_SRC)?;
+        let group = out_group(&self.device, &self.layouts, &buf, &self.params);
+        self.check_errors()?;
+        Ok(WgpuOut { device: self.device_id(), buf, group, len })
+    }
+
+    /// As [`WgpuBackend::matmul`], into `out[..tokens * rows]` on the device: returns once the
+    /// work is submitted (no wait, no copy). [`WgpuBackend::read_out`] or
+    /// [`WgpuBackend::synchronize`] wait for it.
+    pub fn matmul_to(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut WgpuOut) -> Result<()> {
+        let _op = self.lock_op()?;
+        self.check_acts(a)?;
+        if w.device != self.device_id() || out.device != self.device_id() {
+            return Err(WgpuError::Unsupported("weights or output of another wgpu device".into()));
+        }
+        let act = w.format.vec_dot_type().unwrap_or(Format::Q8_0);
+        if a.format != act {
+            return Err(ShapeError::Pairing { weights: w.format, expected: act, got: a.format }.into());
+        }
+        if a.cols != w.cols {
+            return Err(ShapeError::Length { what: "activation columns", expected: w.cols, got: a.cols }.into());
+        }
+        let want = tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+        if tokens == 0 || tokens > a.capacity || out.len < want {
+            return Err(
+                ShapeError::Length { what: "device output ([tokens][rows])", expected: want, got: out.len }.into()
+            );
+        }
+        let mut sc = self.scratch(0)?;
+        self.encode_matmul_into(&mut sc, Some(&out.group), w, a, tokens, 1, false)?;
+        self.check_errors()
+    }
+
+    /// Wait for the submitted work, then copy the first `dst.len()` floats of `out` to `dst`.
+    pub fn read_out(&self, out: &WgpuOut, dst: &mut [f32]) -> Result<()> {
+        let _op = self.lock_op()?;
+        if out.device != self.device_id() {
+            return Err(WgpuError::Unsupported("an output of another wgpu device".into()));
+        }
+        if dst.len() > out.len {
+            return Err(
+                ShapeError::Length { what: "device output read-back", expected: out.len, got: dst.len() }.into()
+            );
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let n = (dst.len() * 4) as u64;
+        let mut sc = self.scratch(0)?;
+        if sc.out_read.as_ref().is_none_or(|(_, cap)| *cap < n) {
+            use wgpu::BufferUsages as U;
+            sc.out_read = Some((self.buffer("qkern device out read-back", n, U::MAP_READ | U::COPY_DST)?, n));
+        }
+        let (read, _) = sc.out_read.as_ref().expect("made above");
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&out.buf, 0, read, 0, n);
+        self.queue.submit([enc.finish()]);
+        self.read_back(read, n, |b| self.copy_out(&mut [(&b[..dst.len() * 4], dst)]))
+    }
+
+    /// Wait until every submitted operation of this device has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        let _op = self.lock_op()?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        self.check_errors()
     }
 
     /// Dequantize all of `w` to f32 (`out.len() == rows * cols`), as ggml's `to_float`.
@@ -2155,14 +2288,14 @@ fn out_group(device: &wgpu::Device, layouts: &Layouts, out: &wgpu::Buffer, param
     })
 }
 
-fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool) -> Scratch {
+fn make_scratch(device: &wgpu::Device, layouts: &Layouts, params: &wgpu::Buffer, cap: u64, direct: bool) -> Scratch {
     use wgpu::BufferUsages as U;
     let mk = |label: &str, size: u64, usage| {
         device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
     };
     let out = mk("qkern out", cap + PAD, if direct { U::STORAGE | U::MAP_READ } else { U::STORAGE | U::COPY_SRC });
     let read = mk("qkern readback", if direct { 16 } else { cap }, U::MAP_READ | U::COPY_DST);
-    let params = mk("qkern params", SLOT * SLOTS, U::UNIFORM | U::COPY_DST);
+    let params = params.clone();
     let group = out_group(device, layouts, &out, &params);
     Scratch {
         cap,
@@ -2174,6 +2307,7 @@ fn make_scratch(device: &wgpu::Device, layouts: &Layouts, cap: u64, direct: bool
         written: Vec::with_capacity((SLOT * SLOTS) as usize),
         reads: Vec::new(),
         read_cap: 0,
+        out_read: None,
     }
 }
 

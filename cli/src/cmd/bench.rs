@@ -49,6 +49,11 @@ pub struct Args {
     /// Operations, comma-separated: matmul, dequant, quantize.
     #[arg(long, value_name = "LIST", default_value = "matmul,dequant,quantize")]
     pub ops: String,
+    /// GPU backends' matmul results: host (copied back, as `Device::matmul` returns them),
+    /// device (left in a device buffer by `Device::matmul_into`, then a wait: the kernels'
+    /// time, as GPU kernels are usually compared) or both (two rows per GPU).
+    #[arg(long, value_name = "WHERE", default_value = "both")]
+    pub gpu_out: String,
     /// A remark recorded in every output (e.g. what else loaded the machine).
     #[arg(long, value_name = "TEXT")]
     pub note: Vec<String>,
@@ -89,6 +94,7 @@ fn config(a: &Args) -> Result<Config> {
         shapes: a.shape.parse().map_err(bench_err)?,
         weights_mib: a.weights_mib,
         ops: parse_list(&a.ops).map_err(bench_err)?,
+        gpu_out: a.gpu_out.parse().map_err(bench_err)?,
         ..d
     })
 }
