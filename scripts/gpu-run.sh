@@ -29,7 +29,7 @@ parity)
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
 # The CUDA half of `parity` alone.
-cparity) { QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
+cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1
   grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/cparity.log" | head -20 ;;
 # The wgpu half of `parity` alone.
