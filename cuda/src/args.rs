@@ -120,16 +120,18 @@ pub fn has_mma(format: Format) -> bool {
 /// q5_K NT 2 2589 / 2591, NT 4 1489 / 2559; q6_K NT 4 1968 / 1998, NT 8 1118 / 1949; iq2_xxs NT 2
 /// 909 / 836, NT 4 614 / 836; iq2_xs NT 2 788 / 833; iq2_s NT 2 1046 / 922, NT 4 723 / 922;
 /// iq3_xxs NT 2 1162 / 857, NT 4 834 / 857; iq3_s NT 2 976 / 1206; iq4_xs NT 4 1624 / 1161, NT 8
-/// 902 / 1159 (from 6: interpolated, NT 5..7 not measured). q5_1's is off: bit-equal on the H200
+/// 902 / 1159 (from 6: interpolated, NT 5..7 not measured); iq4_xs again after its tensor-core
+/// kernel took two products a lane (session 15, H100, benches/results/2026-12-05-h100-session15
+/// run1): NT 2 2108 / 1564, NT 3 939 / 1561, NT 4 1673 / 1556, NT 5 1372 / 1554, NT 8 757 / 1547,
+/// so from 3 (NT 4 loses 7 %, NT 3 gains 66 %). q5_1's is off: bit-equal on the H200
 /// but slower, NT 8 786 against 1065 (run7; its float chains, not its integer sums, bound it);
 /// `QKERN_CUDA_MMA_NT` turns it on.
 pub fn mma_default_nt(format: Format) -> u32 {
     match format {
         Format::IQ2_XS | Format::IQ3_S => 2,
-        Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S => 3,
+        Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S | Format::IQ4_XS => 3,
         Format::IQ3_XXS => 4,
         Format::Q6_K => 5,
-        Format::IQ4_XS => 6,
         _ => 0,
     }
 }
