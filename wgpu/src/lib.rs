@@ -490,6 +490,9 @@ struct Scratch {
     /// direct output, written by the kernels through their bind group).
     reads: Vec<(wgpu::Buffer, Option<wgpu::BindGroup>)>,
     read_cap: u64,
+    // (`params`, the matmul parameter ring of SLOTS slots of SLOT bytes, is made once with the
+    // device and handed from scratch to grown scratch, so that the bind groups of [`WgpuOut`]
+    // buffers stay valid.)
     /// The readback buffer of [`WgpuBackend::read_out`] (MAP_READ | COPY_DST) and its size.
     out_read: Option<(wgpu::Buffer, u64)>,
 }
@@ -523,10 +526,6 @@ pub struct WgpuBackend {
     layouts: Box<Layouts>,
     pipelines: Mutex<HashMap<Kernel, wgpu::ComputePipeline>>,
     scratch: Mutex<Box<Scratch>>,
-    /// The matmul parameter ring (SLOTS slots of SLOT bytes), one for the device's life, so
-    /// that the bind groups of [`WgpuOut`] buffers stay valid when the scratch grows. Written
-    /// under the scratch lock.
-    params: wgpu::Buffer,
     errors: Arc<Mutex<Vec<String>>>,
     /// One operation at a time: wgpu's uncaptured errors and buffer mappings are per device,
     /// so concurrent calls would see each other's; the queue is serial anyway.
@@ -917,7 +916,6 @@ impl WgpuBackend {
             layouts,
             pipelines: Mutex::default(),
             scratch: Mutex::new(scratch),
-            params,
             errors,
             op: Mutex::new(()),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -1456,7 +1454,9 @@ impl WgpuBackend {
                 )));
             }
             let cap = bytes.max(s.cap * 2).min(self.max_binding() - PAD);
-            **s = make_scratch(&self.device, &self.layouts, &self.params, cap, self.direct_out);
+            // The parameter ring carries over: [`WgpuOut`] bind groups point at it.
+            let params = s.params.clone();
+            **s = make_scratch(&self.device, &self.layouts, &params, cap, self.direct_out);
             self.check_errors()?;
         }
         Ok(s)
@@ -1838,7 +1838,7 @@ impl WgpuBackend {
         }
         use wgpu::BufferUsages as U;
         let buf = self.buffer("qkern device out", bytes + PAD, U::STORAGE | U::COPY_SRC)?;
-        let group = out_group(&self.device, &self.layouts, &buf, &self.params);
+        let group = out_group(&self.device, &self.layouts, &buf, &self.scratch(0)?.params);
         self.check_errors()?;
         Ok(WgpuOut { device: self.device_id(), buf, group, len })
     }

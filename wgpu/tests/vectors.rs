@@ -39,3 +39,47 @@ fn committed_vectors_bit_exact() {
     assert!(missing.is_empty(), "missing vector files:\n{}", missing.join("\n"));
     assert!(report.all_equal(), "{report}");
 }
+
+/// A device output made before the backend's scratch grows (a larger host-output matmul) keeps
+/// working after it: its bind group points at the parameter ring, which the grown scratch keeps.
+#[test]
+fn device_outputs_survive_scratch_growth() {
+    let spec = std::env::var("QKERN_WGPU_ADAPTER").map_or_else(|_| "wgpu".to_string(), |n| format!("wgpu:{n}"));
+    let dev = match Device::parse(&spec, DeviceOptions::default()) {
+        Ok(d) => d,
+        Err(Error::NotBuilt(_)) => {
+            eprintln!("SKIPPED: qkern built without `wgpu` (run with --features qkern/wgpu)");
+            return;
+        }
+        Err(e) if !common::in_ci() => {
+            eprintln!("SKIPPED: no usable wgpu adapter ({e})");
+            return;
+        }
+        Err(e) => panic!("CI=true but {spec} is unavailable: {e}"),
+    };
+    let f = Format::Q8_0;
+    let cols = 64;
+    let mut rng = qkern_parity::inputs::Rng::new(7);
+    let blocks = |rows: usize, rng: &mut qkern_parity::inputs::Rng| {
+        qkern_parity::inputs::random_blocks(rng, f, rows * cols / f.block_elems(), false)
+    };
+    let (small, other, big) = (blocks(5, &mut rng), blocks(7, &mut rng), blocks(20_000, &mut rng));
+    let ws = dev.upload(qkern::WeightsRef::new(f, 5, cols, &small).unwrap()).unwrap();
+    let wo = dev.upload(qkern::WeightsRef::new(f, 7, cols, &other).unwrap()).unwrap();
+    let wb = dev.upload(qkern::WeightsRef::new(f, 20_000, cols, &big).unwrap()).unwrap();
+    let mut acts = dev.activations_for(&ws, 3).unwrap();
+    let x: Vec<f32> = (0..3 * cols).map(|i| (i as f32 * 0.61).cos()).collect();
+    dev.quantize(&x, &mut acts).unwrap();
+    let mut res = dev.output(3 * 7).unwrap();
+    dev.matmul_into(&ws, &acts, &mut res).unwrap();
+    // 240 KiB of results: the scratch grows past its first 4 KiB
+    let mut out_big = vec![0f32; 3 * 20_000];
+    dev.matmul(&wb, &acts, &mut out_big).unwrap();
+    // then another matrix (other parameters) into the output made before
+    let mut want = vec![0f32; 3 * 7];
+    dev.matmul(&wo, &acts, &mut want).unwrap();
+    dev.matmul_into(&wo, &acts, &mut res).unwrap();
+    let mut got = vec![0f32; 3 * 7];
+    dev.read_output(&res, &mut got).unwrap();
+    assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{want:?}\n{got:?}");
+}
