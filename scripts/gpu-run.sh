@@ -123,7 +123,9 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
 # --mma-sweep), at the bank's defaults and with its knobs (tokens 4.. from global memory,
 # the scales from global memory, 3 CTAs an SM: the bank kernels need fewer registers) and
 # with the row kernels' L2 prefetch 2 and 4 blocks ahead (QK_PF_R, both row kernels).
-cact) { for o in "" "-DQK_CACT_F=0" "-DQK_CACT_NT=4" "-DQK_CACT_NT=4 -DQK_CACT_F=0" "-DQK_MINB_C=3 -DQK_MINB_C12=4" "-DQK_PF_R=2" "-DQK_PF_R=4"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
+# CACT_SWEEP="opts;opts" picks the builds (an empty entry: the default build).
+cact) IFS=';' read -ra vs <<< "${CACT_SWEEP:-;-DQK_CACT_F=0;-DQK_CACT_NT=4;-DQK_CACT_NT=4 -DQK_CACT_F=0;-DQK_MINB_C=3 -DQK_MINB_C12=4;-DQK_PF_R=2;-DQK_PF_R=4}"
+  { for o in "${vs[@]}"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 150 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
         --formats q8_0,q5_1,iq4_nl,nvfp4 2>&1 | grep -E '^\| (q|iq|nv)|rror'; done; } > "$R/cact.txt" 2>&1; cat "$R/cact.txt" ;;
 # The tensor-core kernels rewritten offline (session 15: iq4_xs with two products a lane,
