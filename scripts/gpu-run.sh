@@ -128,13 +128,11 @@ cact) IFS=';' read -ra vs <<< "${CACT_SWEEP:-;-DQK_CACT_F=0;-DQK_CACT_NT=4;-DQK_
   { for o in "${vs[@]}"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 150 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
         --formats q8_0,q5_1,iq4_nl,nvfp4 2>&1 | grep -E '^\| (q|iq|nv)|rror'; done; } > "$R/cact.txt" 2>&1; cat "$R/cact.txt" ;;
-# The tensor-core kernels rewritten offline (session 15: iq4_xs with two products a lane,
-# QK_IQ4XS_MMA2, against the seven of before): kernel-only GB/s at every NT 1..8 with the lane
-# kernels and with the tensor cores (cuda_bench --mma-sweep), new and old, to place
-# args::mma_default_nt.
-mma2) { for o in "" "-DQK_IQ4XS_MMA2=0"; do echo "## QKERN_CUDA_NVRTC_OPTS='$o'"
-      QKERN_CUDA_NVRTC_OPTS="$o" timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
-        --formats ${MMA2_FORMATS:-iq4_xs} 2>&1 | grep -E '^\| (q|iq|nv)|rror'; done; } > "$R/mma2.txt" 2>&1; cat "$R/mma2.txt" ;;
+# The tensor-core kernels against the lane kernels at every NT 1..8 (cuda_bench --mma-sweep) for
+# the formats whose tensor-core kernel changed (session 15: iq4_xs with two products a lane), to
+# place args::mma_default_nt.
+mma2) timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
+    --formats ${MMA2_FORMATS:-iq4_xs} > "$R/mma2.txt" 2>&1; grep -E '^\| (q|iq|nv)|rror' "$R/mma2.txt" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

@@ -75,92 +75,19 @@ QK_UNROLL(QK_UNROLL_IQ)
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 1)
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 4)
 
-// iq4_xs on tensor cores (mm_common.cuh "Tensor-core kernels"): A holds the signed
-// kvalues (s8 x s8 products). The scale ls - 32 goes through su = ls (0..63) = sum_i 2^i b_i:
-// lane = sum_i 2^i ((v & -b_i) . B) - 32 (v . B), the digit products chained through their C
-// operands (doubled between bits). K layout: thread q holds sub-blocks q (k = 4q..) and q + 4
-// (k = 16+4q..); lanes j and j + 4 are the low and high nibbles of qs word 4 ib + j. The lane
-// sums can exceed 2^24: converted with I2F (round to nearest, as _mm256_cvtepi32_ps).
+// iq4_xs on tensor cores (mm_common.cuh "Tensor-core kernels"), two products a lane: A holds
+// the bytes of p = v * (ls - 32) (v the signed kvalue, ls the 6-bit scale), split as
+// p = 128 hi + lo with lo = p & 127 (0..127) and hi = p >> 7 (-32..31), both signed bytes:
+// lane = (hi . B) << 7 + lo . B, exact (|p| <= 4064, so |lane| <= 32 * 4064 * 127 < 2^31;
+// above 2^24, so converted with I2F, round to nearest, as _mm256_cvtepi32_ps). The 16 products
+// of each scale come from two tables in shared memory (64 scales x 16 bytes each, built once
+// per CTA), so a slot's A words are the kvalue lookup (qk_lut16x2) of its nibbles in its
+// scale's lo and hi tables. K layout: thread q holds sub-blocks q (k = 4q..) and q + 4
+// (k = 16+4q..); lanes j and j + 4 are the low and high nibbles of qs word 4 ib + j.
+// (Session 13's kernel took the scale bit by bit, seven products a lane: 1158 against 1554
+// GB/s on the H100, benches/results/2026-12-05-h100-session15 run1.)
 template <int PF>
 QK_DEV void mma_iq4_xs_body(const MmArgs& A) {
-    const MmaCtx c = mma_ctx(A);
-    const MmJob& J = A.jobs[c.job];
-    const u32 nb = A.nb, q = c.q;
-    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 136u, (const u8*)J.w + (u64)c.row[1] * nb * 136u};
-    const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
-    const i32 cz[4] = {0, 0, 0, 0};
-    u32 kv[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
-    float acc[4][8];
-    mma_zero(acc);
-QK_UNROLL(1)
-    for (u32 b = 0; b < nb; ++b) {
-        u32 qw[4][4], su[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
-        float xd[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const u8* blk = w[h] + 136u * b;
-            mm_pf<PF, true>(blk + 136u * PF, b, nb, 136u, q);
-            const u32 hw = ld32(blk), sl = ld32(blk + 4u);
-            xd[h] = qk_h2f((u16)(hw & 0xffffu));
-#pragma unroll
-            for (int kh = 0; kh < 2; ++kh) {
-                const u32 ib = q + 4u * (u32)kh, k = 2 * kh + h;
-                su[k] = ((sl >> (4u * ib)) & 0xfu) | (((hw >> (16u + 2u * ib)) & 3u) << 4);
-                const uint2 q0 = ld64(blk + 8u + 16u * ib), q1 = ld64(blk + 16u + 16u * ib);
-                qw[k][0] = q0.x, qw[k][1] = q0.y, qw[k][2] = q1.x, qw[k][3] = q1.y;
-            }
-        }
-        float d[4];
-        mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
-        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            u32 vv[2][4];  // [low / high nibbles][slot]
-#pragma unroll
-            for (int k = 0; k < 4; ++k) qk_lut16x2(qw[k][j], kv, &vv[0][k], &vv[1][k]);
-#pragma unroll
-            for (int o = 0; o < 2; ++o) {
-                const int l = j + 4 * o;
-                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
-                const u32* v = vv[o];
-                i32 x0[4], t[4];
-                qk_mma_s8s8(v, bv, cz, x0);
-#pragma unroll
-                for (int i = 5; i >= 0; --i) {
-                    u32 ai[4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) ai[k] = v[k] & (0u - ((su[k] >> i) & 1u));
-                    if (i < 5)
-#pragma unroll
-                        for (int x = 0; x < 4; ++x) t[x] = (i32)((u32)t[x] << 1);
-                    qk_mma_s8s8(ai, bv, i == 5 ? cz : t, t);
-                }
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    const i32 lane = (i32)((u32)t[x] - ((u32)x0[x] << 5));
-                    acc[x][l] = qk_fma(d[x], qk_i2f(lane), acc[x][l]);
-                }
-            }
-        }
-    }
-    mma_finish<false>(A, c, acc, 1.0f);
-}
-
-// The same products in two tensor-core operations a lane instead of seven: A holds the bytes
-// of p = v * (ls - 32) itself, split as p = 128 hi + lo with lo = p & 127 (0..127) and hi =
-// p >> 7 (-32..31), both signed bytes: lane = (hi . B) << 7 + lo . B, exact (|p| <= 4064, so
-// |lane| <= 32 * 4064 * 127 < 2^31). The 16 products of each scale come from two tables in
-// shared memory (64 scales x 16 bytes each, built once per CTA), so a slot's A words are the
-// kvalue lookup (qk_lut16x2) of its nibbles in its scale's lo and hi tables. Same K layout,
-// cells and float chains as mma_iq4_xs_body; QK_IQ4XS_MMA2=0 keeps that one.
-#ifndef QK_IQ4XS_MMA2
-#define QK_IQ4XS_MMA2 1
-#endif
-template <int PF>
-QK_DEV void mma_iq4_xs2_body(const MmArgs& A) {
     QK_SHARED16 u32 tlo[64 * 4];
     QK_SHARED16 u32 thi[64 * 4];
     for (u32 e = qk_tid(); e < 64u * 4u; e += qk_bdim()) {  // word e: products 4 (e % 4) .. + 3 of scale e / 4
@@ -235,12 +162,7 @@ QK_UNROLL(1)
     mma_finish<false>(A, c, acc, 1.0f);
 }
 
-QK_DEV void mma_iq4_xs(const MmArgs& A) {
-    if (QK_IQ4XS_MMA2)
-        mma_iq4_xs2_body<QK_PF_MMA_IQ4XS>(A);
-    else
-        mma_iq4_xs_body<QK_PF_MMA_IQ4XS>(A);
-}
+QK_DEV void mma_iq4_xs(const MmArgs& A) { mma_iq4_xs_body<QK_PF_MMA_IQ4XS>(A); }
 MMA_KERNEL(iq4_xs, mma_iq4_xs, QK_MINB_MMA_IQ4XS)
 
 QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {

@@ -12,21 +12,27 @@ use qkern::{Device, DeviceOptions, Error, Format};
 use qkern_parity::run::{Report, run_file};
 use qkern_parity::vectors::load_committed;
 
-#[test]
-fn committed_vectors_bit_exact() {
+/// The wgpu device (`QKERN_WGPU_ADAPTER` picks the adapter), or `None` with a skip message
+/// where qkern lacks the feature or (outside CI) there is no adapter.
+fn open() -> Option<Device> {
     let spec = std::env::var("QKERN_WGPU_ADAPTER").map_or_else(|_| "wgpu".to_string(), |n| format!("wgpu:{n}"));
-    let dev = match Device::parse(&spec, DeviceOptions::default()) {
-        Ok(d) => d,
+    match Device::parse(&spec, DeviceOptions::default()) {
+        Ok(d) => Some(d),
         Err(Error::NotBuilt(_)) => {
             eprintln!("SKIPPED: qkern built without `wgpu` (run with --features qkern/wgpu)");
-            return;
+            None
         }
         Err(e) if !common::in_ci() => {
             eprintln!("SKIPPED: no usable wgpu adapter ({e})");
-            return;
+            None
         }
         Err(e) => panic!("CI=true but {spec} is unavailable: {e}"),
-    };
+    }
+}
+
+#[test]
+fn committed_vectors_bit_exact() {
+    let Some(dev) = open() else { return };
     let mut report = Report::default();
     let mut missing = Vec::new();
     for f in Format::WEIGHTS {
@@ -44,19 +50,7 @@ fn committed_vectors_bit_exact() {
 /// working after it: its bind group points at the parameter ring, which the grown scratch keeps.
 #[test]
 fn device_outputs_survive_scratch_growth() {
-    let spec = std::env::var("QKERN_WGPU_ADAPTER").map_or_else(|_| "wgpu".to_string(), |n| format!("wgpu:{n}"));
-    let dev = match Device::parse(&spec, DeviceOptions::default()) {
-        Ok(d) => d,
-        Err(Error::NotBuilt(_)) => {
-            eprintln!("SKIPPED: qkern built without `wgpu` (run with --features qkern/wgpu)");
-            return;
-        }
-        Err(e) if !common::in_ci() => {
-            eprintln!("SKIPPED: no usable wgpu adapter ({e})");
-            return;
-        }
-        Err(e) => panic!("CI=true but {spec} is unavailable: {e}"),
-    };
+    let Some(dev) = open() else { return };
     let f = Format::Q8_0;
     let cols = 64;
     let mut rng = qkern_parity::inputs::Rng::new(7);
