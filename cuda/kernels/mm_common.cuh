@@ -101,9 +101,9 @@ QK_DEV void ld_tok_f(const float* p, float* f) {
 }
 
 // ---- Where a kernel reads its activations from: global memory (ActG: the job's pointers) or
-// the module's constant bank (ActC: the job's a_qs / a_d / a_x are byte offsets into qk_cact,
-// which the host fills with a copy of the whole activation buffer before the launch;
-// args.rs `plan_matmul`, "cact"). In the one-thread-per-row kernels every thread of a warp
+// the module's constant bank (ActC: qk_cact holds a copy of the whole activation buffer that
+// starts at J.a_cb, made by the host before the launch, so a region's bank offset is its
+// pointer less J.a_cb; args.rs `plan_matmul`, "cact"). In the one-thread-per-row kernels every thread of a warp
 // reads the same activation words (same block, same token), so from the constant bank ptxas
 // loads them with uniform loads (ULDC.64) straight into the IDP operands, off the L1 path
 // that bounds those kernels at high token counts (Nsight Compute, H200 session 13: L1 87-89 %

@@ -44,7 +44,7 @@ QK_DEV void nvfp4_table(const MmArgs& A, u32* kv) {
 // UE4M3 scales as one u32 of the scale array.
 struct UnitNvfp4 {
     static const u32 UNITS_PER_BLOCK = 2;
-    static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels\' prefetch)
+    static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels' prefetch)
     template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {

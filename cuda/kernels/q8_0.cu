@@ -11,7 +11,7 @@
 // Block b, half h: the integer lanes 4h..4h+4 and the chain factor dx*dy of NTM tokens.
 struct UnitQ8_0 {
     static const u32 UNITS_PER_BLOCK = 1;
-    static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels\' prefetch)
+    static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels' prefetch)
     template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {

@@ -179,8 +179,7 @@ pub fn row_default_mask(format: Format) -> u32 {
 /// activation words arrive by uniform loads (ULDC.64) as the IDP operands, leaving the L1 to
 /// the weights (q8_0 at NT 8: 4 LDG a block instead of 24), at a few more instructions (301
 /// a block against 291).
-pub fn cact_default_mask(format: Format) -> u32 {
-    let _ = format;
+pub fn cact_default_mask(_format: Format) -> u32 {
     0
 }
 

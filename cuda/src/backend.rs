@@ -55,6 +55,29 @@ fn parse_mma_nt(s: &str) -> Option<u32> {
     s.parse::<u32>().ok().filter(|&n| n <= args::MAX_NT as u32)
 }
 
+/// A token-count override stored as a mask (bit `ntm - 1`; `u32::MAX`: the format's default):
+/// `None` is the default, `Some(n)` "from n tokens on" (0: never), more than 8 an error naming
+/// `what`.
+fn store_token_mask(slot: &std::sync::atomic::AtomicU32, n: Option<u32>, what: &str) -> Result<()> {
+    let v = match n {
+        None => u32::MAX,
+        Some(n) if n > args::MAX_NT as u32 => {
+            return Err(invalid(format!("{what} from {n} tokens: at most {}", args::MAX_NT)));
+        }
+        Some(n) => args::row_mask_from(n),
+    };
+    slot.store(v, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The mask a [`store_token_mask`] slot holds, or `default` where it holds none.
+fn token_mask(slot: &std::sync::atomic::AtomicU32, default: u32) -> u32 {
+    match slot.load(Ordering::Relaxed) {
+        u32::MAX => default,
+        m => m,
+    }
+}
+
 fn invalid(msg: impl Into<String>) -> CudaError {
     CudaError::Invalid(msg.into())
 }
@@ -988,15 +1011,7 @@ impl CudaBackend {
     /// large launches (`Some(0)`: never; `None`: each format's default token counts,
     /// `args::row_default_mask`). The bits are the same either way.
     pub fn set_row_tokens(&self, n: Option<u32>) -> Result<()> {
-        let v = match n {
-            None => u32::MAX,
-            Some(n) if n > args::MAX_NT as u32 => {
-                return Err(invalid(format!("one-thread-per-row kernels from {n} tokens: at most {}", args::MAX_NT)));
-            }
-            Some(n) => args::row_mask_from(n),
-        };
-        self.row_mask.store(v, Ordering::Relaxed);
-        Ok(())
+        store_token_mask(&self.row_mask, n, "one-thread-per-row kernels")
     }
 
     /// From how many tokens the 32-element formats run the one-thread-per-row kernels that
@@ -1005,22 +1020,11 @@ impl CudaBackend {
     /// (`args::CACT_BYTES`; else `set_row_tokens` decides). `Some(0)`: never; `None`: each
     /// format's default (`args::cact_default_mask`). The bits are the same either way.
     pub fn set_cact_tokens(&self, n: Option<u32>) -> Result<()> {
-        let v = match n {
-            None => u32::MAX,
-            Some(n) if n > args::MAX_NT as u32 => {
-                return Err(invalid(format!("constant-bank row kernels from {n} tokens: at most {}", args::MAX_NT)));
-            }
-            Some(n) => args::row_mask_from(n),
-        };
-        self.cact_mask.store(v, Ordering::Relaxed);
-        Ok(())
+        store_token_mask(&self.cact_mask, n, "constant-bank row kernels")
     }
 
     fn cact_mask(&self, format: Format) -> u32 {
-        match self.cact_mask.load(Ordering::Relaxed) {
-            u32::MAX => args::cact_default_mask(format),
-            m => m,
-        }
+        token_mask(&self.cact_mask, args::cact_default_mask(format))
     }
 
     /// Whether small launches of q4_K with at most 16 blocks per row (a MoE expert's gate and
@@ -1031,10 +1035,7 @@ impl CudaBackend {
     }
 
     fn row_mask(&self, format: Format) -> u32 {
-        match self.row_mask.load(Ordering::Relaxed) {
-            u32::MAX => args::row_default_mask(format),
-            m => m,
-        }
+        token_mask(&self.row_mask, args::row_default_mask(format))
     }
 
     fn mma_nt(&self, format: Format) -> u32 {

@@ -1465,6 +1465,29 @@ impl WgpuBackend {
     /// `out[t * rows + r] = vec_dot(row r, token t)` for the first `tokens` tokens of `a`.
     pub fn matmul(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut [f32]) -> Result<()> {
         let _op = self.lock_op()?;
+        self.check_matmul(w, a, tokens, "output ([tokens][rows])", out.len(), true)?;
+        let n = (out.len() * 4) as u64;
+        let mut sc = self.scratch(n)?;
+        if self.matmul_chunked(&mut sc, w, a, tokens, out)?.is_some() {
+            return Ok(());
+        }
+        self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
+        let src = if self.direct_out { &sc.out } else { &sc.read };
+        self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
+    }
+
+    /// What a matmul of `tokens` tokens of `a` with `w` into `out_len` floats needs: both of
+    /// this device, the pairing and widths agreeing, 1..=capacity tokens, and `out_len` equal
+    /// to (`exact`) or at least `tokens * rows`.
+    fn check_matmul(
+        &self,
+        w: &WgpuWeights,
+        a: &WgpuActs,
+        tokens: usize,
+        what: &'static str,
+        out_len: usize,
+        exact: bool,
+    ) -> Result<()> {
         self.check_acts(a)?;
         if w.device != self.device_id() {
             return Err(WgpuError::Unsupported("weights of another wgpu device".into()));
@@ -1476,22 +1499,11 @@ impl WgpuBackend {
         if a.cols != w.cols {
             return Err(ShapeError::Length { what: "activation columns", expected: w.cols, got: a.cols }.into());
         }
-        if tokens == 0 || tokens > a.capacity || out.len() != tokens * w.rows {
-            return Err(ShapeError::Length {
-                what: "output ([tokens][rows])",
-                expected: tokens * w.rows,
-                got: out.len(),
-            }
-            .into());
+        let want = tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+        if tokens == 0 || tokens > a.capacity || (if exact { out_len != want } else { out_len < want }) {
+            return Err(ShapeError::Length { what, expected: want, got: out_len }.into());
         }
-        let n = (out.len() * 4) as u64;
-        let mut sc = self.scratch(n)?;
-        if self.matmul_chunked(&mut sc, w, a, tokens, out)?.is_some() {
-            return Ok(());
-        }
-        self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
-        let src = if self.direct_out { &sc.out } else { &sc.read };
-        self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
+        Ok(())
     }
 
     /// Threads that copy a large result out of a mapped buffer, the caller's included
@@ -1848,23 +1860,10 @@ impl WgpuBackend {
     /// [`WgpuBackend::synchronize`] wait for it.
     pub fn matmul_to(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut WgpuOut) -> Result<()> {
         let _op = self.lock_op()?;
-        self.check_acts(a)?;
-        if w.device != self.device_id() || out.device != self.device_id() {
-            return Err(WgpuError::Unsupported("weights or output of another wgpu device".into()));
+        if out.device != self.device_id() {
+            return Err(WgpuError::Unsupported("an output of another wgpu device".into()));
         }
-        let act = w.format.vec_dot_type().unwrap_or(Format::Q8_0);
-        if a.format != act {
-            return Err(ShapeError::Pairing { weights: w.format, expected: act, got: a.format }.into());
-        }
-        if a.cols != w.cols {
-            return Err(ShapeError::Length { what: "activation columns", expected: w.cols, got: a.cols }.into());
-        }
-        let want = tokens.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
-        if tokens == 0 || tokens > a.capacity || out.len < want {
-            return Err(
-                ShapeError::Length { what: "device output ([tokens][rows])", expected: want, got: out.len }.into()
-            );
-        }
+        self.check_matmul(w, a, tokens, "device output ([tokens][rows])", out.len, false)?;
         let mut sc = self.scratch(0)?;
         self.encode_matmul_into(&mut sc, Some(&out.group), w, a, tokens, 1, false)?;
         self.check_errors()
