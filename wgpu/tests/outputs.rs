@@ -1,0 +1,85 @@
+//! Matmul results left on the device (`alloc_out`, `matmul_to`, `read_out`): the bits of the
+//! host-output `matmul`, also with weights split into parts and direct output, and a typed
+//! error for each bad input.
+
+mod common;
+
+use qkern_formats::{Format, ShapeError};
+use qkern_parity::inputs::{Rng, random_blocks};
+use qkern_wgpu::{WgpuBackend, WgpuError};
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+fn device_output_matches_host_output(b: &WgpuBackend) {
+    let mut rng = Rng::new(21);
+    for (f, rows, cols) in [(Format::Q8_0, 37, 96), (Format::Q4_K, 19, 512), (Format::IQ2_XXS, 9, 256)] {
+        let w =
+            b.upload_weights(f, rows, cols, &random_blocks(&mut rng, f, rows * cols / f.block_elems(), false)).unwrap();
+        let act = f.vec_dot_type().unwrap();
+        for nt in [1usize, 3, 8, 11] {
+            let mut a = b.alloc_acts(act, cols, nt).unwrap();
+            let x: Vec<f32> = (0..nt * cols).map(|i| (i as f32 * 0.731).sin()).collect();
+            b.quantize(&x, &mut a).unwrap();
+            let mut want = vec![0f32; nt * rows];
+            b.matmul(&w, &a, nt, &mut want).unwrap();
+            // a longer buffer: the result is its prefix
+            let mut out = b.alloc_out(nt * rows + 3).unwrap();
+            assert_eq!(out.len(), nt * rows + 3);
+            b.matmul_to(&w, &a, nt, &mut out).unwrap();
+            b.synchronize().unwrap();
+            let mut got = vec![0f32; nt * rows];
+            b.read_out(&out, &mut got).unwrap();
+            assert!(same_bits(&want, &got), "{f} NT {nt}\n{want:?}\n{got:?}");
+        }
+    }
+}
+
+#[test]
+fn device_output_bits() {
+    if let Some(b) = common::backend() {
+        device_output_matches_host_output(b);
+    }
+    // weights in parts of 1 KiB, direct output where the adapter has it
+    if let Some(b) = common::backend_fallback_split() {
+        device_output_matches_host_output(b);
+    }
+}
+
+#[test]
+fn device_output_rejects_bad_input() {
+    let Some(b) = common::backend() else { return };
+    let Some(other) = common::backend_fallback_split() else { return };
+    let (rows, cols) = (4, 64);
+    let mut rng = Rng::new(5);
+    let w =
+        b.upload_weights(Format::Q8_0, rows, cols, &random_blocks(&mut rng, Format::Q8_0, rows * 2, false)).unwrap();
+    let mut a = b.alloc_acts(Format::Q8_0, cols, 2).unwrap();
+    b.quantize(&vec![0.5f32; 2 * cols], &mut a).unwrap();
+    let length = |e: WgpuError| matches!(e, WgpuError::Shape(ShapeError::Length { .. }));
+    // too short, zero tokens, more tokens than the activations hold
+    let mut short = b.alloc_out(2 * rows - 1).unwrap();
+    assert!(length(b.matmul_to(&w, &a, 2, &mut short).unwrap_err()));
+    let mut out = b.alloc_out(2 * rows).unwrap();
+    assert!(length(b.matmul_to(&w, &a, 0, &mut out).unwrap_err()));
+    assert!(length(b.matmul_to(&w, &a, 3, &mut out).unwrap_err()));
+    // activations of the wrong format or width
+    let mut k = b.alloc_acts(Format::Q8_K, 256, 1).unwrap();
+    b.quantize(&vec![1.0f32; 256], &mut k).unwrap();
+    assert!(matches!(b.matmul_to(&w, &k, 1, &mut out).unwrap_err(), WgpuError::Shape(ShapeError::Pairing { .. })));
+    let mut wide = b.alloc_acts(Format::Q8_0, 128, 1).unwrap();
+    b.quantize(&vec![1.0f32; 128], &mut wide).unwrap();
+    assert!(length(b.matmul_to(&w, &wide, 1, &mut out).unwrap_err()));
+    // reading past the end
+    b.matmul_to(&w, &a, 2, &mut out).unwrap();
+    assert!(length(b.read_out(&out, &mut vec![0f32; 2 * rows + 1]).unwrap_err()));
+    b.read_out(&out, &mut []).unwrap();
+    // another device's output, weights or activations
+    let mut theirs = other.alloc_out(2 * rows).unwrap();
+    assert!(matches!(b.matmul_to(&w, &a, 2, &mut theirs).unwrap_err(), WgpuError::Unsupported(_)));
+    assert!(matches!(b.read_out(&theirs, &mut [0f32; 1]).unwrap_err(), WgpuError::Unsupported(_)));
+    assert!(matches!(other.matmul_to(&w, &a, 2, &mut theirs).unwrap_err(), WgpuError::Unsupported(_)));
+    // an output beyond the adapter's storage binding limit
+    assert!(matches!(b.alloc_out(usize::MAX / 8).unwrap_err(), WgpuError::Unsupported(_) | WgpuError::Shape(_)));
+}
