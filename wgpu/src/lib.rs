@@ -258,6 +258,9 @@ pub struct Options {
     /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
     /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
+    /// Rows per thread pair of the q4_K and q5_K kernels (`None`: `QKERN_WGPU_PAIR_ROWS=1|2`,
+    /// else 1). See [`Tuning::pair_rows`].
+    pub pair_rows: Option<u32>,
 }
 
 /// The matmul kernels of q4_K, q5_K and the IQ2/IQ3 formats with the integer lane sums from
@@ -416,6 +419,12 @@ pub struct Tuning {
     /// kernels runs 32 rows, so its copies' fill weighs about four times as much, and 40 KiB of
     /// workgroup memory hold an SM to 5 workgroups. The bits are the same either way.
     pub grid_rep: bool,
+    /// Rows per thread pair of the q4_K and q5_K kernels: 1, or 2 (`wgsl/kpair2_head.wgsl`:
+    /// pair p of a workgroup runs rows p and p + rows / 2, each activation word loaded once
+    /// for both, which halves the activation loads per row; at 8 tokens they outnumber the
+    /// weight loads about 30 to 1). The same chains per row, so the same bits. 1 by default
+    /// until measured on a GPU (`QKERN_WGPU_PAIR_ROWS=2`, bench variant `prow2`).
+    pub pair_rows: u32,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -782,6 +791,10 @@ impl WgpuBackend {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(false),
         };
+        let pair_rows = match opts.pair_rows {
+            Some(n) => n,
+            None => env_knob("QKERN_WGPU_PAIR_ROWS", "1 or 2", parse_pair_rows)?.unwrap_or(1),
+        };
         let chunks = match opts.chunks {
             Some(c) => c,
             None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
@@ -910,6 +923,7 @@ impl WgpuBackend {
                 iq_pairs,
                 coop,
                 grid_rep,
+                pair_rows: pair_rows.clamp(1, 2),
             }),
             max_part,
             tables,
@@ -954,7 +968,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -972,6 +986,7 @@ impl WgpuBackend {
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
             if t.grid_rep { ", grid copies" } else { "" },
+            if t.pair_rows == 2 { ", 2 rows/pair" } else { "" },
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
@@ -995,6 +1010,7 @@ impl WgpuBackend {
             iq_pairs: false,
             coop: Coop::Off,
             grid_rep: false,
+            pair_rows: 1,
         })
     }
 
@@ -1012,6 +1028,7 @@ impl WgpuBackend {
             },
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
+            pair_rows: t.pair_rows.clamp(1, 2),
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -1092,6 +1109,7 @@ impl WgpuBackend {
                     lut2: t.lut2,
                     iq_pairs: t.iq_pairs,
                     q8k_split: self.q8k_split,
+                    pair_rows: t.pair_rows,
                     grid_words: if t.grid_rep {
                         grid_words(self.adapter.1.max_compute_workgroup_storage_size)
                     } else {
@@ -2040,6 +2058,11 @@ fn parse_chunks(v: &str) -> Option<u8> {
     v.parse().ok().filter(|c: &u8| *c <= 64)
 }
 
+/// `QKERN_WGPU_PAIR_ROWS`: 1 or 2.
+fn parse_pair_rows(v: &str) -> Option<u32> {
+    v.parse().ok().filter(|n: &u32| (1..=2).contains(n))
+}
+
 /// `QKERN_WGPU_Q8K`: `split` (true) or `ggml` (false).
 fn parse_q8k(v: &str) -> Option<bool> {
     match v {
@@ -2489,6 +2512,7 @@ mod tests {
             iq_pairs: false,
             coop: Coop::Off,
             grid_rep: false,
+            pair_rows: 1,
         }
     }
 

@@ -16,6 +16,8 @@ const PAIR_HEAD: &str = include_str!("wgsl/pair_head.wgsl");
 const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
 const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
+const KPAIR2_HEAD: &str = include_str!("wgsl/kpair2_head.wgsl");
+const KPAIR2_MAIN: &str = include_str!("wgsl/kpair2_main.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
 const KC_KQUANT: &str = include_str!("wgsl/kc_kquant.wgsl");
@@ -361,6 +363,8 @@ pub(crate) struct MmSrc {
     pub q8k_split: bool,
     /// Workgroup words for copies of an IQ2/IQ3 grid ([`grid_rep`]; 0: one copy).
     pub grid_words: u32,
+    /// Rows per thread pair of the q4_K and q5_K kernels (1, or 2: `kpair2_head.wgsl`).
+    pub pair_rows: u32,
 }
 
 impl MmSrc {
@@ -413,26 +417,48 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
 /// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>` (iq4_xs: 136 bytes) or words
 /// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
-    let wg = 2 * c.rows;
     let mut s = String::with_capacity(16 * 1024);
-    kpair_prelude(&mut s, f, c);
+    if let Some(body2) = kpair2_body(f, c) {
+        // Two rows per pair: ROWS invocations a workgroup.
+        kpair_prelude(&mut s, f, c, 1);
+        c.tail(&mut s, KPAIR2_HEAD);
+        s.push_str(body2);
+        let lp = block_loop("P.nb", c.unroll, |b| format!("step2(base0, base1, {b}, h, &st);"));
+        s.push_str(&KPAIR2_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &c.rows.to_string()));
+        return s;
+    }
+    let wg = 2 * c.rows;
+    kpair_prelude(&mut s, f, c, 2);
     c.tail(&mut s, body);
     let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
 }
 
+/// The two-rows-per-pair body of `f` where `c` asks for it (`pair_rows` 2, an even number of
+/// rows per workgroup) and `f` has one (q4_K, q5_K).
+fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
+    if c.pair_rows != 2 || c.rows < 2 || c.rows % 2 != 0 {
+        return None;
+    }
+    match f {
+        Format::Q4_K => Some(include_str!("wgsl/kp2_q4_k.wgsl")),
+        Format::Q5_K => Some(include_str!("wgsl/kp2_q5_k.wgsl")),
+        _ => None,
+    }
+}
+
 /// What the thread-pair kernels (and the cooperative-matrix ones, which keep their layout) put
 /// before their body: constants, bindings (kpair_head.wgsl), the q8_K accessors, the format's
 /// table and the common helpers.
-fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc) {
-    let wg = 2 * c.rows;
+fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
+    let wg = per_row * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K => "vec4<u32>",
         Format::IQ4_XS => "vec2<u32>",
         _ => "u32",
     };
-    s.push_str(&c.head(2));
+    s.push_str(&c.head(per_row));
     s.push_str(&format!("alias WV = {wv};\n"));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
@@ -496,7 +522,7 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     if native {
         s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     }
-    kpair_prelude(&mut s, f, &o);
+    kpair_prelude(&mut s, f, &o, 2);
     s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
     o.tail(&mut s, &body);
     s.push_str(KC_COMMON);
@@ -718,7 +744,8 @@ mod tests {
                     for nf in [false, true] {
                         let rows = if nf { 32 } else { 8 };
                         // The IQ2/IQ3 formats' thread pairs and the split q8_K layout with the
-                        // native-fma variant.
+                        // native-fma variant; q4_K's and q5_K's two rows per pair with both
+                        // reductions and both q8_K layouts.
                         let o = MmSrc {
                             nt,
                             subgroups: sg,
@@ -729,11 +756,12 @@ mod tests {
                             iq_pairs: nf,
                             q8k_split: nf,
                             grid_words: if sg { 8192 } else { 0 },
+                            pair_rows: if nf == sg { 2 } else { 1 },
                         };
                         let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
                         sources
-                            .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows}"), src));
+                            .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows} pair_rows={}", o.pair_rows), src));
                         sources.push((
                             format!("flat matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"),
                             flat,
@@ -755,6 +783,7 @@ mod tests {
                             iq_pairs: false,
                             q8k_split: !native,
                             grid_words: 8192,
+                            pair_rows: 2,
                         };
                         sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }

@@ -39,8 +39,11 @@ fn dot4x4(q: vec4<u32>, a: vec4<u32>) -> vec4<i32> {
 // _mm_madd_epi16), for token t, activation block ab; m03, m47: mins 0..3 and 4..7 as bytes.
 // Whole vectors, no component indexed by a loop variable.
 fn kmins_prod(m03: u32, m47: u32, t: u32, ab: u32) -> vec4<i32> {
-    let b0 = ab4(t, ab, 0u);
-    let b1 = ab4(t, ab, 4u);
+    return kmins_prod_b(m03, m47, ab4(t, ab, 0u), ab4(t, ab, 4u));
+}
+// The same from the bsums words b0 = ab4(t, ab, 0), b1 = ab4(t, ab, 4) (loaded once for both
+// rows of the two-row kernels).
+fn kmins_prod_b(m03: u32, m47: u32, b0: vec4<u32>, b1: vec4<u32>) -> vec4<i32> {
     let we = bitcast<vec4<i32>>(vec4<u32>(b0.x, b0.z, b1.x, b1.z));
     let wo = bitcast<vec4<i32>>(vec4<u32>(b0.y, b0.w, b1.y, b1.w));
     let s16 = vec4<u32>(16u);
@@ -61,16 +64,20 @@ fn kq_scales(hd: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(s03, s47, m03, m47);
 }
 
+// q4_K / q5_K: the scales (sc[2j], sc[2j + 1]) of 64-element group j.
+fn kq_sc(sc: vec4<u32>, j: u32) -> vec2<i32> {
+    let sw = select(sc.y, sc.x, j < 2u);
+    return vec2<i32>(i32((sw >> (16u * (j & 1u))) & 0xffu), i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu));
+}
+
 // q4_K / q5_K: the 4 lanes' integer sums of token t, block ab: over the 64-element groups j,
 // sc[2j] * dot(lo[j], q8 words 16j + 4h..) + sc[2j+1] * dot(hi[j], q8 words 16j + 8 + 4h..).
 fn kq_lanes(lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4>, sc: vec4<u32>, t: u32, ab: u32, h: u32) -> vec4<i32> {
     var s = vec4<i32>(0);
     for (var j = 0u; j < 4u; j++) {
-        let sw = select(sc.y, sc.x, j < 2u);
-        let sc0 = i32((sw >> (16u * (j & 1u))) & 0xffu);
-        let sc1 = i32((sw >> (16u * (j & 1u) + 8u)) & 0xffu);
-        s += sc0 * dot4x4(lo[j], aq4(t, ab, 16u * j + 4u * h));
-        s += sc1 * dot4x4(hi[j], aq4(t, ab, 8u + 16u * j + 4u * h));
+        let c = kq_sc(sc, j);
+        s += c.x * dot4x4(lo[j], aq4(t, ab, 16u * j + 4u * h));
+        s += c.y * dot4x4(hi[j], aq4(t, ab, 8u + 16u * j + 4u * h));
     }
     return s;
 }
