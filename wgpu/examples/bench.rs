@@ -60,9 +60,10 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "grid1" => Tuning { grid_rep: false, ..d },
         "gridrep" => Tuning { grid_rep: true, ..d },
         // q4_K's and q5_K's thread pairs on one row or two (Tuning::pair_rows)
-        "prow1" => Tuning { pair_rows: 1, ..d },
+        "prow1" => Tuning { pair_rows: 1, pair_generic: false, ..d },
         "prow2" => Tuning { pair_rows: 2, ..d },
         "prow2u1" => Tuning { pair_rows: 2, unroll: 1, ..d },
+        "prow2g" => Tuning { pair_rows: 2, pair_generic: true, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }

@@ -93,8 +93,8 @@
 //! picks among kernel variants that give the same bits: native or emulated fma, which of
 //! wgpu's shader runtime checks stay ([`Checks`]; default: none, every index being in bounds
 //! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
-//! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, loops
-//! unrolled in the source. `examples/bench.rs --variants` times them side by side in one
+//! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, rows per
+//! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source. `examples/bench.rs --variants` times them side by side in one
 //! process.
 //!
 //! # Cooperative matrices (q4_K, q5_K, IQ2/IQ3; opt-in)
@@ -258,9 +258,10 @@ pub struct Options {
     /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
     /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
-    /// Rows per thread pair of the q4_K and q5_K kernels (`None`: `QKERN_WGPU_PAIR_ROWS=1|2`,
+    /// Rows per pair of invocations of the pair-layout and thread-pair kernels, and whether
+    /// q4_K and q5_K take the generic two-row kernel (`None`: `QKERN_WGPU_PAIR_ROWS=1|2|2g`,
     /// else 1). See [`Tuning::pair_rows`].
-    pub pair_rows: Option<u32>,
+    pub pair_rows: Option<(u32, bool)>,
 }
 
 /// The matmul kernels of q4_K, q5_K and the IQ2/IQ3 formats with the integer lane sums from
@@ -419,12 +420,21 @@ pub struct Tuning {
     /// kernels runs 32 rows, so its copies' fill weighs about four times as much, and 40 KiB of
     /// workgroup memory hold an SM to 5 workgroups. The bits are the same either way.
     pub grid_rep: bool,
-    /// Rows per thread pair of the q4_K and q5_K kernels: 1, or 2 (`wgsl/kpair2_head.wgsl`:
-    /// pair p of a workgroup runs rows p and p + rows / 2, each activation word loaded once
-    /// for both, which halves the activation loads per row; at 8 tokens they outnumber the
-    /// weight loads about 30 to 1). The same chains per row, so the same bits. 1 by default
-    /// until measured on a GPU (`QKERN_WGPU_PAIR_ROWS=2`, bench variant `prow2`).
+    /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
+    /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
+    /// pair p of a workgroup runs rows p and p + rows / 2, so that each activation word it
+    /// loads can serve both rows (at 8 tokens the activation loads outnumber the weight loads
+    /// 8 to 1 for q8_0, about 30 to 1 for q4_K). q4_K and q5_K have their own two-row bodies
+    /// that load each activation word once (`wgsl/kpair2_head.wgsl`); the other formats run
+    /// their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`), whose
+    /// identical loads, with no store between them, a compiler may merge. The same chains per
+    /// row, so the same bits. 1 by default until measured on a GPU
+    /// (`QKERN_WGPU_PAIR_ROWS=2`, bench variant `prow2`).
     pub pair_rows: u32,
+    /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
+    /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`), to measure what the driver's
+    /// compiler merges against the explicit bodies.
+    pub pair_generic: bool,
 }
 
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
@@ -791,9 +801,9 @@ impl WgpuBackend {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(false),
         };
-        let pair_rows = match opts.pair_rows {
+        let (pair_rows, pair_generic) = match opts.pair_rows {
             Some(n) => n,
-            None => env_knob("QKERN_WGPU_PAIR_ROWS", "1 or 2", parse_pair_rows)?.unwrap_or(1),
+            None => env_knob("QKERN_WGPU_PAIR_ROWS", "1, 2 or 2g", parse_pair_rows)?.unwrap_or((1, false)),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
@@ -924,6 +934,7 @@ impl WgpuBackend {
                 coop,
                 grid_rep,
                 pair_rows: pair_rows.clamp(1, 2),
+                pair_generic,
             }),
             max_part,
             tables,
@@ -986,7 +997,11 @@ impl WgpuBackend {
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
             if t.grid_rep { ", grid copies" } else { "" },
-            if t.pair_rows == 2 { ", 2 rows/pair" } else { "" },
+            match (t.pair_rows, t.pair_generic) {
+                (2, false) => ", 2 rows/pair",
+                (2, true) => ", 2 rows/pair (generic)",
+                _ => "",
+            },
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
@@ -1011,6 +1026,7 @@ impl WgpuBackend {
             coop: Coop::Off,
             grid_rep: false,
             pair_rows: 1,
+            pair_generic: false,
         })
     }
 
@@ -1110,6 +1126,7 @@ impl WgpuBackend {
                     iq_pairs: t.iq_pairs,
                     q8k_split: self.q8k_split,
                     pair_rows: t.pair_rows,
+                    pair_generic: t.pair_generic,
                     grid_words: if t.grid_rep {
                         grid_words(self.adapter.1.max_compute_workgroup_storage_size)
                     } else {
@@ -2058,9 +2075,14 @@ fn parse_chunks(v: &str) -> Option<u8> {
     v.parse().ok().filter(|c: &u8| *c <= 64)
 }
 
-/// `QKERN_WGPU_PAIR_ROWS`: 1 or 2.
-fn parse_pair_rows(v: &str) -> Option<u32> {
-    v.parse().ok().filter(|n: &u32| (1..=2).contains(n))
+/// `QKERN_WGPU_PAIR_ROWS`: 1, 2 or 2g (two, q4_K and q5_K on the generic kernel too).
+fn parse_pair_rows(v: &str) -> Option<(u32, bool)> {
+    match v {
+        "1" => Some((1, false)),
+        "2" => Some((2, false)),
+        "2g" => Some((2, true)),
+        _ => None,
+    }
 }
 
 /// `QKERN_WGPU_Q8K`: `split` (true) or `ggml` (false).
@@ -2513,6 +2535,7 @@ mod tests {
             coop: Coop::Off,
             grid_rep: false,
             pair_rows: 1,
+            pair_generic: false,
         }
     }
 

@@ -18,6 +18,8 @@ const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const KPAIR2_HEAD: &str = include_str!("wgsl/kpair2_head.wgsl");
 const KPAIR2_MAIN: &str = include_str!("wgsl/kpair2_main.wgsl");
+const KPAIR_MAIN2: &str = include_str!("wgsl/kpair_main2.wgsl");
+const PAIR_MAIN2: &str = include_str!("wgsl/pair_main2.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
 const KC_KQUANT: &str = include_str!("wgsl/kc_kquant.wgsl");
@@ -363,8 +365,12 @@ pub(crate) struct MmSrc {
     pub q8k_split: bool,
     /// Workgroup words for copies of an IQ2/IQ3 grid ([`grid_rep`]; 0: one copy).
     pub grid_words: u32,
-    /// Rows per thread pair of the q4_K and q5_K kernels (1, or 2: `kpair2_head.wgsl`).
+    /// Rows per thread pair of the pair-layout and thread-pair kernels (1, or 2:
+    /// `pair_main2.wgsl`, `kpair_main2.wgsl`; q4_K and q5_K with their own two-row bodies,
+    /// `kpair2_head.wgsl`, unless `pair_generic`).
     pub pair_rows: u32,
+    /// Two rows per pair through `kpair_main2.wgsl` for q4_K and q5_K too.
+    pub pair_generic: bool,
 }
 
 impl MmSrc {
@@ -388,11 +394,19 @@ impl MmSrc {
     }
 }
 
-/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row.
+/// Whether `c` asks for two rows per pair and its workgroups can have them (an even number of
+/// rows).
+fn two_rows(c: &MmSrc) -> bool {
+    c.pair_rows == 2 && c.rows >= 2 && c.rows % 2 == 0
+}
+
+/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row (with [`two_rows`]:
+/// per 2 rows).
 fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
-    let wg = 2 * c.rows;
+    let two = two_rows(c);
+    let wg = if two { c.rows } else { 2 * c.rows };
     let mut s = String::with_capacity(16 * 1024);
-    s.push_str(&c.head(2));
+    s.push_str(&c.head(if two { 1 } else { 2 }));
     // Region A's words per block, and the weights' element: an invocation's share of a block
     // (half of region A: 16 bytes, vec4, or 8, vec2), from the layout.
     let (a_bytes, _) = crate::layout::pair_regions(f).expect("a pair format");
@@ -406,6 +420,14 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(&pair_table_src(f, wg, c.lut2));
     s.push_str(&common_without_buffers());
     c.tail(&mut s, body);
+    if two {
+        let lp = format!(
+            "let ns = nsteps();\n    {}",
+            block_loop("ns", c.unroll, |b| format!("step(ka, Ga, {b}, h, &st0);\n        step(kb, Gb, {b}, h, &st1);"))
+        );
+        s.push_str(&PAIR_MAIN2.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+        return s;
+    }
     let lp =
         format!("let ns = nsteps();\n    {}", block_loop("ns", c.unroll, |b| format!("step(k0, G, {b}, h, &st);")));
     s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
@@ -427,6 +449,14 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         s.push_str(&KPAIR2_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &c.rows.to_string()));
         return s;
     }
+    if two_rows(c) {
+        kpair_prelude(&mut s, f, c, 1);
+        c.tail(&mut s, body);
+        let lp =
+            block_loop("P.nb", c.unroll, |b| format!("step(base0, {b}, h, &st0);\n        step(base1, {b}, h, &st1);"));
+        s.push_str(&KPAIR_MAIN2.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &c.rows.to_string()));
+        return s;
+    }
     let wg = 2 * c.rows;
     kpair_prelude(&mut s, f, c, 2);
     c.tail(&mut s, body);
@@ -435,10 +465,10 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s
 }
 
-/// The two-rows-per-pair body of `f` where `c` asks for it (`pair_rows` 2, an even number of
-/// rows per workgroup) and `f` has one (q4_K, q5_K).
+/// The two-rows-per-pair body of `f` where `c` asks for it ([`two_rows`], not `pair_generic`)
+/// and `f` has one (q4_K, q5_K).
 fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
-    if c.pair_rows != 2 || c.rows < 2 || c.rows % 2 != 0 {
+    if !two_rows(c) || c.pair_generic {
         return None;
     }
     match f {
@@ -757,11 +787,17 @@ mod tests {
                             q8k_split: nf,
                             grid_words: if sg { 8192 } else { 0 },
                             pair_rows: if nf == sg { 2 } else { 1 },
+                            pair_generic: nt == 3,
                         };
                         let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
-                        sources
-                            .push((format!("matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows} pair_rows={}", o.pair_rows), src));
+                        sources.push((
+                            format!(
+                                "matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows} pair_rows={}",
+                                o.pair_rows
+                            ),
+                            src,
+                        ));
                         sources.push((
                             format!("flat matmul {f} nt={nt} sg={sg} native_fma/unroll={nf} rows={rows}"),
                             flat,
@@ -784,6 +820,7 @@ mod tests {
                             q8k_split: !native,
                             grid_words: 8192,
                             pair_rows: 2,
+                            pair_generic: false,
                         };
                         sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }

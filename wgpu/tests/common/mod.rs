@@ -41,9 +41,9 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
 /// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
-/// tables (`Options::grid_rep`), q4_K and q5_K on two rows per thread pair
-/// (`Options::pair_rows`), to exercise the fallback, the splitting and those options on small
-/// matrices.
+/// tables (`Options::grid_rep`), the pair and thread-pair kernels on two rows per pair
+/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to exercise the
+/// fallback, the splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -55,7 +55,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             copy_threads: Some(2),
             iq_pairs: Some(true),
             grid_rep: Some(true),
-            pair_rows: Some(2),
+            pair_rows: Some((2, false)),
             ..Options::default()
         })
     })
@@ -66,8 +66,9 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 /// default only results of 2 MiB or more are), copied out by 3 threads from 256 KiB of results
 /// (`Options::copy_threads`), with q8_K activations in the split device layout
 /// (`Options::q8k_split`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
-/// off) with copies of their grid and sign tables (`Options::grid_rep`), q4_K and q5_K on two
-/// rows per thread pair (`Options::pair_rows`).
+/// off) with copies of their grid and sign tables (`Options::grid_rep`), the pair and
+/// thread-pair kernels on two rows per pair, q4_K and q5_K on the generic two-row kernel
+/// (`Options::pair_rows`).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -77,7 +78,7 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
             q8k_split: Some(true),
             iq_pairs: Some(false),
             grid_rep: Some(true),
-            pair_rows: Some(2),
+            pair_rows: Some((2, true)),
             ..Options::default()
         })
     })
