@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -60,6 +60,13 @@ pending) F=${PENDING_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,iq2_xxs,iq2_xs,iq2_s,iq3_xxs
   for lay in ggml split; do QKERN_WGPU_Q8K=$lay timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 \
       --variants ${PENDING_VARIANTS:-default,iqpair} --formats $F --csv "$R/pending_$lay.csv" > "$R/pending_$lay.log" 2>&1
     echo "## QKERN_WGPU_Q8K=$lay"; grep -E 'default|iqpair|adapter' "$R/pending_$lay.log"; done 2>&1 | tee "$R/pending.txt" ;;
+# The q8_K layouts' defaults side by side (session 16): ggml's blocks alone (the IQ2/IQ3 formats
+# on 8 invocations, the default before) against both layouts (the IQ formats on thread pairs
+# reading the split copy, the rest ggml's blocks: the default now); kernel-only and call GB/s.
+q8k) F=${Q8K_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
+  for lay in ggml both; do QKERN_WGPU_Q8K=$lay timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 --nt 1,8 \
+      --variants default --formats $F --csv "$R/q8k_$lay.csv" > "$R/q8k_$lay.log" 2>&1
+    echo "## QKERN_WGPU_Q8K=$lay"; grep -E 'default|adapter|rror' "$R/q8k_$lay.log"; done 2>&1 | tee "$R/q8k.txt" ;;
 # Kernel-only CUDA numbers for NVRTC-option variants: CUDA_SWEEP="OPTS|formats;OPTS|formats"
 # (an empty OPTS is the default build), one table row per format and NT in sweep.md.
 cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"

@@ -27,9 +27,10 @@
 //! added). A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is
 //! split by whole rows into parts, one buffer and one dispatch each. Activations: q8_0 and
 //! q8_1 rows as `[quants of every block][d of every block as f32]([s as f32])`, padded to 16
-//! bytes; q8_K as ggml's own 292-byte blocks, or with [`Options::q8k_split`] per token the
-//! quants of every block, then the bsums, then the d; `import` and `read_acts` convert exactly (the
-//! fp16 -> f32 widening is injective, NaN payloads included).
+//! bytes; q8_K ([`Q8kLayout`]) by default per token as ggml's own 292-byte blocks (read by
+//! the K-quants and iq4_xs) followed by a *split* copy, the quants of every block, then the
+//! bsums, then the d (read by the IQ2/IQ3 formats); `import` and `read_acts` convert exactly
+//! (the fp16 -> f32 widening is injective, NaN payloads included).
 //!
 //! # Bits
 //!
@@ -240,17 +241,11 @@ pub struct Options {
     /// adapters and 1 on CPU adapters). See [`WgpuBackend::copy_threads`].
     pub copy_threads: Option<usize>,
     /// The IQ2/IQ3 formats on thread pairs (`None`: `QKERN_WGPU_IQPAIR=0|1`, else on exactly when
-    /// q8_K activations are split, [`Options::q8k_split`]). See [`Tuning::iq_pairs`].
+    /// they read split q8_K activations, [`Options::q8k`]). See [`Tuning::iq_pairs`].
     pub iq_pairs: Option<bool>,
-    /// q8_K activations on the device in the *split* layout: per token the quants of every
-    /// block, then their bsums, then their d, so that the thread-pair kernels read a token's 4
-    /// lane words with one 16-byte load (`None`: `QKERN_WGPU_Q8K=ggml|split`, else `ggml`:
-    /// ggml's own 292-byte blocks, 4-byte aligned, read a word at a time). Off by default: on the
-    /// H200 (benches/results/2026-12-04-h200-session10/run1, kernel-only GB/s) it lifts the IQ2/IQ3
-    /// formats on thread pairs (NT 8 +40-95 %, NT 1 -11 to +11 %) but costs q4_K, q5_K and iq4_xs
-    /// 13-28 % at NT 8, and the layout is one per backend. `import` and `read_acts` convert
-    /// either way.
-    pub q8k_split: Option<bool>,
+    /// The device layout of q8_K activations (`None`: `QKERN_WGPU_Q8K=ggml|split|both`, else
+    /// [`Q8kLayout::Both`]).
+    pub q8k: Option<Q8kLayout>,
     /// q4_K's, q5_K's and the IQ2/IQ3 formats' matmul on cooperative matrices (`None`:
     /// `QKERN_WGPU_COOP`, else [`Coop::Off`]).
     /// See [`Coop`].
@@ -437,6 +432,38 @@ pub struct Tuning {
     pub pair_generic: bool,
 }
 
+/// The device layout of q8_K activation rows ([`Options::q8k`]). `import` and `read_acts`
+/// convert either way; the bits of every kernel are the same in each.
+///
+/// On the H200 (benches/results/2026-12-04-h200-session10/run1, kernel-only GB/s) the split
+/// layout lifted the IQ2/IQ3 formats on thread pairs (NT 8 +40-95 % against ggml's blocks on
+/// 8 invocations; NT 1 iq2_xxs 907 -> 1007, iq3_xxs 1177 -> 1279) but cost q4_K, q5_K and
+/// iq4_xs 13-28 % at NT 8. Hence the default [`Q8kLayout::Both`]: each format reads the layout
+/// it measured fastest with, for a q8_K buffer twice the size (a token of 4096 columns: 2.3
+/// KiB more) and a quantizer that writes both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Q8kLayout {
+    /// ggml's own 292-byte blocks, 4-byte aligned (the kernels read them a word at a time).
+    Ggml,
+    /// Per token the quants of every block, then their bsums, then their d, so that a thread
+    /// pair reads a token's 4 lane words with one 16-byte load (rows padded to 16 bytes).
+    Split,
+    /// Per token ggml's blocks (padded to 16 bytes), then the split layout: the IQ2/IQ3
+    /// kernels read the split copy, the others ggml's blocks.
+    Both,
+}
+
+impl Q8kLayout {
+    /// Whether the matmul kernels of `f` read the split layout.
+    fn split_for(self, f: Format) -> bool {
+        match self {
+            Q8kLayout::Ggml => false,
+            Q8kLayout::Split => true,
+            Q8kLayout::Both => shaders::is_iq23(f),
+        }
+    }
+}
+
 /// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
 fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
@@ -528,8 +555,8 @@ pub struct WgpuBackend {
     direct_out: bool,
     /// Calls wait for their results by polling (see [`Options::spin_wait`]).
     spin_wait: bool,
-    /// q8_K activations in the split device layout (see [`Options::q8k_split`]).
-    q8k_split: bool,
+    /// The device layout of q8_K activations (see [`Q8kLayout`]).
+    q8k: Q8kLayout,
     /// The threads besides the caller's that copy large results out of mapped buffers
     /// (`None`: the caller copies alone). See [`Options::copy_threads`].
     copy_pool: Option<rayon::ThreadPool>,
@@ -648,18 +675,21 @@ impl WgpuActs {
 }
 
 /// Device-layout words per token of an activation row of `cols` columns (q8_0 / q8_1:
-/// `layout::act_stride`; q8_K: ggml's blocks).
-fn act_row_words(act: Format, cols: usize, q8k_split: bool) -> usize {
+/// `layout::act_stride`; q8_K: [`Q8kLayout`]).
+fn act_row_words(act: Format, cols: usize, q8k: Q8kLayout) -> usize {
     let nb = cols / act.block_elems();
     match act {
         Format::Q8_0 | Format::Q8_1 => layout::act_stride(act, nb),
         // The split layout's rows start on 16 bytes (its kernels read 16-byte elements).
-        _ if q8k_split => (nb * 73).next_multiple_of(4),
-        _ => nb * 73,
+        _ => match q8k {
+            Q8kLayout::Ggml => nb * 73,
+            Q8kLayout::Split => (nb * 73).next_multiple_of(4),
+            Q8kLayout::Both => 2 * (nb * 73).next_multiple_of(4),
+        },
     }
 }
 
-/// q8_K's split device layout (see [`Options::q8k_split`]) from ggml's blocks, one token: `src`
+/// q8_K's split device layout (see [`Q8kLayout::Split`]) from ggml's blocks, one token: `src`
 /// is `nb` 292-byte blocks, `dst` the token's device words as bytes.
 fn q8k_split(src: &[u8], dst: &mut [u8]) {
     let nb = src.len() / 292;
@@ -781,16 +811,16 @@ impl WgpuBackend {
             })?
             .unwrap_or(true),
         };
-        let q8k_split = match opts.q8k_split {
-            Some(b) => b,
-            None => env_knob("QKERN_WGPU_Q8K", "ggml or split", parse_q8k)?.unwrap_or(false),
+        let q8k = match opts.q8k {
+            Some(l) => l,
+            None => env_knob("QKERN_WGPU_Q8K", "ggml, split or both", parse_q8k)?.unwrap_or(Q8kLayout::Both),
         };
         // The IQ pair kernels pay off with the split q8_K layout only (H200, session 10 run1,
         // kernel-only NT 8: iq2_xxs 284 -> 467 GB/s, iq3_xxs 409 -> 670 with both, against 172 and
         // 242 with pairs on ggml's layout), so they follow it unless asked.
         let iq_pairs = match opts.iq_pairs {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(q8k_split),
+            None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(q8k != Q8kLayout::Ggml),
         };
         let coop = match opts.coop {
             Some(c) => c,
@@ -916,7 +946,7 @@ impl WgpuBackend {
             subgroups: want_sg && features.contains(wgpu::Features::SUBGROUP),
             direct_out,
             spin_wait,
-            q8k_split,
+            q8k,
             copy_pool,
             fma_measured_fused: false,
             ftz: false,
@@ -985,7 +1015,11 @@ impl WgpuBackend {
             if t.native_fma { "fma" } else { "emulated fma" },
             if self.subgroups { ", subgroups" } else { "" },
             if self.direct_out { ", direct out" } else { "" },
-            if self.q8k_split { ", split q8_K" } else { "" },
+            match self.q8k {
+                Q8kLayout::Ggml => "",
+                Q8kLayout::Split => ", split q8_K",
+                Q8kLayout::Both => ", q8_K both ways",
+            },
             if self.ftz { ", FTZ" } else { "" },
             match t.checks {
                 Checks::Full => ", full checks",
@@ -1124,7 +1158,8 @@ impl WgpuBackend {
                     rows: wg_rows(f, t),
                     lut2: t.lut2,
                     iq_pairs: t.iq_pairs,
-                    q8k_split: self.q8k_split,
+                    q8k_split: self.q8k.split_for(f),
+                    q8k_both: self.q8k == Q8kLayout::Both,
                     pair_rows: t.pair_rows,
                     pair_generic: t.pair_generic,
                     grid_words: if t.grid_rep {
@@ -1141,7 +1176,7 @@ impl WgpuBackend {
                 (src, &self.layouts.matmul, t.checks)
             }
             Kernel::Dequant(f, c) => (shaders::dequant_source(f), &self.layouts.dequant, c),
-            Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf, self.q8k_split), &self.layouts.quant_pl, c),
+            Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf, self.q8k), &self.layouts.quant_pl, c),
             Kernel::Probe => (Some(shaders::probe_source(false)), &self.layouts.quant_pl, Checks::Full),
         };
         let src = src.ok_or_else(|| WgpuError::Unsupported(format!("no {k:?} kernel")))?;
@@ -1315,7 +1350,7 @@ impl WgpuBackend {
             return Err(ShapeError::ZeroTokens.into());
         }
         format.row_bytes(cols)?;
-        let row_words = act_row_words(format, cols, self.q8k_split);
+        let row_words = act_row_words(format, cols, self.q8k);
         let bytes = (row_words * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         let xin_bytes = (cols * 4).checked_mul(capacity).ok_or(ShapeError::Overflow)? as u64;
         if bytes + PAD > self.max_binding() || xin_bytes + PAD > self.max_binding() {
@@ -1408,12 +1443,20 @@ impl WgpuBackend {
         let rw = a.row_words * 4;
         let host = &mut a.host[..tokens * rw];
         match a.format {
-            Format::Q8_K if self.q8k_split => {
+            Format::Q8_K => {
                 for (src, dst) in bytes.chunks_exact(rb).zip(host.chunks_exact_mut(rw)) {
-                    q8k_split(src, dst);
+                    match self.q8k {
+                        Q8kLayout::Ggml => dst.copy_from_slice(src),
+                        Q8kLayout::Split => q8k_split(src, dst),
+                        Q8kLayout::Both => {
+                            // ggml's blocks, then the split copy in the row's second half
+                            // (the padding between stays as it is: no kernel reads it).
+                            dst[..rb].copy_from_slice(src);
+                            q8k_split(src, &mut dst[rw / 2..]);
+                        }
+                    }
                 }
             }
-            Format::Q8_K => host.copy_from_slice(bytes),
             Format::Q8_0 | Format::Q8_1 => {
                 let (bb, nb) = (a.format.block_bytes(), a.cols / 32);
                 let nh = if a.format == Format::Q8_0 { 1 } else { 2 };
@@ -1454,14 +1497,17 @@ impl WgpuBackend {
         self.queue.submit([enc.finish()]);
         let fmt = a.format;
         let (bb, nb, rw) = (fmt.block_bytes(), a.cols / 32, a.row_words * 4);
-        let split = self.q8k_split;
+        let q8k = self.q8k;
         self.read_back(&a.read, n, |dev| match fmt {
-            Format::Q8_K if split => {
+            Format::Q8_K => {
                 for (src, dst) in dev.chunks_exact(rw).zip(out.chunks_exact_mut(rb)) {
-                    q8k_join(src, dst);
+                    match q8k {
+                        Q8kLayout::Split => q8k_join(src, dst),
+                        // ggml's blocks (first in the row with both layouts).
+                        Q8kLayout::Ggml | Q8kLayout::Both => dst.copy_from_slice(&src[..rb]),
+                    }
                 }
             }
-            Format::Q8_K => out.copy_from_slice(&dev[..out.len()]),
             _ => {
                 let nh = if fmt == Format::Q8_0 { 1 } else { 2 };
                 for (src, dst) in dev.chunks_exact(rw).zip(out.chunks_exact_mut(rb)) {
@@ -2085,11 +2131,12 @@ fn parse_pair_rows(v: &str) -> Option<(u32, bool)> {
     }
 }
 
-/// `QKERN_WGPU_Q8K`: `split` (true) or `ggml` (false).
-fn parse_q8k(v: &str) -> Option<bool> {
+/// `QKERN_WGPU_Q8K`: `ggml`, `split` or `both`.
+fn parse_q8k(v: &str) -> Option<Q8kLayout> {
     match v {
-        "split" => Some(true),
-        "ggml" => Some(false),
+        "split" => Some(Q8kLayout::Split),
+        "ggml" => Some(Q8kLayout::Ggml),
+        "both" => Some(Q8kLayout::Both),
         _ => None,
     }
 }
@@ -2380,9 +2427,10 @@ mod tests {
         for bad in ["65", "-1", "x", "", " 3", "300"] {
             assert_eq!(parse_chunks(bad), None, "{bad:?}");
         }
-        assert_eq!(parse_q8k("split"), Some(true));
-        assert_eq!(parse_q8k("ggml"), Some(false));
-        for bad in ["Split", "1", "", "q8_K"] {
+        assert_eq!(parse_q8k("split"), Some(Q8kLayout::Split));
+        assert_eq!(parse_q8k("ggml"), Some(Q8kLayout::Ggml));
+        assert_eq!(parse_q8k("both"), Some(Q8kLayout::Both));
+        for bad in ["Split", "1", "", "q8_K", "Both"] {
             assert_eq!(parse_q8k(bad), None, "{bad:?}");
         }
         assert_eq!(parse_wait("spin"), Some(true));
@@ -2439,7 +2487,7 @@ mod tests {
     fn q8k_split_layout_roundtrips() {
         for nb in [1usize, 2, 3, 16] {
             let src: Vec<u8> = (0..292 * nb).map(|i| (i * 7 + i / 292) as u8).collect();
-            let rw = 4 * act_row_words(Format::Q8_K, 256 * nb, true);
+            let rw = 4 * act_row_words(Format::Q8_K, 256 * nb, Q8kLayout::Split);
             assert_eq!(rw % 16, 0);
             assert!(rw >= 292 * nb && rw < 292 * nb + 16);
             let mut dev = vec![0u8; rw];
@@ -2454,8 +2502,9 @@ mod tests {
             q8k_join(&dev, &mut back);
             assert_eq!(back, src);
         }
-        assert_eq!(act_row_words(Format::Q8_K, 256, false), 73);
-        assert_eq!(act_row_words(Format::Q8_K, 256, true), 76);
+        assert_eq!(act_row_words(Format::Q8_K, 256, Q8kLayout::Ggml), 73);
+        assert_eq!(act_row_words(Format::Q8_K, 256, Q8kLayout::Split), 76);
+        assert_eq!(act_row_words(Format::Q8_K, 512, Q8kLayout::Both), 2 * 148);
     }
 
     /// `QKERN_WGPU_COOP` values, and which dispatches take the cooperative-matrix kernel.

@@ -32,9 +32,15 @@ const PARAMS: &str = include_str!("wgsl/params.wgsl");
 const ACT_Q8K: &str = include_str!("wgsl/act_q8k.wgsl");
 const ACT_Q8K_SPLIT: &str = include_str!("wgsl/act_q8k_split.wgsl");
 
-/// The q8_K activation accessors of a layout (`act_q8k.wgsl` / `act_q8k_split.wgsl`).
-fn act_q8k(split: bool) -> &'static str {
-    if split { ACT_Q8K_SPLIT } else { ACT_Q8K }
+/// The q8_K activation accessors of a layout (`act_q8k.wgsl` / `act_q8k_split.wgsl`; with
+/// `both`, the split copy in the second half of each row, `Q8kLayout::Both`).
+fn act_q8k(split: bool, both: bool) -> String {
+    if split {
+        let off = if both { "P.act_words >> 1u" } else { "0u" };
+        format!("fn soff() -> u32 {{\n    return {off};\n}}\n{ACT_Q8K_SPLIT}")
+    } else {
+        ACT_Q8K.to_string()
+    }
 }
 const DEQUANT: &str = include_str!("wgsl/dequant.wgsl");
 const QUANT: &str = include_str!("wgsl/quant.wgsl");
@@ -339,7 +345,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
-    s.push_str(act_q8k(o.q8k_split));
+    s.push_str(&act_q8k(o.q8k_split, o.q8k_both));
     s.push_str(&table_src(f, wg, grid_rep(f, o.grid_words), sign_rep(f, o.grid_words)));
     s.push_str(COMMON);
     s.push_str(&fma_src(o.native_fma));
@@ -361,8 +367,10 @@ pub(crate) struct MmSrc {
     pub lut2: bool,
     /// The IQ2/IQ3 formats on thread pairs.
     pub iq_pairs: bool,
-    /// q8_K activations in the split device layout (`act_q8k_split.wgsl`).
+    /// The kernel reads q8_K activations in the split device layout (`act_q8k_split.wgsl`).
     pub q8k_split: bool,
+    /// q8_K rows hold both layouts, ggml's blocks first (`Q8kLayout::Both`).
+    pub q8k_both: bool,
     /// Workgroup words for copies of an IQ2/IQ3 grid ([`grid_rep`]; 0: one copy).
     pub grid_words: u32,
     /// Rows per thread pair of the pair-layout and thread-pair kernels (1, or 2:
@@ -493,7 +501,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
-    s.push_str(act_q8k(c.q8k_split));
+    s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS {
         pair_table_src(f, wg, c.lut2)
@@ -595,7 +603,7 @@ pub(crate) fn dequant_source(f: Format) -> Option<String> {
 }
 
 /// The activation quantizer of `act` (q8_0, q8_1, q8_K).
-pub(crate) fn quant_source(act: Format, native_fma: bool, q8k_split: bool) -> Option<String> {
+pub(crate) fn quant_source(act: Format, native_fma: bool, q8k: crate::Q8kLayout) -> Option<String> {
     let call = match act {
         Format::Q8_0 => "quant_q8_01(g, false)",
         Format::Q8_1 => "quant_q8_01(g, true)",
@@ -605,7 +613,11 @@ pub(crate) fn quant_source(act: Format, native_fma: bool, q8k_split: bool) -> Op
     // The quantizer binds neither the weights `W` nor the tables `T`: common.wgsl goes in
     // without the functions that read them.
     let mut s = table_consts();
-    s.push_str(&format!("const Q8K_SPLIT: bool = {q8k_split};\n"));
+    s.push_str(&format!(
+        "const Q8K_SPLIT: bool = {};\nconst Q8K_BOTH: bool = {};\n",
+        q8k == crate::Q8kLayout::Split,
+        q8k == crate::Q8kLayout::Both
+    ));
     s.push_str(&QUANT.replace("QUANT;", &format!("{call};")));
     s.push_str(&common_without_buffers());
     s.push_str(&fma_src(native_fma));
@@ -762,6 +774,7 @@ fn split_words(s: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Q8kLayout;
 
     /// Every kernel source parses, validates and translates to SPIR-V with naga (no adapter
     /// needed).
@@ -785,6 +798,7 @@ mod tests {
                             lut2: nf,
                             iq_pairs: nf,
                             q8k_split: nf,
+                            q8k_both: nf && nt == 3,
                             grid_words: if sg { 8192 } else { 0 },
                             pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
@@ -818,6 +832,7 @@ mod tests {
                             lut2: true,
                             iq_pairs: false,
                             q8k_split: !native,
+                            q8k_both: false,
                             grid_words: 8192,
                             pair_rows: 2,
                             pair_generic: false,
@@ -829,8 +844,8 @@ mod tests {
             sources.push((format!("dequant {f}"), dequant_source(f).unwrap()));
         }
         for a in Format::ACTIVATIONS {
-            for nf in [false, true] {
-                sources.push((format!("quant {a}"), quant_source(a, nf, nf).unwrap()));
+            for (nf, q8k) in [(false, Q8kLayout::Ggml), (true, Q8kLayout::Split), (false, Q8kLayout::Both)] {
+                sources.push((format!("quant {a} {q8k:?}"), quant_source(a, nf, q8k).unwrap()));
             }
         }
         sources.push(("probe".into(), probe_source(false)));

@@ -11,8 +11,8 @@ struct QParams {
     nblocks: u32,  // activation blocks to quantize (all tokens)
     groups_x: u32,
     zero: u32,     // always 0
-    nbr: u32,      // activation blocks per token (q8_0 / q8_1)
-    stride: u32,   // u32 words per token (q8_0 / q8_1 device layout: src/layout.rs)
+    nbr: u32,      // activation blocks per token
+    stride: u32,   // u32 words per token (device layout: src/layout.rs, lib.rs act_row_words)
 }
 
 @group(0) @binding(0) var<storage, read> XF: array<u32>;
@@ -70,19 +70,44 @@ fn quant_q8_01(g: u32, with_s: bool) {
 }
 
 // Word offsets of block g's quants, bsums and d: ggml's 73-word blocks, or with Q8K_SPLIT
-// (`Options::q8k_split`) per token the quants of every block, then the bsums, then the d.
+// (`Q8kLayout::Split`) per token the quants of every block, then the bsums, then the d. With
+// Q8K_BOTH (`Q8kLayout::Both`) ggml's blocks start the row and the split copy (written by
+// `q8k_copy_split`) starts at its second half.
 fn q8k_offsets(g: u32) -> vec3<u32> {
+    let row = (g / QP.nbr) * QP.stride;
+    let b = g % QP.nbr;
     if (Q8K_SPLIT) {
-        let row = (g / QP.nbr) * QP.stride;
-        let b = g % QP.nbr;
-        return vec3<u32>(row + 64u * b, row + 64u * QP.nbr + 8u * b, row + 72u * QP.nbr + b);
+        return q8k_split_offsets(row, b);
     }
-    return vec3<u32>(g * 73u + 1u, g * 73u + 65u, g * 73u);
+    return vec3<u32>(row + b * 73u + 1u, row + b * 73u + 65u, row + b * 73u);
+}
+fn q8k_split_offsets(row: u32, b: u32) -> vec3<u32> {
+    return vec3<u32>(row + 64u * b, row + 64u * QP.nbr + 8u * b, row + 72u * QP.nbr + b);
+}
+
+// Q8K_BOTH: block g's words (at `o`, ggml's block), copied to the split copy.
+fn q8k_copy_split(g: u32, o: vec3<u32>) {
+    let s = q8k_split_offsets((g / QP.nbr) * QP.stride + (QP.stride >> 1u), g % QP.nbr);
+    for (var w = 0u; w < 64u; w++) {
+        XA[s.x + w] = XA[o.x + w];
+    }
+    for (var w = 0u; w < 8u; w++) {
+        XA[s.y + w] = XA[o.y + w];
+    }
+    XA[s.z] = XA[o.z];
 }
 
 fn quant_q8_k(g: u32) {
-    let x0 = g * 256u;
     let o = q8k_offsets(g);
+    quant_q8_k_at(g, o);
+    if (Q8K_BOTH) {
+        q8k_copy_split(g, o);
+    }
+}
+
+// Block g into the words at `o` (q8k_offsets).
+fn quant_q8_k_at(g: u32, o: vec3<u32>) {
+    let x0 = g * 256u;
     let qo = o.x;
     // max = the first element of largest |x| (strict >, so NaN never wins)
     var amax = 0u;

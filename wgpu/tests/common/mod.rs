@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use qkern_wgpu::{Coop, Options, WgpuBackend};
+use qkern_wgpu::{Coop, Options, Q8kLayout, WgpuBackend};
 
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -65,7 +65,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 /// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
 /// default only results of 2 MiB or more are), copied out by 3 threads from 256 KiB of results
 /// (`Options::copy_threads`), with q8_K activations in the split device layout
-/// (`Options::q8k_split`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
+/// (`Options::q8k`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
 /// off) with copies of their grid and sign tables (`Options::grid_rep`), the pair and
 /// thread-pair kernels on two rows per pair, q4_K and q5_K on the generic two-row kernel
 /// (`Options::pair_rows`).
@@ -75,7 +75,7 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
         open(Options {
             chunks: Some(3),
             copy_threads: Some(3),
-            q8k_split: Some(true),
+            q8k: Some(Q8kLayout::Split),
             iq_pairs: Some(false),
             grid_rep: Some(true),
             pair_rows: Some((2, true)),
@@ -88,7 +88,8 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
 /// A backend whose kernels write every matmul's 3 row chunks straight into the chunks'
 /// mappable buffers (`Options::direct_out` where the adapter offers it), weights split into
 /// parts of at most 2 KiB (part boundaries inside chunks), 2 copy threads, the IQ2/IQ3 formats
-/// on thread pairs.
+/// on thread pairs, q8_K activations in ggml's blocks alone (`Options::q8k`; the other
+/// backends have the default, both layouts, or the split one).
 pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -98,6 +99,7 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
             max_part_bytes: Some(2048),
             copy_threads: Some(2),
             iq_pairs: Some(true),
+            q8k: Some(Q8kLayout::Ggml),
             ..Options::default()
         })
     })
