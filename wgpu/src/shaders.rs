@@ -405,7 +405,7 @@ impl MmSrc {
 /// Whether `c` asks for two rows per pair and its workgroups can have them (an even number of
 /// rows).
 fn two_rows(c: &MmSrc) -> bool {
-    c.pair_rows == 2 && c.rows >= 2 && c.rows % 2 == 0
+    c.pair_rows == 2 && c.rows >= 2 && c.rows.is_multiple_of(2)
 }
 
 /// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row (with [`two_rows`]:
