@@ -140,10 +140,11 @@ cact) IFS=';' read -ra vs <<< "${CACT_SWEEP:-;-DQK_CACT_F=0;-DQK_CACT_NT=4;-DQK_
 # place args::mma_default_nt.
 mma2) timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --mma-sweep \
     --formats ${MMA2_FORMATS:-iq4_xs} > "$R/mma2.txt" 2>&1; grep -E '^\| (q|iq|nv)|rror' "$R/mma2.txt" ;;
-# wgpu q4_K and q5_K thread pairs on one row or two (Tuning::pair_rows, session 16), kernel-only
+# wgpu pair and thread-pair kernels at their per-format rows per pair (default) against one row
+# everywhere (prow1; Tuning::pair_rows, session 16), kernel-only
 # and call GB/s, bits checked against the reference.
-prows) timeout ${PROWS_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --variants default,prow2,prow2g --formats ${PROWS_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,q8_0,q5_1,iq4_nl,nvfp4} \
-    --nt 1,4,8 --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E 'default|prow|adapter|rror' "$R/prows.log" ;;
+prows) timeout ${PROWS_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --variants ${PROWS_VARIANTS:-default,prow1} --formats ${PROWS_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,q8_0,q5_1,iq4_nl,nvfp4} \
+    --nt ${PROWS_NT:-1,8} --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E 'default|prow|adapter|rror' "$R/prows.log" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

@@ -12,7 +12,8 @@
 
 struct LaneIq2S : LaneIqBase {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
-    using G = GridRep<GRID_WORDS, 2>;
+    static constexpr bool LOOKS = QK_IQ_S_LOOKS != 0;
+    using G = GridRep<GRID_WORDS, 2, QK_GRID_WORDS, LOOKS>;
     static constexpr u32 SIGNS = 256;  // sign table entries (SignTab)
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
@@ -43,7 +44,8 @@ MM_KERNELS_L4(iq2_s, mm_iq2_s, 4)
 // scales[ib].
 struct MmaIq2S {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u, SIGNS = 256u;
-    using G = GridRep<GRID_WORDS, 2>;
+    static constexpr bool LOOKS = QK_IQ_S_LOOKS != 0;
+    using G = GridRep<GRID_WORDS, 2, QK_GRID_WORDS, LOOKS>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const u32 qsw = ld32(body + 4u * ib), sgw = ld32(body + 32u + 4u * ib), qhb = ld8(body + 64u + ib);
 #pragma unroll

@@ -38,6 +38,7 @@ MM_KERNELS_L4(iq2_xs, mm_iq2_xs, 4)
 // On tensor cores (mm_common.cuh mma_iq, MmaIq2Pairs): entry e of sub-block ib is qs[4 ib + e], a 9-bit
 // grid index and ksigns of its 7 sign bits; the scale byte is scales[ib].
 struct MmaIq2Xs {
+    static constexpr bool LOOKS = true;  // grid copies, sign tables (mm_common.cuh QK_IQ_S_LOOKS)
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u, SIGNS = 128u;
     using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {

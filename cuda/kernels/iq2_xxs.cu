@@ -39,6 +39,7 @@ MM_KERNELS_L4(iq2_xxs, mm_iq2_xxs, 4)
 // On tensor cores (mm_common.cuh mma_iq, MmaIq2Pairs): entry e of sub-block ib is grid index
 // byte e of its first word with ksigns of bits 7e.. of the second; one scale for all 8 lanes.
 struct MmaIq2Xxs {
+    static constexpr bool LOOKS = true;  // grid copies, sign tables (mm_common.cuh QK_IQ_S_LOOKS)
     static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u, SIGNS = 128u;
     using G = GridRep<GRID_WORDS, 2>;
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {

@@ -16,7 +16,8 @@
 // QK_IQ3S_BODY_NTM (NT 8: 490 against 469, with fewer spills).
 struct LaneIq3S : LaneIqBase {
     static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u;
-    using G = GridRep<GRID_WORDS, 1>;
+    static constexpr bool LOOKS = QK_IQ_S_LOOKS != 0;
+    using G = GridRep<GRID_WORDS, 1, QK_GRID_WORDS, LOOKS>;
     static constexpr u32 SIGNS = 256;  // sign table entries (SignTab)
     static constexpr int AL = 4;
     static constexpr bool SCALED = false;
@@ -65,7 +66,8 @@ MM_KERNELS_L4(iq3_s, mm_iq3_s, 4)
 // << 8, signed by bits 4l.. of the sub-block's sign word; grid bytes <= 15: base-16 digits.
 struct MmaIq3S {
     static constexpr u32 BODY = 108u, TAB = TAB_IQ3S, GRID_WORDS = 512u, SIGNS = 256u;
-    using G = GridRep<GRID_WORDS, 1>;
+    static constexpr bool LOOKS = QK_IQ_S_LOOKS != 0;
+    using G = GridRep<GRID_WORDS, 1, QK_GRID_WORDS, LOOKS>;
     static constexpr int R = 16, ND = 2;
     static constexpr float SCALE = 1.0f;
     struct Sub {

@@ -40,6 +40,7 @@ MM_KERNELS_L4(iq3_xxs, mm_iq3_xxs, 4)
 // On tensor cores (mm_common.cuh mma_iq): lane l of sub-block ib is grid entry qs[8 ib + l], signed
 // by bits 4 (l & 1).. of ksigns of sign group l >> 1 of aux[ib]; grid bytes <= 62: base-5 digits.
 struct MmaIq3Xxs {
+    static constexpr bool LOOKS = true;  // grid copies, sign tables (mm_common.cuh QK_IQ_S_LOOKS)
     static constexpr u32 BODY = 96u, TAB = TAB_IQ3XXS, GRID_WORDS = 256u, SIGNS = 128u;
     using G = GridRep<GRID_WORDS, 1>;
     static constexpr int R = 5, ND = 3;

@@ -12,6 +12,7 @@
 struct UnitIq4Nl {
     static const u32 UNITS_PER_BLOCK = 1;
     static const u32 BODY = 16;  // bytes of a block in the body region (the row kernels' prefetch)
+    static const u32 PF_R = QK_PF_R_NL;  // the row kernels' L2 prefetch distance (mm_common.cuh mmr_pf)
     template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {

@@ -483,17 +483,38 @@ QK_DEV float mm_hsum8(const float* l) {
     return qk_add(qk_add(qk_add(l[0], l[4]), qk_add(l[2], l[6])), qk_add(qk_add(l[1], l[5]), qk_add(l[3], l[7])));
 }
 
-// The row kernels' L2 prefetch (QK_PF_R blocks ahead, 0: none): one thread in every
-// 64 / BODY rows asks for its row's block b + QK_PF_R, which covers the tile's contiguous
-// span of those blocks (layout.rs: 16 rows' block b side by side) line by line.
-#ifndef QK_PF_R
-#define QK_PF_R 0
+// The row kernels' L2 prefetch (U::PF_R blocks ahead, 0: none): one thread in every
+// 64 / BODY rows asks for its row's block b + PF_R, which covers the tile's contiguous span of
+// those blocks (layout.rs: 16 rows' block b side by side) line by line. Per format (QK_PF_R_Q51,
+// QK_PF_R_Q8, QK_PF_R_NL, QK_PF_R_NV; QK_PF_R, where given, sets them all): 4 blocks for q5_1
+// and q8_0, none for iq4_nl and nvfp4, from the H200 (benches/results/2026-12-05-h200-session16
+// run2 `cact.txt`, kernel-only GB/s of the row kernels, 0 -> 4): q5_1 NT 1-5 +6-14 % (NT 2 3103
+// -> 3482), NT 6-8 within 3 %; q8_0 NT 4-6 +9-11 % (3027 -> 3356 at NT 4), NT 7 -5 %, NT 8 +2 %;
+// iq4_nl NT 1 +4 %, NT 2 -6 %; nvfp4 NT 1-5 -4 to -8 %.
+#ifdef QK_PF_R
+#define QK_PF_R_Q51 QK_PF_R
+#define QK_PF_R_Q8 QK_PF_R
+#define QK_PF_R_NL QK_PF_R
+#define QK_PF_R_NV QK_PF_R
+#endif
+#ifndef QK_PF_R_Q51
+#define QK_PF_R_Q51 4
+#endif
+#ifndef QK_PF_R_Q8
+#define QK_PF_R_Q8 4
+#endif
+#ifndef QK_PF_R_NL
+#define QK_PF_R_NL 0
+#endif
+#ifndef QK_PF_R_NV
+#define QK_PF_R_NV 0
 #endif
 template <class U>
 QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
     constexpr u32 EVERY = U::BODY >= 64u ? 1u : U::BODY >= 32u ? 2u : 4u;
-    if (QK_PF_R == 0 || row % EVERY != 0u || b + QK_PF_R >= nb) return;
-    qk_prefetch_l2((const u8*)J.w + qk_wblk(J.rows, nb, row, b + QK_PF_R) * U::BODY);
+    constexpr u32 PF = U::PF_R;
+    if (PF == 0 || row % EVERY != 0u || b + PF >= nb) return;
+    qk_prefetch_l2((const u8*)J.w + qk_wblk(J.rows, nb, row, b + PF) * U::BODY);
 }
 
 template <class U, int CH, int NTM, class AS>
@@ -632,10 +653,11 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 #ifndef QK_SIGN_WORDS
 #define QK_SIGN_WORDS 4096  // the sign tables' (SignTab): 16 KiB; 4 KiB on the smaller SMs
 #endif
-template <u32 WORDS, u32 EW, u32 BUDGET = QK_GRID_WORDS>
+// ON = false: one copy for this table (a format's `LOOKS`, below).
+template <u32 WORDS, u32 EW, u32 BUDGET = QK_GRID_WORDS, bool ON = true>
 struct GridRep {
     static constexpr u32 CAP = BUDGET / WORDS < 1u ? 1u : BUDGET / WORDS;  // copies within BUDGET words
-    static constexpr u32 R0 = QK_GRID_REP == 0 ? 1u : CAP < 32u / EW ? CAP : 32u / EW;
+    static constexpr u32 R0 = (QK_GRID_REP == 0 || !ON) ? 1u : CAP < 32u / EW ? CAP : 32u / EW;
     static constexpr u32 REP = R0 * EW < 4u ? 1u : R0;  // mm_load_grid's 16-byte stores: rows of 4+ words
     static constexpr u32 ROW = REP * EW;
     static constexpr u32 SHARED_WORDS = WORDS * REP;
@@ -658,6 +680,15 @@ QK_DEV TabRef tab_ref(const u32* p) {
 }
 #ifndef QK_IQ_SA_NTM
 #define QK_IQ_SA_NTM 4
+#endif
+// Whether iq2_s and iq3_s take the grid copies, sign tables and lookups by address (a format's
+// `LOOKS`; the other IQ2/IQ3 formats always do where QK_GRID_REP, QK_SIGN_TAB, QK_IQ_SA_NTM
+// allow). Off: on the H200 (benches/results/2026-12-05-h200-session16 run3, kernel-only GB/s)
+// they cost iq2_s 1337 -> 1087 at NT 1 and 908 -> 801 on tensor cores, iq3_s 1243 -> 1025 and
+// 1182 -> 1136 (their 1024- and 512-entry grids get 4 and 8 copies, not 16 and 32), where
+// iq2_xxs gained 1184 -> 1310 and 778 -> 818, iq3_xxs 1496 -> 1631 and 871 -> 929.
+#ifndef QK_IQ_S_LOOKS
+#define QK_IQ_S_LOOKS 0
 #endif
 
 // Fill replicated table G (all threads; no barrier) from `entry(e)`, entry e's words (.y unused
@@ -804,8 +835,10 @@ QK_DEV void mm_sign_pair_e(uint2 g, uint2 e, i32* sg) {
 template <class F, int NTM, int S>
 QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
     QK_SHARED16 u32 grid_sh[F::G::SHARED_WORDS];
-    // up to QK_IQ_SA_NTM tokens: lookups by address, sign tables
-    using L = IqLook<(NTM <= QK_IQ_SA_NTM), SignTab<F::SIGNS, (NTM <= QK_IQ_SA_NTM)>>;
+    // up to QK_IQ_SA_NTM tokens (where the format takes them, F::LOOKS): lookups by address,
+    // sign tables
+    constexpr bool SA = F::LOOKS && NTM <= QK_IQ_SA_NTM;
+    using L = IqLook<SA, SignTab<F::SIGNS, SA>>;
     QK_SHARED16 u32 sign_sh[L::Sg::G::SHARED_WORDS];
     const TabRef sgt = mm_fill_signs<typename L::Sg>(sign_sh);
     const TabRef grid = mm_load_grid<typename F::G>(grid_sh, A, F::TAB);
@@ -851,6 +884,7 @@ QK_UNROLL(QK_UNROLL_P4)
 
 // The defaults of an `mm_iq_l4` format: the whole body at S = 1, no prefetch, nothing hoisted.
 struct LaneIqBase {
+    static constexpr bool LOOKS = true;  // grid copies, sign tables, lookups by address
     template <int NTM, int S>
     static constexpr bool WHOLE = S == 1;
     template <int NTM>
@@ -964,7 +998,7 @@ QK_DEV void mma_finish(const MmArgs& A, const MmaCtx& c, float (*acc)[8], float 
 #define QK_PF_MMA_Q5K 2
 #endif
 #ifndef QK_MINB_MMA_Q6K
-#define QK_MINB_MMA_Q6K 1
+#define QK_MINB_MMA_Q6K 2
 #endif
 #ifndef QK_PF_MMA_Q6K
 #define QK_PF_MMA_Q6K 2
@@ -1046,7 +1080,7 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
 template <class U, int PF>
 QK_DEV void mma_iq(const MmArgs& A) {
     QK_SHARED16 u32 grid_sh[U::G::SHARED_WORDS];
-    using SG = SignTab<U::SIGNS>;
+    using SG = SignTab<U::SIGNS, U::LOOKS>;
     QK_SHARED16 u32 sign_sh[SG::G::SHARED_WORDS];
     const TabRef sgt = mm_fill_signs<SG>(sign_sh);
     const TabRef grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
@@ -1107,6 +1141,7 @@ QK_UNROLL(1)
 template <class P>
 struct MmaIq2Pairs {
     static constexpr u32 BODY = P::BODY, TAB = P::TAB, SIGNS = P::SIGNS;
+    static constexpr bool LOOKS = P::LOOKS;
     using G = typename P::G;
     static constexpr int R = 6, ND = 2;
     static constexpr float SCALE = 0.125f;

@@ -45,6 +45,7 @@ QK_DEV void nvfp4_table(const MmArgs& A, u32* kv) {
 struct UnitNvfp4 {
     static const u32 UNITS_PER_BLOCK = 2;
     static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels' prefetch)
+    static const u32 PF_R = QK_PF_R_NV;  // the row kernels' L2 prefetch distance (mm_common.cuh mmr_pf)
     template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {

@@ -156,18 +156,20 @@ pub fn has_row(format: Format) -> bool {
 /// 89 % busy for q5_1 at NT 8, 87 % for q8_0, HBM 19-33 %; each warp-wide activation load
 /// serves 16 rows); one thread per row halves those per row, at twice the accumulators per
 /// thread. Where it measured faster (H200, 1 GiB, kernel-only GB/s, two threads / one,
-/// benches/results/2026-12-05-h200-session13 run3): q5_1 NT 1 3344 / 3590, NT 4 1871 / 2041,
-/// NT 5 1289 / 1516, NT 6 1249 / 1394 (NT 7, 8 slower: 1142 / 1094, 1059 / 1037); q8_0 NT 4
-/// 2758 / 2825, NT 5 2442 / 2668, NT 8 1714 / 1951 (NT 2, 3 slower: 4173 / 3675, 3603 / 2255);
-/// iq4_nl NT 1 2535 / 2652, NT 2 1877 / 2429, NT 3 1723 / 2017 (from NT 4 slower: its even and
-/// odd accumulators double the registers); nvfp4 NT 2 2247 / 2342, NT 4 1537 / 1728, NT 5 1389
-/// / 1556 (NT 3, 7 slower, 6, 8 even).
+/// benches/results/2026-12-05-h200-session16 run2 `cact.txt`, the row kernels copying their
+/// job and with their per-format L2 prefetch, mm_common.cuh `mmr_pf`): q5_1 at every NT (NT 1
+/// 3459 / 3742, NT 4 1926 / 2468, NT 7 1152 / 1388, NT 8 1056 / 1192); q8_0 NT 4-8 (NT 4 2767 /
+/// 3356, NT 8 1718 / 2094; NT 1-3 slower: 4196 / 3716, 3602 / 3522 at NT 3); iq4_nl NT 1-4 (NT
+/// 2 1900 / 2474, NT 4 1583 / 1705; from NT 5 slower: its even and odd accumulators double the
+/// registers); nvfp4 NT 2 and 4-7 (NT 2 2259 / 2365, NT 7 1077 / 1196; NT 1, 3, 8 slower).
+/// Session 13 (run3) had q5_1 slower on one thread at NT 7-8 and nvfp4 at NT 6-7, before the
+/// job copy.
 pub fn row_default_mask(format: Format) -> u32 {
     let nts: &[u32] = match format {
-        Format::Q5_1 => &[1, 2, 3, 4, 5, 6],
+        Format::Q5_1 => &[1, 2, 3, 4, 5, 6, 7, 8],
         Format::Q8_0 => &[4, 5, 6, 7, 8],
-        Format::IQ4_NL => &[1, 2, 3],
-        Format::NVFP4 => &[2, 4, 5],
+        Format::IQ4_NL => &[1, 2, 3, 4],
+        Format::NVFP4 => &[2, 4, 5, 6, 7],
         _ => &[],
     };
     nts.iter().fold(0, |m, &n| m | 1 << (n - 1))
@@ -175,10 +177,14 @@ pub fn row_default_mask(format: Format) -> u32 {
 
 /// The token counts (a mask as [`row_default_mask`]) at which a 32-element format runs its
 /// one-thread-per-row kernel with the activations in the constant bank (`qk_mmc_*`,
-/// `QKERN_CUDA_CACT_NT=n`: n and above). None yet: not measured on a GPU. In sm_90 SASS the
-/// activation words arrive by uniform loads (ULDC.64) as the IDP operands, leaving the L1 to
-/// the weights (q8_0 at NT 8: 4 LDG a block instead of 24), at a few more instructions (301
-/// a block against 291).
+/// `QKERN_CUDA_CACT_NT=n`: n and above). None: in sm_90 SASS the activation words arrive by
+/// uniform loads (ULDC.64) as the IDP operands, leaving the L1 to the weights (q8_0 at NT 8: 4
+/// LDG a block instead of 24), but on the H200 they measured slower than the kernel each
+/// token count takes by default everywhere but at q8_0 NT 8 (2103 against 2057 GB/s) and q5_1
+/// NT 6 (1504 against 1472), within 3 % (benches/results/2026-12-05-h200-session16 run2
+/// `cact.txt`; q8_0 NT 2-4 818-1515 against 3027-4163, q5_1 NT 1-4 855-2475 against
+/// 2178-3513; the copy into the bank before each launch, ordered on the stream, is part of
+/// every call).
 pub fn cact_default_mask(_format: Format) -> u32 {
     0
 }
