@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -67,6 +67,12 @@ q8k) F=${Q8K_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
   for lay in ggml both; do QKERN_WGPU_Q8K=$lay timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 --nt 1,8 \
       --variants default --formats $F --csv "$R/q8k_$lay.csv" > "$R/q8k_$lay.log" 2>&1
     echo "## QKERN_WGPU_Q8K=$lay"; grep -E 'default|adapter|rror' "$R/q8k_$lay.log"; done 2>&1 | tee "$R/q8k.txt" ;;
+# The IQ2/IQ3 formats from 1 to 4 tokens and at 8: the default (8 invocations a row on ggml's
+# blocks at NT 1, thread pairs on the split copy from NT 2) against pairs at every NT (iqpair)
+# and 8 invocations at every NT (iq8), to place Tuning::iq_pairs (session 16).
+iqnt) timeout ${IQNT_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 --nt 1,2,3,4,8 --variants default,iqpair,iq8 \
+    --formats ${IQNT_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s} --csv "$R/iqnt.csv" > "$R/iqnt.log" 2>&1
+  grep -E 'default|iqpair|iq8|adapter|rror' "$R/iqnt.log" ;;
 # Kernel-only CUDA numbers for NVRTC-option variants: CUDA_SWEEP="OPTS|formats;OPTS|formats"
 # (an empty OPTS is the default build), one table row per format and NT in sweep.md.
 cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
@@ -119,9 +125,9 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
       echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 200 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --formats "$f" 2>&1 | grep -E '^\| (q|iq|nv)|rror'
     done
-    [[ $parts == *experts* ]] && { echo "## experts (the two-phase kernels' padded shared arrays; the q4_K two-phase note), then QKERN_CUDA_KQ_MMK=1"
+    [[ $parts == *experts* ]] && { echo "## experts (the two-phase kernels' padded shared arrays; the q4_K two-phase note), then QKERN_CUDA_KQ_MMK=0 (the S = 4 or tensor-core kernels)"
       timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|two-phase|rror'
-      QKERN_CUDA_KQ_MMK=1 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'; }
+      QKERN_CUDA_KQ_MMK=0 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'; }
     [[ $parts == *wgpu* ]] && echo "## wgpu grid copies and sign tables (gridrep; off by default)" && timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants default,gridrep --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'gridrep|default|adapter|rror'
   } > "$R/unmeasured.txt" 2>&1; cat "$R/unmeasured.txt" ;;
 # The one-thread-per-row kernels with the activations in the constant bank (qk_mmc_*,

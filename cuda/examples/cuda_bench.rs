@@ -423,6 +423,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut host = vec![0f32; rows * nt];
         let kern = b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3;
         if qkern_cuda::args::has_split(f) {
+            // The S = 1 / S = 4 / tensor-core kernels themselves, not the two-phase one.
+            b.set_kq_two_phase(false);
             let mut v = Vec::new();
             for (th, mma) in [(0u64, Some(0)), (u64::MAX, Some(0)), (0, Some(1))] {
                 b.set_split_threshold(Some(th));
@@ -436,15 +438,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 String::new()
             };
-            // q4_K's two-phase kernel (off by default; QKERN_CUDA_KQ_MMK)
+            // q4_K's two-phase kernel (QKERN_CUDA_KQ_MMK)
             let two = if qkern_cuda::args::has_mmk(f) {
                 b.set_kq_two_phase(true);
                 let us = b.time_ms(200, || b.matmul_device(&ws[0], &acts[0], nt, &mut out))? * 1e3;
-                b.set_kq_two_phase(false);
                 format!(", {us:.1} us two-phase")
             } else {
                 String::new()
             };
+            b.set_kq_two_phase(qkern_cuda::args::KQ_MMK_DEFAULT);
             notes.push(format!("{name} {f}: kernel {:.1} us with S=1 forced, {:.1} us with S=4{tc}{two}", v[0], v[1]));
         }
         let jobs: Vec<_> = ws.iter().zip(&acts).map(|(w, a)| (w, a, nt)).collect();

@@ -228,10 +228,15 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
 
 /// Whether the format has two-phase small-K kernels (`qk_mmk_*`, mm_common.cuh `mmk_body`):
 /// the 32-element formats, and q4_K (q4_k.cu `mmk_q4_k_body`, a MoE expert's gate and up
-/// projections; off by default until measured, `QKERN_CUDA_KQ_MMK=1`).
+/// projections; [`KQ_MMK_DEFAULT`], `QKERN_CUDA_KQ_MMK=0|1`).
 pub fn has_mmk(format: Format) -> bool {
     !has_split(format) || format == Format::Q4_K
 }
+
+/// Whether small q4_K launches take its two-phase kernel by default ([`PlanKnobs::kq_mmk`]):
+/// on the H200 a 640 x 2560 gate/up expert at NT 4 took 7.3 us in it against 9.3 us with S = 4,
+/// 15.9 against 16.7 us launch to result (benches/results/2026-12-05-h200-session16 run4).
+pub const KQ_MMK_DEFAULT: bool = true;
 
 /// The most weight units (blocks; nvfp4's half blocks) per row the two-phase kernel takes.
 pub fn mmk_max_units(format: Format) -> u32 {

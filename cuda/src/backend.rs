@@ -452,7 +452,7 @@ impl CudaBackend {
             // set below (set_mma_tokens: the per-format defaults where the device has the kernels)
             mma_nt: std::sync::atomic::AtomicU32::new(0),
             row_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
-            kq_mmk: std::sync::atomic::AtomicBool::new(false),
+            kq_mmk: std::sync::atomic::AtomicBool::new(args::KQ_MMK_DEFAULT),
             cact_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
             act_epoch: AtomicU64::new(0),
         })
@@ -1028,8 +1028,8 @@ impl CudaBackend {
     }
 
     /// Whether small launches of q4_K with at most 16 blocks per row (a MoE expert's gate and
-    /// up projections) run its two-phase kernel (`args::has_mmk`; off by default: not yet
-    /// measured on a GPU; `QKERN_CUDA_KQ_MMK=1`). The bits are the same either way.
+    /// up projections) run its two-phase kernel (`args::has_mmk`; by default
+    /// `args::KQ_MMK_DEFAULT`, on; `QKERN_CUDA_KQ_MMK=0|1`). The bits are the same either way.
     pub fn set_kq_two_phase(&self, on: bool) {
         self.kq_mmk.store(on, Ordering::Relaxed);
     }

@@ -210,7 +210,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 b.set_split_threshold(None);
                 b.set_mma_tokens(None).unwrap();
                 b.set_row_tokens(None).unwrap();
-                b.set_kq_two_phase(false);
+                b.set_kq_two_phase(qkern_cuda::args::KQ_MMK_DEFAULT);
                 b.set_cact_tokens(None).unwrap();
                 // more tokens than a launch holds: a typed error, the setting unchanged
                 let e = b.set_mma_tokens(Some(qkern_cuda::args::MAX_NT as u32 + 1)).unwrap_err();

@@ -47,9 +47,9 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "lut2" => Tuning { lut2: true, ..d },
         "lut1" => Tuning { lut2: false, ..d },
         // the IQ2/IQ3 formats on thread pairs (with their own default unroll), or not
-        "iqpair" => Tuning { iq_pairs: true, ..d },
-        "iq8" => Tuning { iq_pairs: false, ..d },
-        "iqpair2" => Tuning { iq_pairs: true, unroll: 2, ..d },
+        "iqpair" => Tuning { iq_pairs: 1, ..d },
+        "iq8" => Tuning { iq_pairs: 0, ..d },
+        "iqpair2" => Tuning { iq_pairs: 1, unroll: 2, ..d },
         // q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token (the device must have been made with
         // them: QKERN_WGPU_COOP=1; else this is the default), or not
         "coop" => Tuning { coop: Coop::Native(1), ..d },
@@ -59,7 +59,8 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         // as several copies with a sign table (Tuning::grid_rep)
         "grid1" => Tuning { grid_rep: false, ..d },
         "gridrep" => Tuning { grid_rep: true, ..d },
-        // q4_K's and q5_K's thread pairs on one row or two (Tuning::pair_rows)
+        // the pair and thread-pair kernels on one row or two (Tuning::pair_rows; 0: per format)
+        "prow0" => Tuning { pair_rows: 0, pair_generic: false, ..d },
         "prow1" => Tuning { pair_rows: 1, pair_generic: false, ..d },
         "prow2" => Tuning { pair_rows: 2, ..d },
         "prow2u1" => Tuning { pair_rows: 2, unroll: 1, ..d },

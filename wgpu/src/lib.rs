@@ -28,8 +28,9 @@
 //! split by whole rows into parts, one buffer and one dispatch each. Activations: q8_0 and
 //! q8_1 rows as `[quants of every block][d of every block as f32]([s as f32])`, padded to 16
 //! bytes; q8_K ([`Q8kLayout`]) by default per token as ggml's own 292-byte blocks (read by
-//! the K-quants and iq4_xs) followed by a *split* copy, the quants of every block, then the
-//! bsums, then the d (read by the IQ2/IQ3 formats); `import` and `read_acts` convert exactly
+//! the K-quants, iq4_xs and the one-token IQ2/IQ3 kernels) followed by a *split* copy, the
+//! quants of every block, then the bsums, then the d (read by the IQ2/IQ3 thread pairs, from
+//! 2 tokens); `import` and `read_acts` convert exactly
 //! (the fp16 -> f32 widening is injective, NaN payloads included).
 //!
 //! # Bits
@@ -240,9 +241,10 @@ pub struct Options {
     /// `QKERN_WGPU_COPY_THREADS`, 1 to 64, else half the host's cores, at most 8, on GPU
     /// adapters and 1 on CPU adapters). See [`WgpuBackend::copy_threads`].
     pub copy_threads: Option<usize>,
-    /// The IQ2/IQ3 formats on thread pairs (`None`: `QKERN_WGPU_IQPAIR=0|1`, else on exactly when
-    /// they read split q8_K activations, [`Options::q8k`]). See [`Tuning::iq_pairs`].
-    pub iq_pairs: Option<bool>,
+    /// From how many tokens per dispatch the IQ2/IQ3 formats run on thread pairs (0: never;
+    /// `None`: `QKERN_WGPU_IQPAIR=0..8`, else by the q8_K layout, [`Options::q8k`]: 2 with
+    /// both layouts, 1 with the split one, 0 with ggml's). See [`Tuning::iq_pairs`].
+    pub iq_pairs: Option<u8>,
     /// The device layout of q8_K activations (`None`: `QKERN_WGPU_Q8K=ggml|split|both`, else
     /// [`Q8kLayout::Both`]).
     pub q8k: Option<Q8kLayout>,
@@ -255,8 +257,8 @@ pub struct Options {
     pub grid_rep: Option<bool>,
     /// Rows per pair of invocations of the pair-layout and thread-pair kernels, and whether
     /// q4_K and q5_K take the generic two-row kernel (`None`: `QKERN_WGPU_PAIR_ROWS=1|2|2g`,
-    /// else 1). See [`Tuning::pair_rows`].
-    pub pair_rows: Option<(u32, bool)>,
+    /// else 0: per format and token count). See [`Tuning::pair_rows`].
+    pub pair_rows: Option<(u8, bool)>,
 }
 
 /// The matmul kernels of q4_K, q5_K and the IQ2/IQ3 formats with the integer lane sums from
@@ -399,10 +401,15 @@ pub struct Tuning {
     /// result's size with a copy pass, none with direct output, see `readback_chunks`; 1:
     /// none; `QKERN_WGPU_CHUNKS`).
     pub chunks: u8,
-    /// Run the IQ2/IQ3 formats on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per row, 4
-    /// lanes each, no per-token exchanges) instead of 8 invocations per row
-    /// (`QKERN_WGPU_IQPAIR=1`; off by default until measured on a GPU).
-    pub iq_pairs: bool,
+    /// From how many tokens per dispatch (0: never) the IQ2/IQ3 formats run on thread pairs
+    /// (`wgsl/kp_iq.wgsl`: 2 invocations per row, 4 lanes each, no per-token exchanges, reading
+    /// the split q8_K layout where the activations have it) instead of 8 invocations per row
+    /// (reading ggml's blocks where they have them). On the H200
+    /// (benches/results/2026-12-05-h200-session16 run1, kernel-only GB/s, 8 invocations on
+    /// ggml's blocks / pairs on the split copy): NT 8 +33-72 % (iq2_xxs 290 / 497, iq3_xxs 413 /
+    /// 618), NT 1 -9 to -22 % but for iq2_xxs (iq2_s 1170 / 910, iq3_s 1414 / 1209): so from 2
+    /// tokens by default ([`Options::iq_pairs`]).
+    pub iq_pairs: u8,
     /// q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
     /// [`Coop::Native`] off on a device without them).
     pub coop: Coop,
@@ -423,12 +430,12 @@ pub struct Tuning {
     /// that load each activation word once (`wgsl/kpair2_head.wgsl`); the other formats run
     /// their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`), whose
     /// identical loads, with no store between them, a compiler may merge. The same chains per
-    /// row, so the same bits. 1 by default until measured on a GPU
-    /// (`QKERN_WGPU_PAIR_ROWS=2`, bench variant `prow2`).
-    pub pair_rows: u32,
+    /// row, so the same bits. 0 (the default): per format and token count where each measured
+    /// faster ([`pair_rows_of`]); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
+    /// variants `prow1`, `prow2`).
+    pub pair_rows: u8,
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
-    /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`), to measure what the driver's
-    /// compiler merges against the explicit bodies.
+    /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
 }
 
@@ -438,9 +445,11 @@ pub struct Tuning {
 /// On the H200 (benches/results/2026-12-04-h200-session10/run1, kernel-only GB/s) the split
 /// layout lifted the IQ2/IQ3 formats on thread pairs (NT 8 +40-95 % against ggml's blocks on
 /// 8 invocations; NT 1 iq2_xxs 907 -> 1007, iq3_xxs 1177 -> 1279) but cost q4_K, q5_K and
-/// iq4_xs 13-28 % at NT 8. Hence the default [`Q8kLayout::Both`]: each format reads the layout
-/// it measured fastest with, for a q8_K buffer twice the size (a token of 4096 columns: 2.3
-/// KiB more) and a quantizer that writes both.
+/// iq4_xs 13-28 % at NT 8. Hence the default [`Q8kLayout::Both`]: each kernel reads the
+/// layout it measured fastest with (the IQ2/IQ3 formats: ggml's blocks on 8 invocations a row
+/// at one token, the split copy on thread pairs from two, [`Tuning::iq_pairs`]), for a q8_K
+/// buffer twice the size (a token of 4096 columns: 2.3 KiB more) and a quantizer that writes
+/// both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q8kLayout {
     /// ggml's own 292-byte blocks, 4-byte aligned (the kernels read them a word at a time).
@@ -449,17 +458,18 @@ pub enum Q8kLayout {
     /// pair reads a token's 4 lane words with one 16-byte load (rows padded to 16 bytes).
     Split,
     /// Per token ggml's blocks (padded to 16 bytes), then the split layout: the IQ2/IQ3
-    /// kernels read the split copy, the others ggml's blocks.
+    /// thread-pair kernels read the split copy, the others ggml's blocks.
     Both,
 }
 
 impl Q8kLayout {
-    /// Whether the matmul kernels of `f` read the split layout.
-    fn split_for(self, f: Format) -> bool {
+    /// Whether the matmul kernels of `f` read the split layout (`iq_pairs`: the IQ2/IQ3
+    /// formats run on thread pairs).
+    fn split_for(self, f: Format, iq_pairs: bool) -> bool {
         match self {
             Q8kLayout::Ggml => false,
             Q8kLayout::Split => true,
-            Q8kLayout::Both => shaders::is_iq23(f),
+            Q8kLayout::Both => iq_pairs && shaders::is_iq23(f),
         }
     }
 }
@@ -817,10 +827,15 @@ impl WgpuBackend {
         };
         // The IQ pair kernels pay off with the split q8_K layout only (H200, session 10 run1,
         // kernel-only NT 8: iq2_xxs 284 -> 467 GB/s, iq3_xxs 409 -> 670 with both, against 172 and
-        // 242 with pairs on ggml's layout), so they follow it unless asked.
+        // 242 with pairs on ggml's layout), so they follow it unless asked; with both layouts
+        // the one-token dispatches keep 8 invocations a row on ggml's blocks (Tuning::iq_pairs).
         let iq_pairs = match opts.iq_pairs {
-            Some(b) => b,
-            None => env_knob("QKERN_WGPU_IQPAIR", "0 or 1", bool01)?.unwrap_or(q8k != Q8kLayout::Ggml),
+            Some(n) => n.min(9),
+            None => env_knob("QKERN_WGPU_IQPAIR", "0 to 8", parse_iq_pairs)?.unwrap_or(match q8k {
+                Q8kLayout::Ggml => 0,
+                Q8kLayout::Split => 1,
+                Q8kLayout::Both => 2,
+            }),
         };
         let coop = match opts.coop {
             Some(c) => c,
@@ -833,7 +848,7 @@ impl WgpuBackend {
         };
         let (pair_rows, pair_generic) = match opts.pair_rows {
             Some(n) => n,
-            None => env_knob("QKERN_WGPU_PAIR_ROWS", "1, 2 or 2g", parse_pair_rows)?.unwrap_or((1, false)),
+            None => env_knob("QKERN_WGPU_PAIR_ROWS", "0, 1, 2 or 2g", parse_pair_rows)?.unwrap_or((0, false)),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
@@ -963,7 +978,7 @@ impl WgpuBackend {
                 iq_pairs,
                 coop,
                 grid_rep,
-                pair_rows: pair_rows.clamp(1, 2),
+                pair_rows: pair_rows.min(2),
                 pair_generic,
             }),
             max_part,
@@ -1009,7 +1024,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1031,9 +1046,15 @@ impl WgpuBackend {
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
             if t.grid_rep { ", grid copies" } else { "" },
+            match t.iq_pairs {
+                0 => String::new(),
+                1 => ", IQ pairs".to_string(),
+                n => format!(", IQ pairs from NT {n}"),
+            },
             match (t.pair_rows, t.pair_generic) {
                 (2, false) => ", 2 rows/pair",
                 (2, true) => ", 2 rows/pair (generic)",
+                (1, _) => ", 1 row/pair",
                 _ => "",
             },
             if self.spin_wait { ", spin wait" } else { "" },
@@ -1056,10 +1077,10 @@ impl WgpuBackend {
             flat: false,
             lut2: true,
             chunks: 0,
-            iq_pairs: false,
+            iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
-            pair_rows: 1,
+            pair_rows: 0,
             pair_generic: false,
         })
     }
@@ -1078,7 +1099,7 @@ impl WgpuBackend {
             },
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
-            pair_rows: t.pair_rows.clamp(1, 2),
+            pair_rows: t.pair_rows.min(2),
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -1157,11 +1178,11 @@ impl WgpuBackend {
                     unroll: unroll_of(f, nt, t),
                     rows: wg_rows(f, t),
                     lut2: t.lut2,
-                    iq_pairs: t.iq_pairs,
-                    q8k_split: self.q8k.split_for(f),
+                    iq_pairs: iq_pairs_at(t, nt),
+                    q8k_split: self.q8k.split_for(f, iq_pairs_at(t, nt)),
                     q8k_both: self.q8k == Q8kLayout::Both,
-                    pair_rows: t.pair_rows,
-                    pair_generic: t.pair_generic,
+                    pair_rows: pair_rows_of(f, nt, t).0,
+                    pair_generic: pair_rows_of(f, nt, t).1,
                     grid_words: if t.grid_rep {
                         grid_words(self.adapter.1.max_compute_workgroup_storage_size)
                     } else {
@@ -2121,9 +2142,21 @@ fn parse_chunks(v: &str) -> Option<u8> {
     v.parse().ok().filter(|c: &u8| *c <= 64)
 }
 
-/// `QKERN_WGPU_PAIR_ROWS`: 1, 2 or 2g (two, q4_K and q5_K on the generic kernel too).
-fn parse_pair_rows(v: &str) -> Option<(u32, bool)> {
+/// `QKERN_WGPU_IQPAIR`: from how many tokens the IQ2/IQ3 formats run on thread pairs (0: never).
+fn parse_iq_pairs(v: &str) -> Option<u8> {
+    v.parse().ok().filter(|n: &u8| *n <= 8)
+}
+
+/// Whether `nt`-token dispatches run the IQ2/IQ3 formats on thread pairs under `t`.
+fn iq_pairs_at(t: Tuning, nt: u32) -> bool {
+    t.iq_pairs != 0 && nt >= u32::from(t.iq_pairs)
+}
+
+/// `QKERN_WGPU_PAIR_ROWS`: 0 (per format), 1, 2 or 2g (two, q4_K and q5_K on the generic
+/// kernel too).
+fn parse_pair_rows(v: &str) -> Option<(u8, bool)> {
     match v {
+        "0" => Some((0, false)),
         "1" => Some((1, false)),
         "2" => Some((2, false)),
         "2g" => Some((2, true)),
@@ -2250,7 +2283,7 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     match f {
         Format::Q6_K | Format::IQ4_XS => 1,
         // Their thread pairs: as iq4_xs's (unmeasured).
-        _ if t.iq_pairs && shaders::is_iq23(f) => 1,
+        _ if iq_pairs_at(t, nt) && shaders::is_iq23(f) => 1,
         Format::Q4_K | Format::Q5_K if nt < 2 => 1,
         _ => 2,
     }
@@ -2259,6 +2292,30 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
 /// Whether the matmul kernels of `f` are flattened (`shaders::flatten_loops`) even without
 /// [`Tuning::flat`]: q5_K, NT 1 2420 -> 2634 GB/s and 2403 -> 2666 on the H200 in two runs
 /// (benches/results/2026-12-04-h200-session8 run2, run3), NT 8 the same.
+/// Rows per pair of invocations of `nt`-token dispatches of `f` under `t`, and whether q4_K
+/// and q5_K take the generic two-row kernel ([`Tuning::pair_rows`]; 0 there: these defaults).
+/// Two rows where they measured faster on the H200 (NVIDIA Vulkan driver 580,
+/// benches/results/2026-12-05-h200-session16 run5 and run6, kernel-only GB/s, one row / two):
+/// q8_0 at every NT (NT 1 3802 / 3991, NT 4 2505 / 2893, NT 8 1452 / 1530), q5_1 at every NT
+/// (NT 1 2677 / 3078, NT 8 746 / 956), iq4_nl and nvfp4 at NT 1-3 (iq4_nl NT 2 1589 / 1758,
+/// nvfp4 NT 1 2003 / 2186; at NT 4, 6, 8 one row is faster), q4_K at NT 1 and 4-8 (NT 1 2360 /
+/// 2512, NT 7 558 / 875, NT 8 584 / 813; NT 2-3 within 3 %), q5_K with its own two-row body
+/// from NT 2 (NT 8 909 / 1180) and at NT 1 with the generic one (2505 / 3032). q6_K, iq4_xs
+/// and the IQ2/IQ3 pairs stay on one row (q6_K NT 5 1355 / 1058, iq4_xs NT 8 752 / 603, iq2_xxs
+/// NT 8 501 / 426).
+fn pair_rows_of(f: Format, nt: u32, t: Tuning) -> (u32, bool) {
+    if t.pair_rows != 0 {
+        return (u32::from(t.pair_rows), t.pair_generic);
+    }
+    match f {
+        Format::Q8_0 | Format::Q5_1 => (2, false),
+        Format::IQ4_NL | Format::NVFP4 if nt <= 3 => (2, false),
+        Format::Q4_K if nt == 1 || nt >= 4 => (2, false),
+        Format::Q5_K => (2, nt == 1),
+        _ => (1, false),
+    }
+}
+
 fn flat_by_default(f: Format) -> bool {
     f == Format::Q5_K
 }
@@ -2272,7 +2329,9 @@ fn coop_kernel(f: Format, nt: u32, t: Tuning) -> Option<shaders::CoopTiles> {
 
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
-    let pair = layout::is_pair(f) || shaders::on_kpair(f, t.iq_pairs);
+    // The rows per workgroup are one per call whatever the token counts of its dispatches: the
+    // IQ2/IQ3 formats count as pairs only where every dispatch takes them.
+    let pair = layout::is_pair(f) || shaders::on_kpair(f, t.iq_pairs == 1);
     if t.wg_rows != 0 {
         // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };
@@ -2427,6 +2486,11 @@ mod tests {
         for bad in ["65", "-1", "x", "", " 3", "300"] {
             assert_eq!(parse_chunks(bad), None, "{bad:?}");
         }
+        assert_eq!(parse_pair_rows("0"), Some((0, false)));
+        assert_eq!(parse_pair_rows("2g"), Some((2, true)));
+        for bad in ["3", "1g", "", "two"] {
+            assert_eq!(parse_pair_rows(bad), None, "{bad:?}");
+        }
         assert_eq!(parse_q8k("split"), Some(Q8kLayout::Split));
         assert_eq!(parse_q8k("ggml"), Some(Q8kLayout::Ggml));
         assert_eq!(parse_q8k("both"), Some(Q8kLayout::Both));
@@ -2580,11 +2644,43 @@ mod tests {
             flat: false,
             lut2: true,
             chunks: 0,
-            iq_pairs: false,
+            iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
-            pair_rows: 1,
+            pair_rows: 0,
             pair_generic: false,
+        }
+    }
+
+    /// The rows per pair: the per-format defaults, and an override for every format.
+    #[test]
+    fn pair_rows_defaults_and_override() {
+        let t = plain_tuning();
+        assert_eq!(pair_rows_of(Format::Q8_0, 1, t), (2, false));
+        assert_eq!(pair_rows_of(Format::IQ4_NL, 3, t), (2, false));
+        assert_eq!(pair_rows_of(Format::IQ4_NL, 4, t), (1, false));
+        assert_eq!(pair_rows_of(Format::Q4_K, 2, t), (1, false));
+        assert_eq!(pair_rows_of(Format::Q4_K, 8, t), (2, false));
+        assert_eq!(pair_rows_of(Format::Q5_K, 1, t), (2, true));
+        assert_eq!(pair_rows_of(Format::Q5_K, 8, t), (2, false));
+        assert_eq!(pair_rows_of(Format::Q6_K, 8, t), (1, false));
+        assert_eq!(pair_rows_of(Format::IQ2_XXS, 1, t), (1, false));
+        // The IQ2/IQ3 formats' thread pairs from a token count on (0: never).
+        assert!(!iq_pairs_at(Tuning { iq_pairs: 2, ..t }, 1));
+        assert!(iq_pairs_at(Tuning { iq_pairs: 2, ..t }, 2));
+        assert!(iq_pairs_at(Tuning { iq_pairs: 1, ..t }, 1));
+        assert!(!iq_pairs_at(Tuning { iq_pairs: 0, ..t }, 8));
+        assert_eq!(parse_iq_pairs("2"), Some(2));
+        assert_eq!(parse_iq_pairs("9"), None);
+        assert!(!Q8kLayout::Both.split_for(Format::IQ2_XXS, false));
+        assert!(Q8kLayout::Both.split_for(Format::IQ2_XXS, true));
+        assert!(!Q8kLayout::Both.split_for(Format::Q4_K, true));
+        assert!(Q8kLayout::Split.split_for(Format::Q4_K, false));
+        for f in [Format::Q8_0, Format::Q5_K, Format::IQ2_XXS] {
+            for nt in 1..=8 {
+                assert_eq!(pair_rows_of(f, nt, Tuning { pair_rows: 1, ..t }), (1, false));
+                assert_eq!(pair_rows_of(f, nt, Tuning { pair_rows: 2, pair_generic: true, ..t }), (2, true));
+            }
         }
     }
 

@@ -53,7 +53,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             direct_out: Some(true),
             lut2: Some(false),
             copy_threads: Some(2),
-            iq_pairs: Some(true),
+            iq_pairs: Some(1),
             grid_rep: Some(true),
             pair_rows: Some((2, false)),
             ..Options::default()
@@ -76,7 +76,7 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
             chunks: Some(3),
             copy_threads: Some(3),
             q8k: Some(Q8kLayout::Split),
-            iq_pairs: Some(false),
+            iq_pairs: Some(0),
             grid_rep: Some(true),
             pair_rows: Some((2, true)),
             ..Options::default()
@@ -98,7 +98,7 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
             direct_out: Some(true),
             max_part_bytes: Some(2048),
             copy_threads: Some(2),
-            iq_pairs: Some(true),
+            iq_pairs: Some(1),
             q8k: Some(Q8kLayout::Ggml),
             ..Options::default()
         })
