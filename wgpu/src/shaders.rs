@@ -17,7 +17,6 @@ const PAIR_MAIN: &str = include_str!("wgsl/pair_main.wgsl");
 const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const KPAIR2_HEAD: &str = include_str!("wgsl/kpair2_head.wgsl");
-const KPAIR2_MAIN: &str = include_str!("wgsl/kpair2_main.wgsl");
 const KPAIR_MAIN2: &str = include_str!("wgsl/kpair_main2.wgsl");
 const PAIR_MAIN2: &str = include_str!("wgsl/pair_main2.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
@@ -448,21 +447,32 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
 /// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
-    if let Some(body2) = kpair2_body(f, c) {
-        // Two rows per pair: ROWS invocations a workgroup.
-        kpair_prelude(&mut s, f, c, 1);
-        c.tail(&mut s, KPAIR2_HEAD);
-        s.push_str(body2);
-        let lp = block_loop("P.nb", c.unroll, |b| format!("step2(base0, base1, {b}, h, &st);"));
-        s.push_str(&KPAIR2_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &c.rows.to_string()));
-        return s;
-    }
     if two_rows(c) {
+        // Two rows per pair: ROWS invocations a workgroup; q4_K and q5_K with their own body.
         kpair_prelude(&mut s, f, c, 1);
-        c.tail(&mut s, body);
-        let lp =
-            block_loop("P.nb", c.unroll, |b| format!("step(base0, {b}, h, &st0);\n        step(base1, {b}, h, &st1);"));
-        s.push_str(&KPAIR_MAIN2.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &c.rows.to_string()));
+        let (state, call, finish) = match kpair2_body(f, c) {
+            Some(body2) => {
+                c.tail(&mut s, KPAIR2_HEAD);
+                s.push_str(body2);
+                ("var st: St2;", "step2(base0, base1, {b}, h, &st);", "finish2(&st, lid)")
+            }
+            None => {
+                c.tail(&mut s, body);
+                (
+                    "var st0: St;\n    var st1: St;",
+                    "step(base0, {b}, h, &st0);\n        step(base1, {b}, h, &st1);",
+                    "array<array<f32, NT>, 2>(finish(&st0, h, lid), finish(&st1, h, lid))",
+                )
+            }
+        };
+        let lp = block_loop("P.nb", c.unroll, |b| call.replace("{b}", b));
+        s.push_str(
+            &KPAIR_MAIN2
+                .replace("STATE", state)
+                .replace("UNROLL_LOOP", &lp)
+                .replace("FINISH", finish)
+                .replace("WG_SIZE", &c.rows.to_string()),
+        );
         return s;
     }
     let wg = 2 * c.rows;

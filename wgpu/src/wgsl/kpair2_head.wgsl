@@ -1,5 +1,5 @@
 // ---- kpair2_head.wgsl: q4_K and q5_K thread pairs running two rows each ---------------------
-// (`Tuning::pair_rows` = 2; kpair2_main.wgsl.) The invocations, lanes, chains and reductions of
+// (`Tuning::pair_rows` = 2; kpair_main2.wgsl.) The invocations, lanes, chains and reductions of
 // kpair_head.wgsl, for two rows at once: pair p of a workgroup of ROWS invocations runs rows p
 // and p + ROWS / 2, and every activation word it loads (4 lanes' q8 words, bsums, d) serves
 // both rows' products, halving the activation loads per row, which at 8 tokens outnumber the
