@@ -426,15 +426,17 @@ pub struct Tuning {
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
     /// pair p of a workgroup runs rows p and p + rows / 2, so that each activation word it
     /// loads can serve both rows (at 8 tokens the activation loads outnumber the weight loads
-    /// 8 to 1 for q8_0, about 30 to 1 for q4_K). q4_K and q5_K have their own two-row bodies
-    /// that load each activation word once (`wgsl/kpair2_head.wgsl`); the other formats run
+    /// 8 to 1 for q8_0, about 30 to 1 for q4_K). The K-quants and iq4_xs have their own
+    /// two-row bodies that load each activation word once (`wgsl/kpair2_head.wgsl`, `kp2_*`;
+    /// q6_K's and iq4_xs's written after the H200 measured the generic kernel for them, not
+    /// yet measured themselves); the other formats run
     /// their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`), whose
     /// identical loads, with no store between them, a compiler may merge. The same chains per
     /// row, so the same bits. 0 (the default): per format and token count where each measured
     /// faster ([`pair_rows_of`]); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
     /// variants `prow1`, `prow2`).
     pub pair_rows: u8,
-    /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
+    /// With `pair_rows` 2: the K-quants and iq4_xs on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
 }
@@ -2301,8 +2303,9 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
 /// nvfp4 NT 1 2003 / 2186; at NT 4, 6, 8 one row is faster), q4_K at NT 1 and 4-8 (NT 1 2360 /
 /// 2512, NT 7 558 / 875, NT 8 584 / 813; NT 2-3 within 3 %), q5_K with its own two-row body
 /// from NT 2 (NT 8 909 / 1180) and at NT 1 with the generic one (2505 / 3032). q6_K, iq4_xs
-/// and the IQ2/IQ3 pairs stay on one row (q6_K NT 5 1355 / 1058, iq4_xs NT 8 752 / 603, iq2_xxs
-/// NT 8 501 / 426).
+/// and the IQ2/IQ3 pairs stay on one row (on the generic kernel: q6_K NT 5 1355 / 1058, iq4_xs
+/// NT 8 752 / 603, iq2_xxs NT 8 501 / 426; q6_K's and iq4_xs's own two-row bodies came after
+/// that run).
 fn pair_rows_of(f: Format, nt: u32, t: Tuning) -> (u32, bool) {
     if t.pair_rows != 0 {
         return (u32::from(t.pair_rows), t.pair_generic);
