@@ -23,7 +23,7 @@ for s in $steps; do case $s in
 parity)
   { QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 60 $C/t_wgpu_float_ops --nocapture
-    timeout 60 $C/t_wgpu_random_parity --nocapture
+    timeout 150 $C/t_wgpu_random_parity --nocapture
     timeout 40 $C/t_wgpu_vectors --nocapture
     timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
@@ -33,7 +33,7 @@ cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-thr
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1
   grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/cparity.log" | head -20 ;;
 # The wgpu half of `parity` alone.
-wparity) { timeout 60 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_vectors --nocapture
+wparity) { timeout 150 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_vectors --nocapture
     timeout 40 $C/qkern parity --backend wgpu; } > "$R/wparity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ" "$R/wparity.log" | head -20 ;;
 # The wgpu matmul call's cost beside its kernel (fixed and per output byte).

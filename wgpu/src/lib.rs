@@ -28,9 +28,9 @@
 //! split by whole rows into parts, one buffer and one dispatch each. Activations: q8_0 and
 //! q8_1 rows as `[quants of every block][d of every block as f32]([s as f32])`, padded to 16
 //! bytes; q8_K ([`Q8kLayout`]) by default per token as ggml's own 292-byte blocks (read by
-//! the K-quants, iq4_xs and the one-token IQ2/IQ3 kernels) followed by a *split* copy, the
-//! quants of every block, then the bsums, then the d (read by the IQ2/IQ3 thread pairs, from
-//! 2 tokens); `import` and `read_acts` convert exactly
+//! the K-quants, iq4_xs and the IQ2/IQ3 kernels at few tokens) followed by a *split* copy, the
+//! quants of every block, then the bsums, then the d (read by the IQ2/IQ3 thread pairs, from a
+//! token count per format, [`iq_pairs_from`]); `import` and `read_acts` convert exactly
 //! (the fp16 -> f32 widening is injective, NaN payloads included).
 //!
 //! # Bits
@@ -242,8 +242,9 @@ pub struct Options {
     /// adapters and 1 on CPU adapters). See [`WgpuBackend::copy_threads`].
     pub copy_threads: Option<usize>,
     /// From how many tokens per dispatch the IQ2/IQ3 formats run on thread pairs (0: never;
-    /// `None`: `QKERN_WGPU_IQPAIR=0..8`, else by the q8_K layout, [`Options::q8k`]: 2 with
-    /// both layouts, 1 with the split one, 0 with ggml's). See [`Tuning::iq_pairs`].
+    /// [`IQ_PAIRS_PER_FORMAT`]; `None`: `QKERN_WGPU_IQPAIR=0..8`, else by the q8_K layout,
+    /// [`Options::q8k`]: per format with both layouts, 1 with the split one, 0 with ggml's).
+    /// See [`Tuning::iq_pairs`].
     pub iq_pairs: Option<u8>,
     /// The device layout of q8_K activations (`None`: `QKERN_WGPU_Q8K=ggml|split|both`, else
     /// [`Q8kLayout::Both`]).
@@ -401,14 +402,11 @@ pub struct Tuning {
     /// result's size with a copy pass, none with direct output, see `readback_chunks`; 1:
     /// none; `QKERN_WGPU_CHUNKS`).
     pub chunks: u8,
-    /// From how many tokens per dispatch (0: never) the IQ2/IQ3 formats run on thread pairs
-    /// (`wgsl/kp_iq.wgsl`: 2 invocations per row, 4 lanes each, no per-token exchanges, reading
-    /// the split q8_K layout where the activations have it) instead of 8 invocations per row
-    /// (reading ggml's blocks where they have them). On the H200
-    /// (benches/results/2026-12-05-h200-session16 run1, kernel-only GB/s, 8 invocations on
-    /// ggml's blocks / pairs on the split copy): NT 8 +33-72 % (iq2_xxs 290 / 497, iq3_xxs 413 /
-    /// 618), NT 1 -9 to -22 % but for iq2_xxs (iq2_s 1170 / 910, iq3_s 1414 / 1209): so from 2
-    /// tokens by default ([`Options::iq_pairs`]).
+    /// From how many tokens per dispatch (0: never; [`IQ_PAIRS_PER_FORMAT`]: each format's
+    /// own count) the IQ2/IQ3 formats run on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per
+    /// row, 4 lanes each, no per-token exchanges, reading the split q8_K layout where the
+    /// activations have it) instead of 8 invocations per row (reading ggml's blocks where they
+    /// have them). See [`iq_pairs_from`] for the H200's numbers.
     pub iq_pairs: u8,
     /// q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
     /// [`Coop::Native`] off on a device without them).
@@ -426,17 +424,16 @@ pub struct Tuning {
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
     /// pair p of a workgroup runs rows p and p + rows / 2, so that each activation word it
     /// loads can serve both rows (at 8 tokens the activation loads outnumber the weight loads
-    /// 8 to 1 for q8_0, about 30 to 1 for q4_K). The K-quants and iq4_xs have their own
-    /// two-row bodies that load each activation word once (`wgsl/kpair2_head.wgsl`, `kp2_*`;
-    /// q6_K's and iq4_xs's written after the H200 measured the generic kernel for them, not
-    /// yet measured themselves); the other formats run
+    /// 8 to 1 for q8_0, about 30 to 1 for q4_K). q4_K and q5_K have their own two-row bodies
+    /// that load each activation word once (`wgsl/kpair2_head.wgsl`, `kp2_*`); the other
+    /// formats run
     /// their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`), whose
     /// identical loads, with no store between them, a compiler may merge. The same chains per
     /// row, so the same bits. 0 (the default): per format and token count where each measured
     /// faster ([`pair_rows_of`]); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
     /// variants `prow1`, `prow2`).
     pub pair_rows: u8,
-    /// With `pair_rows` 2: the K-quants and iq4_xs on the generic two-row kernel too
+    /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
 }
@@ -449,7 +446,7 @@ pub struct Tuning {
 /// 8 invocations; NT 1 iq2_xxs 907 -> 1007, iq3_xxs 1177 -> 1279) but cost q4_K, q5_K and
 /// iq4_xs 13-28 % at NT 8. Hence the default [`Q8kLayout::Both`]: each kernel reads the
 /// layout it measured fastest with (the IQ2/IQ3 formats: ggml's blocks on 8 invocations a row
-/// at one token, the split copy on thread pairs from two, [`Tuning::iq_pairs`]), for a q8_K
+/// at few tokens, the split copy on thread pairs from a count per format, [`iq_pairs_from`]), for a q8_K
 /// buffer twice the size (a token of 4096 columns: 2.3 KiB more) and a quantizer that writes
 /// both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -830,13 +827,14 @@ impl WgpuBackend {
         // The IQ pair kernels pay off with the split q8_K layout only (H200, session 10 run1,
         // kernel-only NT 8: iq2_xxs 284 -> 467 GB/s, iq3_xxs 409 -> 670 with both, against 172 and
         // 242 with pairs on ggml's layout), so they follow it unless asked; with both layouts
-        // the one-token dispatches keep 8 invocations a row on ggml's blocks (Tuning::iq_pairs).
+        // the dispatches of few tokens keep 8 invocations a row on ggml's blocks (iq_pairs_from).
         let iq_pairs = match opts.iq_pairs {
+            Some(IQ_PAIRS_PER_FORMAT) => IQ_PAIRS_PER_FORMAT,
             Some(n) => n.min(9),
             None => env_knob("QKERN_WGPU_IQPAIR", "0 to 8", parse_iq_pairs)?.unwrap_or(match q8k {
                 Q8kLayout::Ggml => 0,
                 Q8kLayout::Split => 1,
-                Q8kLayout::Both => 2,
+                Q8kLayout::Both => IQ_PAIRS_PER_FORMAT,
             }),
         };
         let coop = match opts.coop {
@@ -1051,6 +1049,7 @@ impl WgpuBackend {
             match t.iq_pairs {
                 0 => String::new(),
                 1 => ", IQ pairs".to_string(),
+                IQ_PAIRS_PER_FORMAT => ", IQ pairs by format".to_string(),
                 n => format!(", IQ pairs from NT {n}"),
             },
             match (t.pair_rows, t.pair_generic) {
@@ -1180,8 +1179,8 @@ impl WgpuBackend {
                     unroll: unroll_of(f, nt, t),
                     rows: wg_rows(f, t),
                     lut2: t.lut2,
-                    iq_pairs: iq_pairs_at(t, nt),
-                    q8k_split: self.q8k.split_for(f, iq_pairs_at(t, nt)),
+                    iq_pairs: iq_pairs_at(t, f, nt),
+                    q8k_split: self.q8k.split_for(f, iq_pairs_at(t, f, nt)),
                     q8k_both: self.q8k == Q8kLayout::Both,
                     pair_rows: pair_rows_of(f, nt, t).0,
                     pair_generic: pair_rows_of(f, nt, t).1,
@@ -2149,9 +2148,29 @@ fn parse_iq_pairs(v: &str) -> Option<u8> {
     v.parse().ok().filter(|n: &u8| *n <= 8)
 }
 
-/// Whether `nt`-token dispatches run the IQ2/IQ3 formats on thread pairs under `t`.
-fn iq_pairs_at(t: Tuning, nt: u32) -> bool {
-    t.iq_pairs != 0 && nt >= u32::from(t.iq_pairs)
+/// [`Tuning::iq_pairs`]: each IQ2/IQ3 format from its own token count ([`iq_pairs_from`]).
+pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
+
+/// From how many tokens the IQ2/IQ3 format `f` runs on thread pairs by default, with q8_K in
+/// both layouts: where the pairs on the split copy measured faster than 8 invocations a row on
+/// ggml's blocks on the H200 (benches/results/2026-12-05-h200-session16 run7 `iqnt.log`,
+/// kernel-only GB/s, 8 invocations / pairs): iq2_xxs from 1 token (NT 1 1058 / 1103, NT 2 774 /
+/// 875), iq3_xxs from 2 (NT 1 1360 / 1244, NT 2 1045 / 1118), iq2_s and iq3_s from 4 (iq2_s NT 2
+/// 889 / 734, NT 3 710 / 686, NT 4 590 / 643; iq3_s NT 3 881 / 804, NT 4 740 / 868); iq2_xs,
+/// measured at NT 1 and 8 only (run1: 1111 / 1000, 320 / 469), from 2. At NT 8 the pairs gain
+/// 33-72 % for every one of them (iq2_xxs 290 / 491, iq3_xxs 413 / 623).
+pub fn iq_pairs_from(f: Format) -> u8 {
+    match f {
+        Format::IQ2_XXS => 1,
+        Format::IQ2_S | Format::IQ3_S => 4,
+        _ => 2,
+    }
+}
+
+/// Whether `nt`-token dispatches of `f` run the IQ2/IQ3 formats on thread pairs under `t`.
+fn iq_pairs_at(t: Tuning, f: Format, nt: u32) -> bool {
+    let from = if t.iq_pairs == IQ_PAIRS_PER_FORMAT { iq_pairs_from(f) } else { t.iq_pairs };
+    from != 0 && nt >= u32::from(from)
 }
 
 /// `QKERN_WGPU_PAIR_ROWS`: 0 (per format), 1, 2 or 2g (two, q4_K and q5_K on the generic
@@ -2285,7 +2304,7 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     match f {
         Format::Q6_K | Format::IQ4_XS => 1,
         // Their thread pairs: as iq4_xs's (unmeasured).
-        _ if iq_pairs_at(t, nt) && shaders::is_iq23(f) => 1,
+        _ if iq_pairs_at(t, f, nt) && shaders::is_iq23(f) => 1,
         Format::Q4_K | Format::Q5_K if nt < 2 => 1,
         _ => 2,
     }
@@ -2303,9 +2322,9 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
 /// nvfp4 NT 1 2003 / 2186; at NT 4, 6, 8 one row is faster), q4_K at NT 1 and 4-8 (NT 1 2360 /
 /// 2512, NT 7 558 / 875, NT 8 584 / 813; NT 2-3 within 3 %), q5_K with its own two-row body
 /// from NT 2 (NT 8 909 / 1180) and at NT 1 with the generic one (2505 / 3032). q6_K, iq4_xs
-/// and the IQ2/IQ3 pairs stay on one row (on the generic kernel: q6_K NT 5 1355 / 1058, iq4_xs
-/// NT 8 752 / 603, iq2_xxs NT 8 501 / 426; q6_K's and iq4_xs's own two-row bodies came after
-/// that run).
+/// and the IQ2/IQ3 pairs stay on one row (q6_K NT 5 1355 / 1058, iq4_xs NT 8 752 / 603, iq2_xxs
+/// NT 8 501 / 426; run7: q6_K and iq4_xs with their own two-row bodies, written after run6,
+/// lost too, NT 8 830 / 701 and 754 / 699, and were removed).
 fn pair_rows_of(f: Format, nt: u32, t: Tuning) -> (u32, bool) {
     if t.pair_rows != 0 {
         return (u32::from(t.pair_rows), t.pair_generic);
@@ -2668,11 +2687,16 @@ mod tests {
         assert_eq!(pair_rows_of(Format::Q5_K, 8, t), (2, false));
         assert_eq!(pair_rows_of(Format::Q6_K, 8, t), (1, false));
         assert_eq!(pair_rows_of(Format::IQ2_XXS, 1, t), (1, false));
-        // The IQ2/IQ3 formats' thread pairs from a token count on (0: never).
-        assert!(!iq_pairs_at(Tuning { iq_pairs: 2, ..t }, 1));
-        assert!(iq_pairs_at(Tuning { iq_pairs: 2, ..t }, 2));
-        assert!(iq_pairs_at(Tuning { iq_pairs: 1, ..t }, 1));
-        assert!(!iq_pairs_at(Tuning { iq_pairs: 0, ..t }, 8));
+        // The IQ2/IQ3 formats' thread pairs from a token count on (0: never; per format).
+        let f = Format::IQ2_S;
+        assert!(!iq_pairs_at(Tuning { iq_pairs: 2, ..t }, f, 1));
+        assert!(iq_pairs_at(Tuning { iq_pairs: 2, ..t }, f, 2));
+        assert!(iq_pairs_at(Tuning { iq_pairs: 1, ..t }, f, 1));
+        assert!(!iq_pairs_at(Tuning { iq_pairs: 0, ..t }, f, 8));
+        let by_format = Tuning { iq_pairs: IQ_PAIRS_PER_FORMAT, ..t };
+        assert!(!iq_pairs_at(by_format, f, 3) && iq_pairs_at(by_format, f, 4));
+        assert!(iq_pairs_at(by_format, Format::IQ2_XXS, 1));
+        assert!(!iq_pairs_at(by_format, Format::IQ3_XXS, 1) && iq_pairs_at(by_format, Format::IQ3_XXS, 2));
         assert_eq!(parse_iq_pairs("2"), Some(2));
         assert_eq!(parse_iq_pairs("9"), None);
         assert!(!Q8kLayout::Both.split_for(Format::IQ2_XXS, false));

@@ -452,9 +452,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         kpair_prelude(&mut s, f, c, 1);
         let (state, call, finish) = match kpair2_body(f, c) {
             Some(body2) => {
-                // The one-row body too: its helpers (its `St`, `step`, `finish` go unused).
-                c.tail(&mut s, body);
-                s.push_str(KPAIR2_HEAD);
+                c.tail(&mut s, KPAIR2_HEAD);
                 s.push_str(body2);
                 ("var st: St2;", "step2(base0, base1, {b}, h, &st);", "finish2(&st, lid)")
             }
@@ -486,7 +484,8 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
 }
 
 /// The two-rows-per-pair body of `f` where `c` asks for it ([`two_rows`], not `pair_generic`)
-/// and `f` has one (q4_K, q5_K, q6_K, iq4_xs).
+/// and `f` has one (q4_K, q5_K; q6_K's and iq4_xs's measured slower than one row on the H200,
+/// benches/results/2026-12-05-h200-session16 run7, and were removed).
 fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
     if !two_rows(c) || c.pair_generic {
         return None;
@@ -494,8 +493,6 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
     match f {
         Format::Q4_K => Some(include_str!("wgsl/kp2_q4_k.wgsl")),
         Format::Q5_K => Some(include_str!("wgsl/kp2_q5_k.wgsl")),
-        Format::Q6_K => Some(include_str!("wgsl/kp2_q6_k.wgsl")),
-        Format::IQ4_XS => Some(include_str!("wgsl/kp2_iq4_xs.wgsl")),
         _ => None,
     }
 }

@@ -1,12 +1,11 @@
-// ---- kpair2_head.wgsl: K-quant and iq4_xs thread pairs running two rows each ---------------
+// ---- kpair2_head.wgsl: q4_K and q5_K thread pairs running two rows each ---------------------
 // (`Tuning::pair_rows` = 2; kpair_main2.wgsl.) The invocations, lanes, chains and reductions of
 // kpair_head.wgsl, for two rows at once: pair p of a workgroup of ROWS invocations runs rows p
 // and p + ROWS / 2, and every activation word it loads (4 lanes' q8 words, bsums, d) serves
 // both rows' products, halving the activation loads per row, which at 8 tokens outnumber the
 // weight loads 30 to 1. Each row's float chains, and so its bits, are the one-row kernel's.
 
-// q4_K / q5_K (kp2_q4_k.wgsl, kp2_q5_k.wgsl; q6_K and iq4_xs have their own block structs):
-// a block's decoded weights: d, dmin, the kmask-unpacked scales and mins (kq_scales), the
+// A block's decoded weights: d, dmin, the kmask-unpacked scales and mins (kq_scales), the
 // lanes' low and high quants of each 64-element group j (q5_K's with their fifth bits).
 struct KB { dx: f32, dmx: f32, sc: vec4<u32>, lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4> }
 

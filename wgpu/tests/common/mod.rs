@@ -42,7 +42,7 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
 /// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
 /// tables (`Options::grid_rep`), the pair and thread-pair kernels on two rows per pair
-/// (`Options::pair_rows`; the K-quants and iq4_xs on their own two-row bodies), to exercise the
+/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to exercise the
 /// fallback, the splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
@@ -67,8 +67,8 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 /// (`Options::copy_threads`), with q8_K activations in the split device layout
 /// (`Options::q8k`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
 /// off) with copies of their grid and sign tables (`Options::grid_rep`), the pair and
-/// thread-pair kernels on two rows per pair, q4_K, q5_K, q6_K and iq4_xs on their own two-row
-/// bodies (`Options::pair_rows`).
+/// thread-pair kernels on two rows per pair, q4_K and q5_K on their own two-row bodies
+/// (`Options::pair_rows`).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
