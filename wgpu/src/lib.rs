@@ -430,7 +430,7 @@ pub struct Tuning {
     /// their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`), whose
     /// identical loads, with no store between them, a compiler may merge. The same chains per
     /// row, so the same bits. 0 (the default): per format and token count where each measured
-    /// faster ([`pair_rows_of`]); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
+    /// faster (`pair_rows_of`); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
     /// variants `prow1`, `prow2`).
     pub pair_rows: u8,
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
