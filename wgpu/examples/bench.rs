@@ -172,10 +172,13 @@ fn main() {
                 while t0.elapsed().as_secs_f64() < warm {
                     be.bench_matmul(&gw, &ga, nt, reps).expect("bench");
                 }
-                let mut batches: Vec<f64> =
-                    (0..5).map(|_| be.bench_matmul(&gw, &ga, nt, reps).expect("bench").as_secs_f64()).collect();
-                batches.sort_by(f64::total_cmp);
-                let device_s = batches[2] / reps as f64;
+                let device = || {
+                    let mut batches: Vec<f64> =
+                        (0..5).map(|_| be.bench_matmul(&gw, &ga, nt, reps).expect("bench").as_secs_f64()).collect();
+                    batches.sort_by(f64::total_cmp);
+                    batches[2] / reps as f64
+                };
+                let mut device_s = device();
                 let mut out = vec![0f32; nt * rows];
                 be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
                 let mut times = Vec::with_capacity(reps);
@@ -186,6 +189,21 @@ fn main() {
                 }
                 times.sort_by(f64::total_cmp);
                 let call_s = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+                // A call runs the same dispatches plus a submission, a wait and a copy, so a
+                // device time well above the call's says the batches ran at lower clocks (the
+                // H200 measured q5_K NT 8 at 248 GB/s device, 558 call, in session 16's run7):
+                // measure them again, twice at most, keep the lower median, and say so.
+                for retry in 1..=2 {
+                    if device_s <= 1.1 * call_s {
+                        break;
+                    }
+                    eprintln!(
+                        "{f} NT {nt} {vname}: device {:.3} ms above the call's {:.3} ms; measuring again ({retry}/2)",
+                        device_s * 1e3,
+                        call_s * 1e3
+                    );
+                    device_s = device_s.min(device());
+                }
                 // Bit check of the first and last 64 rows against the reference.
                 let arb = act.row_bytes(cols).expect("act row");
                 let mut q = vec![0u8; nt * arb];
