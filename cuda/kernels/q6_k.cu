@@ -102,7 +102,8 @@ MM_KERNELS_L4(q6_k, mm_q6_k, 4)
 // LAZY (a budget of 2 CTAs, QK_MINB_MMA_Q6K = 2: 128 registers): the quant words of lanes 4-7
 // and the bsums loaded where used, not with the block's other loads, so that ptxas spills 32
 // bytes instead of 184 (sm_90 ptxas; session 10 measured (2, 2) at 1869 GB/s NT 8 against
-// 1949 for (1, 2) with 184 bytes spilled). Not yet measured.
+// 1949 for (1, 2) with 184 bytes spilled). With LAZY, 2 CTAs measured 1712 GB/s at NT 8
+// against 1524 for 1 CTA (H200, benches/results/2026-12-05-h200-session16 run3): the default.
 template <int PF, bool LAZY>
 QK_DEV void mma_q6_k_body(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
