@@ -96,8 +96,8 @@
 //! wgpu's shader runtime checks stay ([`Checks`]; default: none, every index being in bounds
 //! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
 //! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, rows per
-//! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source. `examples/bench.rs --variants` times them side by side in one
-//! process.
+//! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source.
+//! `examples/bench.rs --variants` times them side by side in one process.
 //!
 //! # Cooperative matrices (q4_K, q5_K, IQ2/IQ3; opt-in)
 //!
@@ -426,9 +426,8 @@ pub struct Tuning {
     /// loads can serve both rows (at 8 tokens the activation loads outnumber the weight loads
     /// 8 to 1 for q8_0, about 30 to 1 for q4_K). q4_K and q5_K have their own two-row bodies
     /// that load each activation word once (`wgsl/kpair2_head.wgsl`, `kp2_*`); the other
-    /// formats run
-    /// their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`), whose
-    /// identical loads, with no store between them, a compiler may merge. The same chains per
+    /// formats run their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`),
+    /// whose identical loads, with no store between them, a compiler may merge. The same chains per
     /// row, so the same bits. 0 (the default): per format and token count where each measured
     /// faster (`pair_rows_of`); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
     /// variants `prow1`, `prow2`).
@@ -446,9 +445,9 @@ pub struct Tuning {
 /// 8 invocations; NT 1 iq2_xxs 907 -> 1007, iq3_xxs 1177 -> 1279) but cost q4_K, q5_K and
 /// iq4_xs 13-28 % at NT 8. Hence the default [`Q8kLayout::Both`]: each kernel reads the
 /// layout it measured fastest with (the IQ2/IQ3 formats: ggml's blocks on 8 invocations a row
-/// at few tokens, the split copy on thread pairs from a count per format, [`iq_pairs_from`]), for a q8_K
-/// buffer twice the size (a token of 4096 columns: 2.3 KiB more) and a quantizer that writes
-/// both.
+/// at few tokens, the split copy on thread pairs from a count per format, [`iq_pairs_from`]),
+/// for a q8_K buffer twice the size (a token of 4096 columns: 2.3 KiB more) and a quantizer
+/// that writes both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q8kLayout {
     /// ggml's own 292-byte blocks, 4-byte aligned (the kernels read them a word at a time).
@@ -829,8 +828,7 @@ impl WgpuBackend {
         // 242 with pairs on ggml's layout), so they follow it unless asked; with both layouts
         // the dispatches of few tokens keep 8 invocations a row on ggml's blocks (iq_pairs_from).
         let iq_pairs = match opts.iq_pairs {
-            Some(IQ_PAIRS_PER_FORMAT) => IQ_PAIRS_PER_FORMAT,
-            Some(n) => n.min(9),
+            Some(n) => n,
             None => env_knob("QKERN_WGPU_IQPAIR", "0 to 8", parse_iq_pairs)?.unwrap_or(match q8k {
                 Q8kLayout::Ggml => 0,
                 Q8kLayout::Split => 1,
@@ -1172,6 +1170,8 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => {
+                let iq_pairs = iq_pairs_at(t, f, nt);
+                let (pair_rows, pair_generic) = pair_rows_of(f, nt, t);
                 let o = shaders::MmSrc {
                     nt,
                     subgroups: self.subgroups,
@@ -1179,11 +1179,11 @@ impl WgpuBackend {
                     unroll: unroll_of(f, nt, t),
                     rows: wg_rows(f, t),
                     lut2: t.lut2,
-                    iq_pairs: iq_pairs_at(t, f, nt),
-                    q8k_split: self.q8k.split_for(f, iq_pairs_at(t, f, nt)),
+                    iq_pairs,
+                    q8k_split: self.q8k.split_for(f, iq_pairs),
                     q8k_both: self.q8k == Q8kLayout::Both,
-                    pair_rows: pair_rows_of(f, nt, t).0,
-                    pair_generic: pair_rows_of(f, nt, t).1,
+                    pair_rows,
+                    pair_generic,
                     grid_words: if t.grid_rep {
                         grid_words(self.adapter.1.max_compute_workgroup_storage_size)
                     } else {
@@ -1420,6 +1420,13 @@ impl WgpuBackend {
     fn check_acts(&self, a: &WgpuActs) -> Result<()> {
         if a.device != self.device_id() {
             return Err(WgpuError::Unsupported("activation buffer of another wgpu device".into()));
+        }
+        Ok(())
+    }
+
+    fn check_out(&self, out: &WgpuOut) -> Result<()> {
+        if out.device != self.device_id() {
+            return Err(WgpuError::Unsupported("an output of another wgpu device".into()));
         }
         Ok(())
     }
@@ -1963,9 +1970,7 @@ impl WgpuBackend {
     /// [`WgpuBackend::synchronize`] wait for it.
     pub fn matmul_to(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut WgpuOut) -> Result<()> {
         let _op = self.lock_op()?;
-        if out.device != self.device_id() {
-            return Err(WgpuError::Unsupported("an output of another wgpu device".into()));
-        }
+        self.check_out(out)?;
         self.check_matmul(w, a, tokens, "device output ([tokens][rows])", out.len, false)?;
         let mut sc = self.scratch(0)?;
         self.encode_matmul_into(&mut sc, Some(&out.group), w, a, tokens, 1, false)?;
@@ -1975,9 +1980,7 @@ impl WgpuBackend {
     /// Wait for the submitted work, then copy the first `dst.len()` floats of `out` to `dst`.
     pub fn read_out(&self, out: &WgpuOut, dst: &mut [f32]) -> Result<()> {
         let _op = self.lock_op()?;
-        if out.device != self.device_id() {
-            return Err(WgpuError::Unsupported("an output of another wgpu device".into()));
-        }
+        self.check_out(out)?;
         if dst.len() > out.len {
             return Err(
                 ShapeError::Length { what: "device output read-back", expected: out.len, got: dst.len() }.into()
@@ -2310,9 +2313,6 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     }
 }
 
-/// Whether the matmul kernels of `f` are flattened (`shaders::flatten_loops`) even without
-/// [`Tuning::flat`]: q5_K, NT 1 2420 -> 2634 GB/s and 2403 -> 2666 on the H200 in two runs
-/// (benches/results/2026-12-04-h200-session8 run2, run3), NT 8 the same.
 /// Rows per pair of invocations of `nt`-token dispatches of `f` under `t`, and whether q4_K
 /// and q5_K take the generic two-row kernel ([`Tuning::pair_rows`]; 0 there: these defaults).
 /// Two rows where they measured faster on the H200 (NVIDIA Vulkan driver 580,
@@ -2338,6 +2338,9 @@ fn pair_rows_of(f: Format, nt: u32, t: Tuning) -> (u32, bool) {
     }
 }
 
+/// Whether the matmul kernels of `f` are flattened (`shaders::flatten_loops`) even without
+/// [`Tuning::flat`]: q5_K, NT 1 2420 -> 2634 GB/s and 2403 -> 2666 on the H200 in two runs
+/// (benches/results/2026-12-04-h200-session8 run2, run3), NT 8 the same.
 fn flat_by_default(f: Format) -> bool {
     f == Format::Q5_K
 }

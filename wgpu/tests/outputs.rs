@@ -5,12 +5,9 @@
 mod common;
 
 use qkern_formats::{Format, ShapeError};
+use qkern_parity::bits_equal;
 use qkern_parity::inputs::{Rng, random_blocks};
 use qkern_wgpu::{WgpuBackend, WgpuError};
-
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
 
 fn device_output_matches_host_output(b: &WgpuBackend) {
     let mut rng = Rng::new(21);
@@ -31,7 +28,9 @@ fn device_output_matches_host_output(b: &WgpuBackend) {
             b.synchronize().unwrap();
             let mut got = vec![0f32; nt * rows];
             b.read_out(&out, &mut got).unwrap();
-            assert!(same_bits(&want, &got), "{f} NT {nt}\n{want:?}\n{got:?}");
+            if let Err(m) = bits_equal(format!("device output {f} NT {nt}"), rows, &want, &got) {
+                panic!("{m}");
+            }
         }
     }
 }
