@@ -339,6 +339,20 @@ pub struct DeviceOptions {
     pub threads: Option<usize>,
 }
 
+/// The CPU arm of [`Device::matmul`] and [`Device::matmul_into`]: the used part of the activation
+/// buffer dotted with the host weights into `out`.
+fn cpu_matmul(
+    c: &qkern_cpu::CpuBackend,
+    w: &Weights<'_>,
+    wb: &HostBytes<'_>,
+    acts: &Activations,
+    ab: &AlignedBuf,
+    out: &mut [f32],
+) -> Result<()> {
+    let a = &ab.as_slice()[..acts.tokens * acts.row_bytes()];
+    Ok(c.matmul(w.format, w.rows, w.cols, wb.as_slice(), a, out)?)
+}
+
 impl Device {
     /// The default CPU device: `QKERN_CPU` if set, else the fastest path; all cores.
     pub fn cpu() -> Result<Device> {
@@ -564,10 +578,7 @@ impl Device {
             return Err(ShapeError::Length { what: "output ([tokens][rows])", expected: want, got: out.len() }.into());
         }
         match (&self.inner, &w.storage, &acts.storage) {
-            (Inner::Cpu(c), WeightStorage::Host(wb), ActStorage::Host(ab)) => {
-                let a = &ab.as_slice()[..acts.tokens * acts.row_bytes()];
-                c.matmul(w.format, w.rows, w.cols, wb.as_slice(), a, out)?;
-            }
+            (Inner::Cpu(c), WeightStorage::Host(wb), ActStorage::Host(ab)) => cpu_matmul(c, w, wb, acts, ab, out)?,
             #[cfg(feature = "cuda")]
             (Inner::Cuda(c), WeightStorage::Cuda(wb), ActStorage::Cuda(a)) => {
                 c.matmul(wb, a, acts.tokens, out).map_err(gpu_err!("cuda"))?
@@ -608,8 +619,7 @@ impl Device {
         }
         match (&self.inner, &w.storage, &acts.storage, &mut out.storage) {
             (Inner::Cpu(c), WeightStorage::Host(wb), ActStorage::Host(ab), OutStorage::Host(o)) => {
-                let a = &ab.as_slice()[..acts.tokens * acts.row_bytes()];
-                c.matmul(w.format, w.rows, w.cols, wb.as_slice(), a, &mut o[..want])?;
+                cpu_matmul(c, w, wb, acts, ab, &mut o[..want])?
             }
             #[cfg(feature = "cuda")]
             (Inner::Cuda(c), WeightStorage::Cuda(wb), ActStorage::Cuda(a), OutStorage::Cuda(o)) => {
