@@ -196,6 +196,10 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #ifndef QK_PF1_Q4K
 #define QK_PF1_Q4K 0
 #endif
+#ifndef QK_ACT_AT
+#define QK_ACT_AT 1  // 0: kq_lanes (q4_K, q5_K) address each activation load from the whole index, as
+                     // before session 14's act_at (kept to time against q5_K's NT 1 loss since then)
+#endif
 #ifndef QK_PF1_Q5K
 #define QK_PF1_Q5K 0
 #endif

@@ -80,8 +80,14 @@ QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, f
             const i32 hi = Q5 ? (i32)(((qw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * j + 1u)) & 0x01010101u) << 4))
                               : (i32)((qw >> 4) & 0x0f0f0f0fu);
             u32 alo[NTM], ahi[NTM];
-            ld_tok<NTM>(act_at(ab, 16u * (u32)(k * S) + (u32)i, 4u * capw), alo);
-            ld_tok<NTM>(act_at(ab, 16u * (u32)(k * S) + 8u + (u32)i, 4u * capw), ahi);
+            if (QK_ACT_AT) {
+                ld_tok<NTM>(act_at(ab, 16u * (u32)(k * S) + (u32)i, 4u * capw), alo);
+                ld_tok<NTM>(act_at(ab, 16u * (u32)(k * S) + 8u + (u32)i, 4u * capw), ahi);
+            } else {
+                const u32* a = aq + (u64)(64u * b + 16u * j + 4u * h + (u32)i) * capw;
+                ld_tok<NTM>(a, alo);
+                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+            }
 #pragma unroll
             for (int t = 0; t < NTM; ++t)
                 isum[t] += sl[k] * qk_dp4a(lo, (i32)alo[t], 0) + sh[k] * qk_dp4a(hi, (i32)ahi[t], 0);
