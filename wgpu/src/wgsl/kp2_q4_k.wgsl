@@ -1,27 +1,13 @@
 // ---- q4_K x q8_K: ggml_vec_dot_q4_K_q8_K (AVX2), two rows per thread pair --------------------
-// kp_q4_k.wgsl's block, lanes and chains for rows k = 0, 1 (kpair2_head.wgsl).
+// kb_q4_k.wgsl's block, kp_q4_k.wgsl's lanes and chains for rows k = 0, 1 (kpair2_head.wgsl).
 struct St2 {
     acc0: array<vec4<f32>, NT>,
     acc1: array<vec4<f32>, NT>,
     accm0: array<vec4<f32>, NTH>,
     accm1: array<vec4<f32>, NTH>,
 }
-fn kblock(base: u32, b: u32, h: u32) -> KB {
-    var k: KB;
-    let i0 = (base + b * 144u) >> 4u;
-    let hd = W[i0];
-    k.dx = f16f(hd.x & 0xffffu);
-    k.dmx = f16f(hd.x >> 16u);
-    k.sc = kq_scales(hd);
-    for (var j = 0u; j < 4u; j++) {
-        let q = W[i0 + 1u + 2u * j + h];
-        k.lo[j] = q & vec4<u32>(0x0f0f0f0fu);
-        k.hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
-    }
-    return k;
-}
 // The mins chains of token slot i (kp_q4_k.wgsl), `na` = -ad(t, b), bsums words b0, b1.
-fn kmins2(k0: KB, k1: KB, na: f32, b0: vec4<u32>, b1: vec4<u32>, i: u32, st: ptr<function, St2>) {
+fn kmins2(k0: Kblk, k1: Kblk, na: f32, b0: vec4<u32>, b1: vec4<u32>, i: u32, st: ptr<function, St2>) {
     (*st).accm0[i] = chain4(na * k0.dmx, vec4<f32>(kmins_prod_b(k0.sc.z, k0.sc.w, b0, b1)), (*st).accm0[i]);
     (*st).accm1[i] = chain4(na * k1.dmx, vec4<f32>(kmins_prod_b(k1.sc.z, k1.sc.w, b0, b1)), (*st).accm1[i]);
 }
