@@ -197,8 +197,11 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #define QK_PF1_Q4K 0
 #endif
 #ifndef QK_ACT_AT
-#define QK_ACT_AT 1  // 0: kq_lanes (q4_K, q5_K) address each activation load from the whole index, as
-                     // before session 14's act_at (kept to time against q5_K's NT 1 loss since then)
+#define QK_ACT_AT 0  // 1: kq_lanes (q4_K, q5_K) address their activation loads from a per-block base
+                     // (act_at: sm_90 q5_K NT 1 loop 389 -> 354 instructions), measured slower on
+                     // the H200 (session 17, NT 1 GB/s: q5_K 3180 -> 2769, q4_K 3029 -> 2959;
+                     // NT 2: 2590 -> 2334, 2407 -> 2293), so each load's address is rebuilt
+                     // from its whole index (0)
 #endif
 #ifndef QK_PF1_Q5K
 #define QK_PF1_Q5K 0

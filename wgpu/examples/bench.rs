@@ -59,14 +59,12 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         // as several copies with a sign table (Tuning::grid_rep)
         "grid1" => Tuning { grid_rep: false, ..d },
         "gridrep" => Tuning { grid_rep: true, ..d },
-        // the pair and thread-pair kernels on one, two or four rows (Tuning::pair_rows; 0: per format)
+        // the pair and thread-pair kernels on one row or two (Tuning::pair_rows; 0: per format)
         "prow0" => Tuning { pair_rows: 0, pair_generic: false, ..d },
         "prow1" => Tuning { pair_rows: 1, pair_generic: false, ..d },
         "prow2" => Tuning { pair_rows: 2, ..d },
         "prow2u1" => Tuning { pair_rows: 2, unroll: 1, ..d },
         "prow2g" => Tuning { pair_rows: 2, pair_generic: true, ..d },
-        "prow4" => Tuning { pair_rows: 4, ..d },
-        "prow4u1" => Tuning { pair_rows: 4, unroll: 1, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }

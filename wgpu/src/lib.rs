@@ -421,17 +421,18 @@ pub struct Tuning {
     /// workgroup memory hold an SM to 5 workgroups. The bits are the same either way.
     pub grid_rep: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
-    /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or R =
-    /// 2 or 4: pair p of a workgroup runs rows p + k * rows / R, so that each activation word
-    /// it loads can serve R rows (at 8 tokens the activation loads outnumber the weight loads
+    /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
+    /// pair p of a workgroup runs rows p and p + rows / 2, so that each activation word it
+    /// loads can serve both rows (at 8 tokens the activation loads outnumber the weight loads
     /// 8 to 1 for q8_0, about 30 to 1 for q4_K). q4_K and q5_K have their own two-row bodies
     /// that load each activation word once (`wgsl/kpair2_head.wgsl`, `kp2_*`); the other
-    /// formats, and every format at 4, run their step for each row (`wgsl/pair_main2.wgsl`,
-    /// `wgsl/kpair_main2.wgsl`), whose identical loads, with no store between them, a compiler
-    /// may merge. The same chains per row, so the same bits. Workgroups whose rows are not a
-    /// multiple of R take fewer. 0 (the default): per format and token count where each
-    /// measured faster (`pair_rows_of`); 1, 2 or 4 for every format
-    /// (`QKERN_WGPU_PAIR_ROWS=1|2|4`, bench variants `prow1`, `prow2`, `prow4`).
+    /// formats run their step for each row (`wgsl/pair_main2.wgsl`, `wgsl/kpair_main2.wgsl`),
+    /// whose identical loads, with no store between them, a compiler may merge. The same chains per
+    /// row, so the same bits. 0 (the default): per format and token count where each measured
+    /// faster (`pair_rows_of`); 1 or 2 for every format (`QKERN_WGPU_PAIR_ROWS=1|2`, bench
+    /// variants `prow1`, `prow2`). Four rows per pair (each format's step four times, as
+    /// here) measured slower at every format, NT 1 and 8, on the H200 (NT 8 down 1.8-9x: q6_K
+    /// 825 -> 92 GB/s; benches/results/2026-12-05-h200-session17 run2), so there are none.
     pub pair_rows: u8,
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
@@ -847,7 +848,7 @@ impl WgpuBackend {
         };
         let (pair_rows, pair_generic) = match opts.pair_rows {
             Some(n) => n,
-            None => env_knob("QKERN_WGPU_PAIR_ROWS", "0, 1, 2, 2g or 4", parse_pair_rows)?.unwrap_or((0, false)),
+            None => env_knob("QKERN_WGPU_PAIR_ROWS", "0, 1, 2 or 2g", parse_pair_rows)?.unwrap_or((0, false)),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
@@ -977,7 +978,7 @@ impl WgpuBackend {
                 iq_pairs,
                 coop,
                 grid_rep,
-                pair_rows: pair_rows_clamp(pair_rows),
+                pair_rows: pair_rows.min(2),
                 pair_generic,
             }),
             max_part,
@@ -1054,7 +1055,6 @@ impl WgpuBackend {
             match (t.pair_rows, t.pair_generic) {
                 (2, false) => ", 2 rows/pair",
                 (2, true) => ", 2 rows/pair (generic)",
-                (4, _) => ", 4 rows/pair",
                 (1, _) => ", 1 row/pair",
                 _ => "",
             },
@@ -1100,7 +1100,7 @@ impl WgpuBackend {
             },
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
-            pair_rows: pair_rows_clamp(t.pair_rows),
+            pair_rows: t.pair_rows.min(2),
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -2178,25 +2178,15 @@ fn iq_pairs_at(t: Tuning, f: Format, nt: u32) -> bool {
     from != 0 && nt >= u32::from(from)
 }
 
-/// `QKERN_WGPU_PAIR_ROWS`: 0 (per format), 1, 2, 2g (two, q4_K and q5_K on the generic
-/// kernel too) or 4 (every format on the generic kernel).
+/// `QKERN_WGPU_PAIR_ROWS`: 0 (per format), 1, 2 or 2g (two, q4_K and q5_K on the generic
+/// kernel too).
 fn parse_pair_rows(v: &str) -> Option<(u8, bool)> {
     match v {
         "0" => Some((0, false)),
         "1" => Some((1, false)),
         "2" => Some((2, false)),
         "2g" => Some((2, true)),
-        "4" => Some((4, false)),
         _ => None,
-    }
-}
-
-/// A [`Tuning::pair_rows`] as the kernels take it: 0 (per format), 1, 2 (3 too) or 4 (and more).
-fn pair_rows_clamp(n: u8) -> u8 {
-    match n {
-        0..=2 => n,
-        3 => 2,
-        _ => 4,
     }
 }
 

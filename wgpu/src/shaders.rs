@@ -340,7 +340,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     let mut s = String::with_capacity(24 * 1024);
     // No `enable subgroups;`: naga 30 rejects it and gates subgroup operations by the
     // device's SUBGROUP feature instead.
-    s.push_str(&o.head(wg));
+    s.push_str(&o.head(8));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
@@ -381,9 +381,15 @@ pub(crate) struct MmSrc {
 }
 
 impl MmSrc {
-    /// A kernel's first lines: token count, rows and invocations (`wg`) per workgroup.
-    fn head(&self, wg: u32) -> String {
-        format!("const NT: u32 = {}u;\nconst ROWS: u32 = {}u;\nconst WG: u32 = {wg}u;\n", self.nt, self.rows)
+    /// A kernel's first lines: token count, rows and invocations per workgroup (`per_row`
+    /// invocations per row).
+    fn head(&self, per_row: u32) -> String {
+        format!(
+            "const NT: u32 = {}u;\nconst ROWS: u32 = {}u;\nconst WG: u32 = {}u;\n",
+            self.nt,
+            self.rows,
+            per_row * self.rows
+        )
     }
 
     /// The float helpers, the lane reductions and the 4-lane chain, then the format's `body`.
@@ -395,65 +401,19 @@ impl MmSrc {
     }
 }
 
-/// Rows per pair of invocations of `c`'s kernel: `c.pair_rows` (2 or 4) where its workgroups
-/// can have them (rows a multiple of it), else the most of 4, 2 below it that fit, else 1.
-fn rows_per_pair(c: &MmSrc) -> u32 {
-    [4, 2].into_iter().find(|&r| r <= c.pair_rows && c.rows >= r && c.rows.is_multiple_of(r)).unwrap_or(1)
+/// Whether `c` asks for two rows per pair and its workgroups can have them (an even number of
+/// rows).
+fn two_rows(c: &MmSrc) -> bool {
+    c.pair_rows == 2 && c.rows >= 2 && c.rows.is_multiple_of(2)
 }
 
-/// The parts of `pair_main2.wgsl` / `kpair_main2.wgsl` for R rows per pair, in which `{k}`
-/// stands for the row (0..R) and `{b}` for the block.
-struct MultiRows<'a> {
-    /// Row k's lines after `row{k}` (its row) and `r{k}` (that row clamped to the last one).
-    setup: &'a str,
-    /// Lines once after the rows' setup (a state shared by the rows).
-    state: &'a str,
-    /// A block's call: for each row where it has `{k}`, else once.
-    call: &'a str,
-    /// Lines once after the loop.
-    pre: &'a str,
-    /// Row k's results (`array<f32, NT>`).
-    res: &'a str,
-    /// Every result stored by invocation 0 of the pair, else token t's by invocation t % 2.
-    all_h0: bool,
-}
-
-/// `main` with ROW_SETUP, UNROLL_LOOP (`bound` blocks, unrolled by `unroll`) and RESULTS for
-/// `r` rows per pair: row k = prow + k * ROWS / r (prow: the pair's first row).
-fn multi_rows(main: &str, r: u32, unroll: u32, bound: &str, m: &MultiRows) -> String {
-    let each = |t: &str| -> Vec<String> { (0..r).map(|k| t.replace("{k}", &k.to_string())).collect() };
-    let mut setup = each(&format!(
-        "let row{{k}} = prow + {{k}}u * (ROWS / {r}u);\n    let r{{k}} = min(row{{k}}, P.rows - 1u);\n    {}",
-        m.setup
-    ))
-    .join("\n    ");
-    if !m.state.is_empty() {
-        setup = format!("{setup}\n    {}", m.state);
-    }
-    let calls = if m.call.contains("{k}") { each(m.call) } else { vec![m.call.to_string()] };
-    let lp =
-        block_loop(bound, unroll, |b| calls.iter().map(|c| c.replace("{b}", b)).collect::<Vec<_>>().join("\n        "));
-    let mut results: String = each(&format!("let res{{k}} = {};\n    ", m.res)).concat();
-    if !m.pre.is_empty() {
-        results = format!("{}\n    {results}", m.pre);
-    }
-    let owner = if m.all_h0 { "h == 0u" } else { "(t & 1u) == h" };
-    let stores =
-        each("            if (row{k} < P.rend) {\n                store_out(t, row{k}, res{k}[t]);\n            }\n")
-            .concat();
-    main.replace("ROW_SETUP", &setup).replace("UNROLL_LOOP", &lp).replace(
-        "RESULTS",
-        &format!("{results}for (var t = 0u; t < NT; t++) {{\n        if ({owner}) {{\n{stores}        }}\n    }}"),
-    )
-}
-
-/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row (with
-/// [`rows_per_pair`] R > 1: per R rows).
+/// The matmul kernel of a pair format (`layout.rs`): 2 invocations per row (with [`two_rows`]:
+/// per 2 rows).
 fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
-    let rp = rows_per_pair(c);
-    let wg = 2 * c.rows / rp;
+    let two = two_rows(c);
+    let wg = if two { c.rows } else { 2 * c.rows };
     let mut s = String::with_capacity(16 * 1024);
-    s.push_str(&c.head(wg));
+    s.push_str(&c.head(if two { 1 } else { 2 }));
     // Region A's words per block, and the weights' element: an invocation's share of a block
     // (half of region A: 16 bytes, vec4, or 8, vec2), from the layout.
     let (a_bytes, _) = crate::layout::pair_regions(f).expect("a pair format");
@@ -467,19 +427,12 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(&pair_table_src(f, wg, c.lut2));
     s.push_str(&common_without_buffers());
     c.tail(&mut s, body);
-    if rp > 1 {
-        let setup = "let g{k} = r{k} - r{k} % 16u;\n    let G{k} = min(16u, P.rows - g{k});\n    \
-                     let k{k} = g{k} * P.nb + (r{k} - g{k});\n    var st{k}: St;";
-        let m = MultiRows {
-            setup,
-            state: "",
-            call: "step(k{k}, G{k}, {b}, h, &st{k});",
-            pre: "",
-            res: "finish(&st{k}, k{k}, G{k}, h, lid)",
-            all_h0: true,
-        };
-        let main = multi_rows(PAIR_MAIN2, rp, c.unroll, "ns", &m);
-        s.push_str(&main.replace("WG_SIZE", &wg.to_string()));
+    if two {
+        let lp = format!(
+            "let ns = nsteps();\n    {}",
+            block_loop("ns", c.unroll, |b| format!("step(ka, Ga, {b}, h, &st0);\n        step(kb, Gb, {b}, h, &st1);"))
+        );
+        s.push_str(&PAIR_MAIN2.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
         return s;
     }
     let lp =
@@ -494,57 +447,47 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
 /// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
-    let rp = rows_per_pair(c);
-    if rp > 1 {
-        // R rows per pair: 2 * ROWS / R invocations a workgroup; q4_K and q5_K at R = 2 with
-        // their own body.
-        let wg = 2 * c.rows / rp;
-        kpair_prelude(&mut s, f, c, wg);
-        let base = "let base{k} = r{k} * P.row_bytes;";
-        let main = match kpair2_body(f, c) {
+    if two_rows(c) {
+        // Two rows per pair: ROWS invocations a workgroup; q4_K and q5_K with their own body.
+        kpair_prelude(&mut s, f, c, 1);
+        let (state, call, finish) = match kpair2_body(f, c) {
             Some(body2) => {
                 c.tail(&mut s, KPAIR2_HEAD);
                 s.push_str(body2);
-                let m = MultiRows {
-                    setup: base,
-                    state: "var st: St2;",
-                    call: "step2(base0, base1, {b}, h, &st);",
-                    pre: "let both = finish2(&st, lid);",
-                    res: "both[{k}]",
-                    all_h0: false,
-                };
-                multi_rows(KPAIR_MAIN2, 2, c.unroll, "P.nb", &m)
+                ("var st: St2;", "step2(base0, base1, {b}, h, &st);", "finish2(&st, lid)")
             }
             None => {
                 c.tail(&mut s, body);
-                let setup = format!("{base}\n    var st{{k}}: St;");
-                let m = MultiRows {
-                    setup: &setup,
-                    state: "",
-                    call: "step(base{k}, {b}, h, &st{k});",
-                    pre: "",
-                    res: "finish(&st{k}, h, lid)",
-                    all_h0: false,
-                };
-                multi_rows(KPAIR_MAIN2, rp, c.unroll, "P.nb", &m)
+                (
+                    "var st0: St;\n    var st1: St;",
+                    "step(base0, {b}, h, &st0);\n        step(base1, {b}, h, &st1);",
+                    "array<array<f32, NT>, 2>(finish(&st0, h, lid), finish(&st1, h, lid))",
+                )
             }
         };
-        s.push_str(&main.replace("WG_SIZE", &wg.to_string()));
+        let lp = block_loop("P.nb", c.unroll, |b| call.replace("{b}", b));
+        s.push_str(
+            &KPAIR_MAIN2
+                .replace("STATE", state)
+                .replace("UNROLL_LOOP", &lp)
+                .replace("FINISH", finish)
+                .replace("WG_SIZE", &c.rows.to_string()),
+        );
         return s;
     }
     let wg = 2 * c.rows;
-    kpair_prelude(&mut s, f, c, wg);
+    kpair_prelude(&mut s, f, c, 2);
     c.tail(&mut s, body);
     let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
 }
 
-/// The two-rows-per-pair body of `f` where `c` asks for it ([`rows_per_pair`] 2, not `pair_generic`)
+/// The two-rows-per-pair body of `f` where `c` asks for it ([`two_rows`], not `pair_generic`)
 /// and `f` has one (q4_K, q5_K; q6_K's and iq4_xs's measured slower than one row on the H200,
 /// benches/results/2026-12-05-h200-session16 run7, and were removed).
 fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
-    if rows_per_pair(c) != 2 || c.pair_generic {
+    if !two_rows(c) || c.pair_generic {
         return None;
     }
     match f {
@@ -557,13 +500,14 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
 /// What the thread-pair kernels (and the cooperative-matrix ones, which keep their layout) put
 /// before their body: constants, bindings (kpair_head.wgsl), the q8_K accessors, the format's
 /// table, the common helpers and q4_K's or q5_K's block decode (kb_*.wgsl).
-fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, wg: u32) {
+fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
+    let wg = per_row * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K => "vec4<u32>",
         Format::IQ4_XS => "vec2<u32>",
         _ => "u32",
     };
-    s.push_str(&c.head(wg));
+    s.push_str(&c.head(per_row));
     s.push_str(&format!("alias WV = {wv};\n"));
     s.push_str(&table_consts());
     s.push_str(PARAMS);
@@ -634,7 +578,7 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     if native {
         s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     }
-    kpair_prelude(&mut s, f, &o, 2 * o.rows);
+    kpair_prelude(&mut s, f, &o, 2);
     s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
     o.tail(&mut s, &body);
     s.push_str(KC_COMMON);
@@ -862,8 +806,7 @@ mod tests {
                         let rows = if nf { 32 } else { 8 };
                         // The IQ2/IQ3 formats' thread pairs and the split q8_K layout with the
                         // native-fma variant; q4_K's and q5_K's two rows per pair with both
-                        // reductions and both q8_K layouts; four rows per pair with the subgroup
-                        // reductions.
+                        // reductions and both q8_K layouts.
                         let o = MmSrc {
                             nt,
                             subgroups: sg,
@@ -875,11 +818,7 @@ mod tests {
                             q8k_split: nf,
                             q8k_both: nf && nt == 3,
                             grid_words: if sg { 8192 } else { 0 },
-                            pair_rows: match (nf, sg) {
-                                (true, true) => 4,
-                                (false, false) => 2,
-                                _ => 1,
-                            },
+                            pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
                         };
                         let src = matmul_source(f, &o).unwrap();

@@ -6,10 +6,23 @@ struct St2 {
     accm0: array<vec4<f32>, NTH>,
     accm1: array<vec4<f32>, NTH>,
 }
-// The mins chains of token slot i (kp_q4_k.wgsl), `na` = -ad(t, b), bsums words b0, b1.
-fn kmins2(k0: Kblk, k1: Kblk, na: f32, b0: vec4<u32>, b1: vec4<u32>, i: u32, st: ptr<function, St2>) {
-    (*st).accm0[i] = chain4(na * k0.dmx, vec4<f32>(kmins_prod_b(k0.sc.z, k0.sc.w, b0, b1)), (*st).accm0[i]);
-    (*st).accm1[i] = chain4(na * k1.dmx, vec4<f32>(kmins_prod_b(k1.sc.z, k1.sc.w, b0, b1)), (*st).accm1[i]);
+// Block b of both rows: the lane chains (kpair2_head.wgsl), then for each token slot i of this
+// invocation (token t) the mins chains, with -ad(t, b) and the bsums words loaded once for both
+// rows. Written out here, not as a shared step2 calling a per-format function with the slot
+// index: that form (session 16's review) cost q4_K NT 8 813 -> 592 GB/s and q5_K 1180 -> 531
+// on the H200 (benches/results/2026-12-05-h200-session17 run2).
+fn step2(base0: u32, base1: u32, b: u32, h: u32, st: ptr<function, St2>) {
+    let k0 = kblock(base0, b, h);
+    let k1 = kblock(base1, b, h);
+    kq_chains2(k0, k1, b, h, st);
+    for (var i = 0u; i < NTH; i++) {
+        let t = slot_token(i, h);
+        let na = -ad(t, b);
+        let b0 = ab4(t, b, 0u);
+        let b1 = ab4(t, b, 4u);
+        (*st).accm0[i] = chain4(na * k0.dmx, vec4<f32>(kmins_prod_b(k0.sc.z, k0.sc.w, b0, b1)), (*st).accm0[i]);
+        (*st).accm1[i] = chain4(na * k1.dmx, vec4<f32>(kmins_prod_b(k1.sc.z, k1.sc.w, b0, b1)), (*st).accm1[i]);
+    }
 }
 fn fin(acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH>, lid: u32) -> array<f32, NT> {
     var r: array<f32, NT>;

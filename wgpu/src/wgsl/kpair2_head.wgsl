@@ -33,16 +33,3 @@ fn kq_chains2(k0: Kblk, k1: Kblk, b: u32, h: u32, st: ptr<function, St2>) {
         (*st).acc1[t] = chain4(a * k1.dx, vec4<f32>(s[1]), (*st).acc1[t]);
     }
 }
-
-// Block b of both rows: the format's `kblock` decodes each row's block, then the lane chains
-// and, for each token slot i of this invocation (token t), the format's `kmins2` with -ad(t, b)
-// and the bsums words ab4(t, b, 0), ab4(t, b, 4), loaded once for both rows.
-fn step2(base0: u32, base1: u32, b: u32, h: u32, st: ptr<function, St2>) {
-    let k0 = kblock(base0, b, h);
-    let k1 = kblock(base1, b, h);
-    kq_chains2(k0, k1, b, h, st);
-    for (var i = 0u; i < NTH; i++) {
-        let t = slot_token(i, h);
-        kmins2(k0, k1, -ad(t, b), ab4(t, b, 0u), ab4(t, b, 4u), i, st);
-    }
-}

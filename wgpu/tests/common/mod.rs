@@ -41,10 +41,9 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
 /// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
-/// tables (`Options::grid_rep`), every pair and thread-pair kernel on the generic two-row
-/// kernel (`Options::pair_rows`) with 4 rows per workgroup, so that a pair's second row (2 rows
-/// on) lies within the small weight parts, to exercise the fallback, the splitting and those
-/// options on small matrices.
+/// tables (`Options::grid_rep`), the pair and thread-pair kernels on two rows per pair
+/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to exercise the
+/// fallback, the splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -56,8 +55,7 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             copy_threads: Some(2),
             iq_pairs: Some(1),
             grid_rep: Some(true),
-            pair_rows: Some((2, true)),
-            wg_rows: Some(4),
+            pair_rows: Some((2, false)),
             ..Options::default()
         })
     })
@@ -92,8 +90,8 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
 /// parts of at most 2 KiB (part boundaries inside chunks), 2 copy threads, the IQ2/IQ3 formats
 /// on thread pairs, q8_K activations in ggml's blocks alone (`Options::q8k`; the other
 /// backends have the default, both layouts, or the split one), every pair and thread-pair
-/// kernel on four rows per pair (`Options::pair_rows`) with 8 rows per workgroup, so that a
-/// pair's other rows (2, 4 and 6 rows on) lie within the small weight parts.
+/// kernel on the generic two-row kernel (`Options::pair_rows`) with 8 rows per workgroup, so
+/// that a pair's second row (4 rows on) lies within the small weight parts.
 pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -104,7 +102,7 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
             copy_threads: Some(2),
             iq_pairs: Some(1),
             q8k: Some(Q8kLayout::Ggml),
-            pair_rows: Some((4, false)),
+            pair_rows: Some((2, true)),
             wg_rows: Some(8),
             ..Options::default()
         })
