@@ -52,7 +52,10 @@ QK_UNROLL(QK_UNROLL_IQ)
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 u32 av[NTM];
-                ld_tok<NTM>(act_at(ab, 8u * (u32)(i * S) + mm_lane_w(0u, k), 4u * capw), av);
+                if (QK_ACT_AT_IQ4XS)
+                    ld_tok<NTM>(act_at(ab, 8u * (u32)(i * S) + mm_lane_w(0u, k), 4u * capw), av);
+                else
+                    ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib + mm_lane_w(h, k)) * capw, av);
 #pragma unroll
                 for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[t], 0);
             }

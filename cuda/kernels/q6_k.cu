@@ -66,7 +66,10 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
                 const u32 qhw = q4w(qhv[k8], i);
                 const i32 qq = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
                 u32 av[NTM];
-                ld_tok<NTM>(act_at(ab, 8u * (u32)(k8 * S) + (u32)i, 4u * capw), av);
+                if (QK_ACT_AT_Q6K)
+                    ld_tok<NTM>(act_at(ab, 8u * (u32)(k8 * S) + (u32)i, 4u * capw), av);
+                else
+                    ld_tok<NTM>(aq + (u64)(64u * b + 8u * is + 4u * h + (u32)i) * capw, av);
 #pragma unroll
                 for (int t = 0; t < NTM; ++t) isum[t] += sc[k8] * qk_dp4a(qq, (i32)av[t], 0);
             }
