@@ -499,7 +499,7 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
 
 /// What the thread-pair kernels (and the cooperative-matrix ones, which keep their layout) put
 /// before their body: constants, bindings (kpair_head.wgsl), the q8_K accessors, the format's
-/// table, the common helpers and q4_K's or q5_K's block decode (kb_*.wgsl).
+/// table and the common helpers.
 fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     let wg = per_row * c.rows;
     let wv = match f {
@@ -524,13 +524,6 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
         s.push_str(&common_without(&["fn lut4("]));
     } else {
         s.push_str(&common_without_buffers());
-    }
-    // q4_K's and q5_K's block decode, shared by their one-row, two-row and cooperative-matrix
-    // bodies.
-    match f {
-        Format::Q4_K => s.push_str(include_str!("wgsl/kb_q4_k.wgsl")),
-        Format::Q5_K => s.push_str(include_str!("wgsl/kb_q5_k.wgsl")),
-        _ => {}
     }
 }
 

@@ -2,8 +2,8 @@
 // After kc_q4_k.wgsl / kc_q5_k.wgsl, which give `kc_word(x, s)`: two elements (bytes 0, 1 of x
 // spread into the halves of a word) times scale s as an f16 pair of A.
 // The block's quants of lanes 4h..4h+3 (lo[j]: sub-block 2j, hi[j]: 2j + 1; a byte each) and
-// its scales: kb_q4_k.wgsl's / kb_q5_k.wgsl's decoded block.
-alias Wq = Kblk;
+// its scales.
+struct Wq { lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4>, sc: vec4<u32> }
 fn kc_fill_a(w: Wq, p: u32, a0: u32) {
     for (var j = 0u; j < 4u; j++) {
         let lo = w.lo[j][p];

@@ -10,15 +10,25 @@ fn kc_word(x: u32, s: u32) -> u32 {
 struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
 fn step(base: u32, b: u32, lid: u32, st: ptr<function, St>) {
     let h = lid & 1u;
-    let w = kblock(base, b, h);
+    let i0 = (base + b * 144u) >> 4u;
+    let hd = W[i0];
+    let dx = f16f(hd.x & 0xffffu);
+    let dmx = f16f(hd.x >> 16u);
+    var w: Wq;
+    w.sc = kq_scales(hd);
+    for (var j = 0u; j < 4u; j++) {
+        let q = W[i0 + 1u + 2u * j + h];
+        w.lo[j] = q & vec4<u32>(0x0f0f0f0fu);
+        w.hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
+    }
     let lanes = kc_lanes(w, b, lid);
     for (var t = 0u; t < NT; t++) {
-        let d = ad(t, b) * w.dx;
+        let d = ad(t, b) * dx;
         (*st).acc[t] = chain4(d, lanes[t], (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
-        let dmin = -ad(t, b) * w.dmx;
+        let dmin = -ad(t, b) * dmx;
         (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(w.sc.z, w.sc.w, t, b)), (*st).accm[i]);
     }
 }

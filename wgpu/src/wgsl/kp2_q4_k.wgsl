@@ -1,16 +1,25 @@
 // ---- q4_K x q8_K: ggml_vec_dot_q4_K_q8_K (AVX2), two rows per thread pair --------------------
-// kb_q4_k.wgsl's block, kp_q4_k.wgsl's lanes and chains for rows k = 0, 1 (kpair2_head.wgsl).
+// kp_q4_k.wgsl's block, lanes and chains for rows k = 0, 1 (kpair2_head.wgsl).
 struct St2 {
     acc0: array<vec4<f32>, NT>,
     acc1: array<vec4<f32>, NT>,
     accm0: array<vec4<f32>, NTH>,
     accm1: array<vec4<f32>, NTH>,
 }
-// Block b of both rows: the lane chains (kpair2_head.wgsl), then for each token slot i of this
-// invocation (token t) the mins chains, with -ad(t, b) and the bsums words loaded once for both
-// rows. Written out here, not as a shared step2 calling a per-format function with the slot
-// index: that form (session 16's review) cost q4_K NT 8 813 -> 592 GB/s and q5_K 1180 -> 531
-// on the H200 (benches/results/2026-12-05-h200-session17 run2).
+fn kblock(base: u32, b: u32, h: u32) -> KB {
+    var k: KB;
+    let i0 = (base + b * 144u) >> 4u;
+    let hd = W[i0];
+    k.dx = f16f(hd.x & 0xffffu);
+    k.dmx = f16f(hd.x >> 16u);
+    k.sc = kq_scales(hd);
+    for (var j = 0u; j < 4u; j++) {
+        let q = W[i0 + 1u + 2u * j + h];
+        k.lo[j] = q & vec4<u32>(0x0f0f0f0fu);
+        k.hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
+    }
+    return k;
+}
 fn step2(base0: u32, base1: u32, b: u32, h: u32, st: ptr<function, St2>) {
     let k0 = kblock(base0, b, h);
     let k1 = kblock(base1, b, h);

@@ -7,17 +7,28 @@
 // run by the token's owner. q8_K device layout = ggml's (73 words): d, qs[256], bsums[16] (i16).
 struct St { acc: array<vec4<f32>, NT>, accm: array<vec4<f32>, NTH> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
-    // The nibbles once per block, not per token (kb_q4_k.wgsl).
-    let k = kblock(base, b, h);
+    let i0 = (base + b * 144u) >> 4u;
+    let hd = W[i0];
+    let dx = f16f(hd.x & 0xffffu);
+    let dmx = f16f(hd.x >> 16u);
+    let sc = kq_scales(hd);
+    // The nibbles once per block, not per token.
+    var lo: array<vec4<u32>, 4>;
+    var hi: array<vec4<u32>, 4>;
+    for (var j = 0u; j < 4u; j++) {
+        let q = W[i0 + 1u + 2u * j + h];
+        lo[j] = q & vec4<u32>(0x0f0f0f0fu);
+        hi[j] = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
+    }
     for (var t = 0u; t < NT; t++) {
-        let d = ad(t, b) * k.dx;
-        let s = kq_lanes(k.lo, k.hi, k.sc, t, b, h);
+        let d = ad(t, b) * dx;
+        let s = kq_lanes(lo, hi, sc, t, b, h);
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
-        let dmin = -ad(t, b) * k.dmx;
-        (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(k.sc.z, k.sc.w, t, b)), (*st).accm[i]);
+        let dmin = -ad(t, b) * dmx;
+        (*st).accm[i] = chain4(dmin, vec4<f32>(kmins_prod(sc.z, sc.w, t, b)), (*st).accm[i]);
     }
 }
 fn finish(st: ptr<function, St>, h: u32, lid: u32) -> array<f32, NT> {

@@ -6,17 +6,30 @@
 // formats/src/reference/q5_k.rs), run by the token's owner and added after the hsum.
 struct St { acc: array<vec4<f32>, NT>, summs: array<f32, NTH> }
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
-    let k = kblock(base, b, h);  // kb_q5_k.wgsl
+    let i0 = (base + b * 176u) >> 4u;
+    let hd = W[i0];
+    let dx = f16f(hd.x & 0xffffu);
+    let dmx = f16f(hd.x >> 16u);
+    let sc = kq_scales(hd);
+    let qh = W[i0 + 1u + h];
+    var lo: array<vec4<u32>, 4>;
+    var hi: array<vec4<u32>, 4>;
+    for (var j = 0u; j < 4u; j++) {
+        let qs = W[i0 + 3u + 2u * j + h];
+        lo[j] = (qs & vec4<u32>(0x0f0f0f0fu)) | (((qh >> vec4<u32>(2u * j)) & vec4<u32>(0x01010101u)) << vec4<u32>(4u));
+        hi[j] = ((qs >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu))
+            | (((qh >> vec4<u32>(2u * j + 1u)) & vec4<u32>(0x01010101u)) << vec4<u32>(4u));
+    }
     for (var t = 0u; t < NT; t++) {
-        let d = ad(t, b) * k.dx;
-        let s = kq_lanes(k.lo, k.hi, k.sc, t, b, h);
+        let d = ad(t, b) * dx;
+        let s = kq_lanes(lo, hi, sc, t, b, h);
         (*st).acc[t] = chain4(d, vec4<f32>(s), (*st).acc[t]);
     }
     for (var i = 0u; i < NTH; i++) {
         let t = slot_token(i, h);
-        let dmin = -ad(t, b) * k.dmx;
+        let dmin = -ad(t, b) * dmx;
         // hsum of prod[0..4] (wrapping, order-free)
-        let p = kmins_prod(k.sc.z, k.sc.w, t, b);
+        let p = kmins_prod(sc.z, sc.w, t, b);
         (*st).summs[i] = fmx(dmin, f32((p.x + p.y) + (p.z + p.w)), (*st).summs[i]);
     }
 }

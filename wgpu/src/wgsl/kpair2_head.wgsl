@@ -5,9 +5,13 @@
 // both rows' products, halving the activation loads per row, which at 8 tokens outnumber the
 // weight loads 30 to 1. Each row's float chains, and so its bits, are the one-row kernel's.
 
+// A block's decoded weights: d, dmin, the kmask-unpacked scales and mins (kq_scales), the
+// lanes' low and high quants of each 64-element group j (q5_K's with their fifth bits).
+struct KB { dx: f32, dmx: f32, sc: vec4<u32>, lo: array<vec4<u32>, 4>, hi: array<vec4<u32>, 4> }
+
 // kq_lanes of token t, block ab for two rows' blocks k0 and k1, each activation word loaded
 // once for both.
-fn kq_lanes2(k0: Kblk, k1: Kblk, t: u32, ab: u32, h: u32) -> array<vec4<i32>, 2> {
+fn kq_lanes2(k0: KB, k1: KB, t: u32, ab: u32, h: u32) -> array<vec4<i32>, 2> {
     var s0 = vec4<i32>(0);
     var s1 = vec4<i32>(0);
     for (var j = 0u; j < 4u; j++) {
@@ -25,7 +29,7 @@ fn kq_lanes2(k0: Kblk, k1: Kblk, t: u32, ab: u32, h: u32) -> array<vec4<i32>, 2>
 
 // Both rows' lane chains of block b (the format's `St2` fields acc0, acc1): acc_r[t] =
 // chain4(ad(t, b) * dx_r, lanes, acc_r[t]), as the one-row kernels' `d = ad(t, b) * dx`.
-fn kq_chains2(k0: Kblk, k1: Kblk, b: u32, h: u32, st: ptr<function, St2>) {
+fn kq_chains2(k0: KB, k1: KB, b: u32, h: u32, st: ptr<function, St2>) {
     for (var t = 0u; t < NT; t++) {
         let a = ad(t, b);
         let s = kq_lanes2(k0, k1, t, b, h);
