@@ -20,6 +20,10 @@ fn kblock(base: u32, b: u32, h: u32) -> KB {
     }
     return k;
 }
+// Block b of both rows: the lane chains, then each token slot's mins chains with -ad(t, b) and
+// the bsums words loaded once for both rows. Written out per format (q5_K's alike), not as one
+// step2 calling a per-format function with the slot index: with that form (session 16's
+// review) the H200 ran q4_K NT 8 at 592 GB/s, and with this one at 809 (session 17 runs 2, 3).
 fn step2(base0: u32, base1: u32, b: u32, h: u32, st: ptr<function, St2>) {
     let k0 = kblock(base0, b, h);
     let k1 = kblock(base1, b, h);

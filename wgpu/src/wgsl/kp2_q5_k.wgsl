@@ -22,6 +22,7 @@ fn kblock(base: u32, b: u32, h: u32) -> KB {
     }
     return k;
 }
+// Block b of both rows, as kp2_q4_k.wgsl's step2, with the `summs` chains.
 fn step2(base0: u32, base1: u32, b: u32, h: u32, st: ptr<function, St2>) {
     let k0 = kblock(base0, b, h);
     let k1 = kblock(base1, b, h);
