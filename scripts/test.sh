@@ -21,10 +21,10 @@ cargo test -p qkern-cuda "$@"
 # QKERN_CUDA_NVRTC_OPTS sets them on a GPU): one copy of the IQ grids and sign tables, lookups
 # by shared address at every token count, q6_K's tensor-core loads for 1 CTA, the NT 1
 # prefetches on, the constant-bank row kernels with tokens 4.. and the scales from global
-# memory, the row kernels' prefetch 2 blocks ahead for every format, q4_K's and q5_K's activation
-# addresses from a per-block base, q6_K's and iq4_xs's from the whole index; then the IQ formats with
-# their signs computed instead of looked up; then iq2_s and iq3_s with the grid copies, sign
-# tables and lookups by address the others take.
+# memory, the row kernels' prefetch 2 blocks ahead for every format, q4_K's and q5_K's
+# activation addresses from a per-block base, q6_K's and iq4_xs's from the whole index; then the
+# IQ formats with their signs computed instead of looked up; then iq2_s and iq3_s with the grid
+# copies, sign tables and lookups by address the others take.
 QKERN_EMU_DEFINES="-DQK_GRID_REP=0 -DQK_IQ_SA_NTM=8 -DQK_MINB_MMA_Q6K=1 -DQK_PF1_Q4K=2 -DQK_PF1_Q5K=2 -DQK_PF1_Q6K=2 -DQK_PF1_IQ4XS=2 -DQK_PF1_IQ=2 -DQK_PF1_NV=2 -DQK_CACT_NT=4 -DQK_CACT_F=0 -DQK_PF_R=2 -DQK_ACT_AT=1 -DQK_ACT_AT_Q6K=0 -DQK_ACT_AT_IQ4XS=0" \
   cargo test -p qkern-cuda --test emu mm_
 QKERN_EMU_DEFINES="-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0" cargo test -p qkern-cuda --test emu mm_iq
