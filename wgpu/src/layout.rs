@@ -1,5 +1,6 @@
-//! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4) and of their q8_0 / q8_1
-//! activations, and the exact conversions from and to ggml's bytes. Pure host code.
+//! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4) and iq4_xs, and of the
+//! pair formats' q8_0 / q8_1 activations, and the exact conversions from and to ggml's bytes.
+//! Pure host code.
 //!
 //! **Weights.** The matmul kernels of the 32-element formats give each weight row two
 //! invocations, invocation `h` owning AVX2 lanes `4h..4h+3` of every block (as the CUDA
@@ -17,8 +18,14 @@
 //!     and `nib_1(w) = (w >> 4) & 0x0f0f0f0f` (elements 16..32): invocation h reads 8 bytes.
 //!   - nvfp4: ggml's 32 `qs` bytes with the 8-byte sub-blocks in the order 0, 2, 1, 3
 //!     (invocation h: sub-blocks h and h + 2, the two it owns in the block's two steps).
+//!   - iq4_xs (128 bytes, [`iq4xs_slot`]): ggml's `qs` words as 8 16-byte elements, element
+//!     `2j + h` holding words `2h, 2h + 1` of sub-block `2j`, then of sub-block `2j + 1`. Its
+//!     thread-pair kernel (`kp_iq4_xs.wgsl`: invocation h owns the lanes of words 2h, 2h + 1 of
+//!     every sub-block) reads its share with 4 16-byte loads, the pair 32 contiguous bytes per
+//!     load. In ggml's blocks (136 bytes, so only 8-byte aligned) it took 8 8-byte loads.
 //! - region B, `b_bytes` per block, after region A: q8_0 and iq4_nl the fp16 `d` (2 bytes),
-//!   q5_1 the words `d | m << 16` and `qh` (8 bytes), nvfp4 the four UE4M3 scales (4 bytes).
+//!   q5_1 the words `d | m << 16` and `qh` (8 bytes), nvfp4 the four UE4M3 scales (4 bytes),
+//!   iq4_xs its 8 header bytes (`d`, `scales_h`, `scales_l`).
 //!
 //! No byte is added (region B is padded to 16 bytes at its end). The other formats keep
 //! ggml's blocks, row-major.
@@ -44,34 +51,47 @@ pub(crate) fn tiled_index(rows: usize, nb: usize, row: usize, b: usize) -> usize
     g0 * nb + b * g + (row - g0)
 }
 
-/// Region sizes of a pair format: (region A bytes, region B bytes) per block.
-pub(crate) fn pair_regions(f: Format) -> Option<(usize, usize)> {
+/// Region sizes of a format stored tiled in two regions (the pair formats and iq4_xs): (region
+/// A bytes, region B bytes) per block.
+pub(crate) fn tiled_regions(f: Format) -> Option<(usize, usize)> {
     Some(match f {
         Format::Q8_0 => (32, 2),
         Format::Q5_1 => (16, 8),
         Format::IQ4_NL => (16, 2),
         Format::NVFP4 => (32, 4),
+        Format::IQ4_XS => (128, 8),
         _ => return None,
     })
 }
 
-/// Whether `f` is stored in the pair layout (and run by the pair kernels).
+/// Whether `f` is a pair format (stored tiled, and run by the pair kernels).
 pub(crate) fn is_pair(f: Format) -> bool {
-    pair_regions(f).is_some()
+    tiled_regions(f).is_some() && f != Format::IQ4_XS
 }
 
-/// Device bytes of `nblocks` blocks of pair format `f` (region B padded to 16 bytes).
-pub(crate) fn pair_bytes(f: Format, nblocks: usize) -> usize {
-    let (a, b) = pair_regions(f).expect("a pair format");
+/// Whether `f` is stored tiled in two regions ([`pack`]).
+pub(crate) fn is_tiled(f: Format) -> bool {
+    tiled_regions(f).is_some()
+}
+
+/// Device bytes of `nblocks` blocks of tiled format `f` (region B padded to 16 bytes).
+pub(crate) fn tiled_bytes(f: Format, nblocks: usize) -> usize {
+    let (a, b) = tiled_regions(f).expect("a tiled format");
     a * nblocks + (b * nblocks).next_multiple_of(16)
 }
 
-/// `rows` rows of ggml blocks of pair format `f` (a validated length) in the device layout.
+/// The device word (0..32 of region A's block) of iq4_xs `qs` word `w` (0..4) of sub-block
+/// `ib` (0..8): element `2 (ib / 2) + w / 2`, word `2 (ib % 2) + w % 2` of it.
+pub(crate) fn iq4xs_slot(ib: usize, w: usize) -> usize {
+    4 * (2 * (ib / 2) + w / 2) + 2 * (ib % 2) + w % 2
+}
+
+/// `rows` rows of ggml blocks of tiled format `f` (a validated length) in the device layout.
 pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
-    let (ab, bb) = pair_regions(f).expect("a pair format");
+    let (ab, bb) = tiled_regions(f).expect("a tiled format");
     let gb = f.block_bytes();
     let n = ggml.len() / gb;
-    let mut out = vec![0u8; pair_bytes(f, n)];
+    let mut out = vec![0u8; tiled_bytes(f, n)];
     if rows == 0 {
         return out;
     }
@@ -98,6 +118,15 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
                 b.copy_from_slice(&blk[..4]);
                 nvfp4_reorder(&blk[4..], a);
             }
+            Format::IQ4_XS => {
+                b.copy_from_slice(&blk[..8]);
+                for ib in 0..8 {
+                    for w in 0..4 {
+                        let (s, d) = (8 + 16 * ib + 4 * w, 4 * iq4xs_slot(ib, w));
+                        a[d..d + 4].copy_from_slice(&blk[s..s + 4]);
+                    }
+                }
+            }
             _ => unreachable!(),
         }
     }
@@ -107,7 +136,7 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
 /// The inverse of [`pack`] (tests).
 #[cfg(test)]
 pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<u8> {
-    let (ab, bb) = pair_regions(f).expect("a pair format");
+    let (ab, bb) = tiled_regions(f).expect("a tiled format");
     let gb = f.block_bytes();
     let mut out = vec![0u8; nblocks * gb];
     if rows == 0 {
@@ -136,6 +165,15 @@ pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<
                 blk[..4].copy_from_slice(b);
                 nvfp4_unreorder(a, &mut blk[4..]);
             }
+            Format::IQ4_XS => {
+                blk[..8].copy_from_slice(b);
+                for ib in 0..8 {
+                    for w in 0..4 {
+                        let (d, s) = (8 + 16 * ib + 4 * w, 4 * iq4xs_slot(ib, w));
+                        blk[d..d + 4].copy_from_slice(&a[s..s + 4]);
+                    }
+                }
+            }
             _ => unreachable!(),
         }
     }
@@ -152,21 +190,40 @@ pub(crate) fn act_stride(act: Format, nb: usize) -> usize {
 mod tests {
     use super::*;
 
-    /// Every pair format's layout inverts exactly, for part shapes with and without a short
+    /// Every tiled format's layout inverts exactly, for part shapes with and without a short
     /// last tile, and is a permutation of the bytes (sizes add up).
     #[test]
     fn pack_roundtrips() {
         let mut rng = qkern_parity::inputs::Rng::new(0x9e37_79b9_7f4a_7c15);
-        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
+        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4, Format::IQ4_XS] {
             for (rows, nb) in [(1, 1), (3, 2), (16, 1), (17, 3), (40, 5), (33, 1)] {
                 let n = rows * nb;
                 let ggml: Vec<u8> = (0..n * f.block_bytes()).map(|_| rng.next_u64() as u8).collect();
                 let dev = pack(f, &ggml, rows);
-                assert_eq!(dev.len(), pair_bytes(f, n));
-                assert!(pair_bytes(f, n) - n * f.block_bytes() < 16, "{f}: no byte added");
+                assert_eq!(dev.len(), tiled_bytes(f, n));
+                assert!(tiled_bytes(f, n) - n * f.block_bytes() < 16, "{f}: no byte added");
                 assert_eq!(unpack(f, &dev, rows, n), ggml, "{f} rows={rows} nb={nb}");
             }
         }
+    }
+
+    /// iq4_xs's element `2j + h` holds words `2h, 2h + 1` of sub-blocks `2j` and `2j + 1`
+    /// (kp_iq4_xs.wgsl's loads), and the slots are a permutation of the block's 32 words.
+    #[test]
+    fn iq4xs_slots() {
+        for j in 0..4 {
+            for h in 0..2 {
+                let e = 2 * j + h;
+                let got: Vec<usize> = [(2 * j, 2 * h), (2 * j, 2 * h + 1), (2 * j + 1, 2 * h), (2 * j + 1, 2 * h + 1)]
+                    .iter()
+                    .map(|&(ib, w)| iq4xs_slot(ib, w))
+                    .collect();
+                assert_eq!(got, (4 * e..4 * e + 4).collect::<Vec<_>>());
+            }
+        }
+        let mut seen = [false; 32];
+        (0..8).for_each(|ib| (0..4).for_each(|w| seen[iq4xs_slot(ib, w)] = true));
+        assert!(seen.iter().all(|&x| x));
     }
 
     /// `tiled_index` is a bijection onto 0..rows*nb, and a tile's rows are adjacent per block.

@@ -1324,7 +1324,7 @@ impl WgpuBackend {
             let pr = rows_per_part.min(rows - row0);
             let raw = &bytes[row0 * row_bytes..(row0 + pr) * row_bytes];
             let packed;
-            let data = if layout::is_pair(format) {
+            let data = if layout::is_tiled(format) {
                 packed = layout::pack(format, raw, pr);
                 &packed[..]
             } else {

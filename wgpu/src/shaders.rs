@@ -416,7 +416,7 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(&c.head(if two { 1 } else { 2 }));
     // Region A's words per block, and the weights' element: an invocation's share of a block
     // (half of region A: 16 bytes, vec4, or 8, vec2), from the layout.
-    let (a_bytes, _) = crate::layout::pair_regions(f).expect("a pair format");
+    let (a_bytes, _) = crate::layout::tiled_regions(f).expect("a pair format");
     let (wv, wsh) = if a_bytes / 2 == 16 { ("vec4", 2) } else { ("vec2", 1) };
     s.push_str(&format!("const AW: u32 = {}u;\nalias WV = {wv}<u32>;\nconst WSH: u32 = {wsh}u;\n", a_bytes / 4));
     // q8_0 / q8_1 activation blocks (32 elements) per weight block.
@@ -443,8 +443,9 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
 
 /// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants, iq4_xs and (with
 /// `Tuning::iq_pairs`) the IQ2/IQ3 formats: 2 invocations per row, ggml's blocks read as
-/// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes), `vec2<u32>` (iq4_xs: 136 bytes) or words
-/// (q6_K, the IQ2/IQ3 formats: 2-byte aligned).
+/// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes) or words (q6_K, the IQ2/IQ3 formats: 2-byte
+/// aligned); iq4_xs in its tiled layout (layout.rs) as `vec4<u32>`, its rows' `base` from
+/// `xs_base` ([`row_bases`]).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
     if two_rows(c) {
@@ -467,7 +468,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         };
         let lp = block_loop("P.nb", c.unroll, |b| call.replace("{b}", b));
         s.push_str(
-            &KPAIR_MAIN2
+            &row_bases(f, KPAIR_MAIN2)
                 .replace("STATE", state)
                 .replace("UNROLL_LOOP", &lp)
                 .replace("FINISH", finish)
@@ -479,8 +480,20 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     kpair_prelude(&mut s, f, c, 2);
     c.tail(&mut s, body);
     let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
-    s.push_str(&KPAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    s.push_str(&row_bases(f, KPAIR_MAIN).replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
+}
+
+/// The thread-pair main `text` of `f`: the rows' `base` is `row * P.row_bytes` (ggml's blocks,
+/// row-major), iq4_xs's `xs_base(row)` (its tiled layout: kp_iq4_xs.wgsl). The other formats'
+/// text stays byte for byte what was measured.
+fn row_bases(f: Format, text: &str) -> String {
+    if f != Format::IQ4_XS {
+        return text.to_string();
+    }
+    ["row", "row0", "row1"].iter().fold(text.to_string(), |t, r| {
+        t.replace(&format!("min({r}, P.rows - 1u) * P.row_bytes"), &format!("xs_base(min({r}, P.rows - 1u))"))
+    })
 }
 
 /// The two-rows-per-pair body of `f` where `c` asks for it ([`two_rows`], not `pair_generic`)
@@ -504,7 +517,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     let wg = per_row * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K => "vec4<u32>",
-        Format::IQ4_XS => "vec2<u32>",
+        Format::IQ4_XS => "vec4<u32>",
         _ => "u32",
     };
     s.push_str(&c.head(per_row));
@@ -599,7 +612,7 @@ pub(crate) fn dequant_source(f: Format) -> Option<String> {
         _ => return None,
     };
     let mut s = table_consts();
-    let (paw, addr, prefix) = match crate::layout::pair_regions(f) {
+    let (paw, addr, prefix) = match crate::layout::tiled_regions(f) {
         Some((a, _)) => (a / 4, "ptiled(DP.row_first + rr, c / BE)", "deqp"),
         None => (0, "(DP.row_first + rr) * DP.row_bytes + (c / BE) * BB", "deq"),
     };
@@ -879,6 +892,35 @@ mod tests {
             if let Err(e) = wgpu::naga::back::spv::write_vec(&module, &info, &Default::default(), None) {
                 panic!("{name}: SPIR-V: {e}");
             }
+        }
+    }
+
+    /// iq4_xs's thread-pair kernels, one row and two per pair, find their rows' blocks through
+    /// `xs_base` (its tiled layout), never as `row * P.row_bytes` (ggml's row-major blocks),
+    /// which the other formats' kernels keep.
+    #[test]
+    fn iq4_xs_rows_are_tiled() {
+        for pair_rows in [1, 2] {
+            let o = MmSrc {
+                nt: 2,
+                subgroups: true,
+                native_fma: true,
+                unroll: 1,
+                rows: 32,
+                lut2: true,
+                iq_pairs: false,
+                q8k_split: false,
+                q8k_both: true,
+                grid_words: 0,
+                pair_rows,
+                pair_generic: false,
+            };
+            let xs = matmul_source(Format::IQ4_XS, &o).unwrap();
+            assert!(!xs.contains("P.row_bytes"), "pair_rows {pair_rows}");
+            let calls = xs.matches("= xs_base(min(").count();
+            assert_eq!(calls, pair_rows as usize, "pair_rows {pair_rows}");
+            let q6 = matmul_source(Format::Q6_K, &o).unwrap();
+            assert!(q6.contains("P.row_bytes") && !q6.contains("xs_base"), "pair_rows {pair_rows}");
         }
     }
 

@@ -179,19 +179,6 @@ fn deq_iq4_nl(B: u32, e: u32) -> f32 {
 }
 
 // dl = d * (ls - 32) (exact), y = dl * kvalue: one correctly rounded multiplication.
-fn deq_iq4_xs(B: u32, e: u32) -> f32 {
-    let d = f16f(w16(B));
-    let sh = w16(B + 2u);
-    let ib = e >> 5u;
-    let lo = (w8(B + 4u + (ib >> 1u)) >> (4u * (ib & 1u))) & 15u;
-    let ls = i32(lo | (((sh >> (2u * ib)) & 3u) << 4u)) - 32i;
-    let dl = d * f32(ls);
-    let e32 = e & 31u;
-    let byte = w8(B + 8u + 16u * ib + (e32 & 15u));
-    let n = select(byte >> 4u, byte & 15u, e32 < 16u);
-    return dl * f32(kv(OFF_KVNL, n));
-}
-
 // y = kvalue * UE4M3(d[s]) (exact: 4 x 4 bits)
 fn deq_nvfp4(B: u32, e: u32) -> f32 {
     let s = e >> 4u;
@@ -242,6 +229,25 @@ fn deqp_nvfp4(k: u32, e: u32) -> f32 {
     return f32(kv(OFF_FP4, n)) * ue4m3((W[pboff() + k] >> (8u * s)) & 0xffu);
 }
 
+// As deq_iq4_xs of ggml's block, in the tiled layout (layout.rs): the header at byte 8k of
+// region B; qs word w of sub-block ib at word `iq4xs_slot(ib, w)` of region A's block.
+// dl = d * (ls - 32) (exact), y = dl * kvalue: one correctly rounded multiplication.
+fn deqp_iq4_xs(k: u32, e: u32) -> f32 {
+    let hb = 4u * pboff() + 8u * k;
+    let d = f16f(w16(hb));
+    let sh = w16(hb + 2u);
+    let ib = e >> 5u;
+    let lo = (w8(hb + 4u + (ib >> 1u)) >> (4u * (ib & 1u))) & 15u;
+    let ls = i32(lo | (((sh >> (2u * ib)) & 3u) << 4u)) - 32i;
+    let dl = d * f32(ls);
+    let e32 = e & 31u;
+    let p = e32 & 15u;
+    let w = p >> 2u;
+    let slot = 4u * (2u * (ib >> 1u) + (w >> 1u)) + 2u * (ib & 1u) + (w & 1u);
+    let byte = w8(128u * k + 4u * slot + (p & 3u));
+    let n = select(byte >> 4u, byte & 15u, e32 < 16u);
+    return dl * f32(kv(OFF_KVNL, n));
+}
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let i = (wg.y * DP.groups_x + wg.x) * 256u + lid;
