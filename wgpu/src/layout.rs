@@ -1,4 +1,4 @@
-//! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4) and iq4_xs, and of the
+//! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4), iq4_xs and q6_K, and of the
 //! pair formats' q8_0 / q8_1 activations, and the exact conversions from and to ggml's bytes.
 //! Pure host code.
 //!
@@ -23,9 +23,13 @@
 //!     thread-pair kernel (`kp_iq4_xs.wgsl`: invocation h owns the lanes of words 2h, 2h + 1 of
 //!     every sub-block) reads its share with 4 16-byte loads, the pair 32 contiguous bytes per
 //!     load. In ggml's blocks (136 bytes, so only 8-byte aligned) it took 8 8-byte loads.
-//! - region B, `b_bytes` per block, after region A: q8_0 and iq4_nl the fp16 `d` (2 bytes),
-//!   q5_1 the words `d | m << 16` and `qh` (8 bytes), nvfp4 the four UE4M3 scales (4 bytes),
-//!   iq4_xs its 8 header bytes (`d`, `scales_h`, `scales_l`).
+//!   - q6_K (208 bytes, [`q6k_src`]): `ql` and `qh` as 12 16-byte elements, element `2m + h`
+//!     the 16 bytes invocation h of its thread-pair kernel (`kp_q6_k.wgsl`) reads as its m-th
+//!     run, then the 16 `scales`: 7 16-byte loads per invocation where ggml's 2-byte aligned
+//!     blocks took 20 word loads.
+//! - region B, `b_bytes` per block, after region A: q8_0, iq4_nl and q6_K the fp16 `d` (2
+//!   bytes), q5_1 the words `d | m << 16` and `qh` (8 bytes), nvfp4 the four UE4M3 scales (4
+//!   bytes), iq4_xs its 8 header bytes (`d`, `scales_h`, `scales_l`).
 //!
 //! No byte is added (region B is padded to 16 bytes at its end). The other formats keep
 //! ggml's blocks, row-major.
@@ -60,13 +64,14 @@ pub(crate) fn tiled_regions(f: Format) -> Option<(usize, usize)> {
         Format::IQ4_NL => (16, 2),
         Format::NVFP4 => (32, 4),
         Format::IQ4_XS => (128, 8),
+        Format::Q6_K => (208, 2),
         _ => return None,
     })
 }
 
 /// Whether `f` is a pair format (stored tiled, and run by the pair kernels).
 pub(crate) fn is_pair(f: Format) -> bool {
-    tiled_regions(f).is_some() && f != Format::IQ4_XS
+    tiled_regions(f).is_some() && !matches!(f, Format::IQ4_XS | Format::Q6_K)
 }
 
 /// Whether `f` is stored tiled in two regions ([`pack`]).
@@ -84,6 +89,16 @@ pub(crate) fn tiled_bytes(f: Format, nblocks: usize) -> usize {
 /// `ib` (0..8): element `2 (ib / 2) + w / 2`, word `2 (ib % 2) + w % 2` of it.
 pub(crate) fn iq4xs_slot(ib: usize, w: usize) -> usize {
     4 * (2 * (ib / 2) + w / 2) + 2 * (ib % 2) + w % 2
+}
+
+/// The ggml byte offset (in `ql`/`qh`, 0..192) of byte `i` (0..16) of q6_K element `e`
+/// (0..12) of region A's block: element `2m + h`, m = 3j + c, holds bytes 16h..16h+16 of
+/// run c of half j: `ql[64j..]` (c = 0), `ql[64j + 32..]` (c = 1), `qh[32j..]` (c = 2).
+pub(crate) fn q6k_src(e: usize, i: usize) -> usize {
+    let (m, h) = (e / 2, e % 2);
+    let (j, c) = (m / 3, m % 3);
+    let run = if c == 2 { 128 + 32 * j } else { 64 * j + 32 * c };
+    run + 16 * h + i
 }
 
 /// `rows` rows of ggml blocks of tiled format `f` (a validated length) in the device layout.
@@ -126,6 +141,14 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
                         a[d..d + 4].copy_from_slice(&blk[s..s + 4]);
                     }
                 }
+            }
+            Format::Q6_K => {
+                b.copy_from_slice(&blk[208..]);
+                for e in 0..12 {
+                    let s = q6k_src(e, 0);
+                    a[16 * e..16 * e + 16].copy_from_slice(&blk[s..s + 16]);
+                }
+                a[192..].copy_from_slice(&blk[192..208]);
             }
             _ => unreachable!(),
         }
@@ -174,6 +197,14 @@ pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<
                     }
                 }
             }
+            Format::Q6_K => {
+                blk[208..].copy_from_slice(b);
+                for e in 0..12 {
+                    let d = q6k_src(e, 0);
+                    blk[d..d + 16].copy_from_slice(&a[16 * e..16 * e + 16]);
+                }
+                blk[192..208].copy_from_slice(&a[192..]);
+            }
             _ => unreachable!(),
         }
     }
@@ -195,7 +226,7 @@ mod tests {
     #[test]
     fn pack_roundtrips() {
         let mut rng = qkern_parity::inputs::Rng::new(0x9e37_79b9_7f4a_7c15);
-        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4, Format::IQ4_XS] {
+        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4, Format::IQ4_XS, Format::Q6_K] {
             for (rows, nb) in [(1, 1), (3, 2), (16, 1), (17, 3), (40, 5), (33, 1)] {
                 let n = rows * nb;
                 let ggml: Vec<u8> = (0..n * f.block_bytes()).map(|_| rng.next_u64() as u8).collect();

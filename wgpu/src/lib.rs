@@ -16,15 +16,15 @@
 //!
 //! # Device layout
 //!
-//! The 256-element formats stay in ggml's block bytes in storage buffers read as u32 words
-//! (blocks that are only 2-byte aligned are read by funnel-shifting two words); the
-//! thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give a row 2
-//! invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words, iq4_xs as 8-byte
-//! words. The
+//! The 256-element formats but q6_K and iq4_xs stay in ggml's block bytes in storage buffers
+//! read as u32 words (blocks that are only 2-byte aligned are read by funnel-shifting two
+//! words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
+//! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
-//! added). A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is
+//! added), q6_K and iq4_xs into the same tiled two regions, their quants permuted so that each
+//! invocation reads its share of a block in 16-byte loads. A matrix larger than `max_storage_buffer_binding_size` (128 MiB on lavapipe) is
 //! split by whole rows into parts, one buffer and one dispatch each. Activations: q8_0 and
 //! q8_1 rows as `[quants of every block][d of every block as f32]([s as f32])`, padded to 16
 //! bytes; q8_K ([`Q8kLayout`]) by default per token as ggml's own 292-byte blocks (read by

@@ -443,9 +443,9 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
 
 /// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants, iq4_xs and (with
 /// `Tuning::iq_pairs`) the IQ2/IQ3 formats: 2 invocations per row, ggml's blocks read as
-/// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes) or words (q6_K, the IQ2/IQ3 formats: 2-byte
-/// aligned); iq4_xs in its tiled layout (layout.rs) as `vec4<u32>`, its rows' `base` from
-/// `xs_base` ([`row_bases`]).
+/// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes) or words (the IQ2/IQ3 formats: 2-byte
+/// aligned); iq4_xs and q6_K in their tiled layout (layout.rs) as `vec4<u32>`, their rows'
+/// `base` from `tiled_base` ([`row_bases`]).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
     if two_rows(c) {
@@ -485,14 +485,14 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
 }
 
 /// The thread-pair main `text` of `f`: the rows' `base` is `row * P.row_bytes` (ggml's blocks,
-/// row-major), iq4_xs's `xs_base(row)` (its tiled layout: kp_iq4_xs.wgsl). The other formats'
-/// text stays byte for byte what was measured.
+/// row-major), that of iq4_xs and q6_K `tiled_base(row)` (their tiled layout, layout.rs:
+/// kpair_head.wgsl). The other formats' text stays byte for byte what was measured.
 fn row_bases(f: Format, text: &str) -> String {
-    if f != Format::IQ4_XS {
+    if !crate::layout::is_tiled(f) {
         return text.to_string();
     }
     ["row", "row0", "row1"].iter().fold(text.to_string(), |t, r| {
-        t.replace(&format!("min({r}, P.rows - 1u) * P.row_bytes"), &format!("xs_base(min({r}, P.rows - 1u))"))
+        t.replace(&format!("min({r}, P.rows - 1u) * P.row_bytes"), &format!("tiled_base(min({r}, P.rows - 1u))"))
     })
 }
 
@@ -516,8 +516,7 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
 fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     let wg = per_row * c.rows;
     let wv = match f {
-        Format::Q4_K | Format::Q5_K => "vec4<u32>",
-        Format::IQ4_XS => "vec4<u32>",
+        Format::Q4_K | Format::Q5_K | Format::IQ4_XS | Format::Q6_K => "vec4<u32>",
         _ => "u32",
     };
     s.push_str(&c.head(per_row));
@@ -525,6 +524,9 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
+    if crate::layout::is_tiled(f) {
+        s.push_str(include_str!("wgsl/tiled_base.wgsl"));
+    }
     s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS {
@@ -895,11 +897,11 @@ mod tests {
         }
     }
 
-    /// iq4_xs's thread-pair kernels, one row and two per pair, find their rows' blocks through
-    /// `xs_base` (its tiled layout), never as `row * P.row_bytes` (ggml's row-major blocks),
-    /// which the other formats' kernels keep.
+    /// iq4_xs's and q6_K's thread-pair kernels, one row and two per pair, find their rows'
+    /// blocks through `tiled_base` (their tiled layout), never as `row * P.row_bytes` (ggml's
+    /// row-major blocks), which the other formats' kernels keep.
     #[test]
-    fn iq4_xs_rows_are_tiled() {
+    fn tiled_rows() {
         for pair_rows in [1, 2] {
             let o = MmSrc {
                 nt: 2,
@@ -915,12 +917,14 @@ mod tests {
                 pair_rows,
                 pair_generic: false,
             };
-            let xs = matmul_source(Format::IQ4_XS, &o).unwrap();
-            assert!(!xs.contains("P.row_bytes"), "pair_rows {pair_rows}");
-            let calls = xs.matches("= xs_base(min(").count();
-            assert_eq!(calls, pair_rows as usize, "pair_rows {pair_rows}");
-            let q6 = matmul_source(Format::Q6_K, &o).unwrap();
-            assert!(q6.contains("P.row_bytes") && !q6.contains("xs_base"), "pair_rows {pair_rows}");
+            for f in [Format::IQ4_XS, Format::Q6_K] {
+                let src = matmul_source(f, &o).unwrap();
+                assert!(!src.contains("1u) * P.row_bytes"), "{f} pair_rows {pair_rows}");
+                let calls = src.matches("= tiled_base(min(").count();
+                assert_eq!(calls, pair_rows as usize, "{f} pair_rows {pair_rows}");
+            }
+            let q4 = matmul_source(Format::Q4_K, &o).unwrap();
+            assert!(q4.contains("1u) * P.row_bytes") && !q4.contains("= tiled_base("), "pair_rows {pair_rows}");
         }
     }
 

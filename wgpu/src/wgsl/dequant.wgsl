@@ -77,21 +77,6 @@ fn deq_q5_k(B: u32, e: u32) -> f32 {
     return d1 * f32(q) - m1;
 }
 
-// y = (d * sc) * q: d*sc is exact, the second product one correctly rounded multiplication.
-fn deq_q6_k(B: u32, e: u32) -> f32 {
-    let d = f16f(w16(B + 208u));
-    let n = e >> 7u;
-    let r = e & 127u;
-    let which = r >> 5u;
-    let l = r & 31u;
-    let qlb = w8(B + 64u * n + 32u * (which & 1u) + l);
-    let low = select(qlb & 15u, qlb >> 4u, which >= 2u);
-    let hb = (w8(B + 128u + 32u * n + l) >> (2u * which)) & 3u;
-    let q = i32(low | (hb << 4u)) - 32i;
-    let sc = sext8(w8(B + 192u + 8u * n + (l >> 4u) + 2u * which));
-    return d * f32(sc) * f32(q);
-}
-
 // db = d * (0.5 + ls) * 0.25 (11 x 5 bits, then a power of two: exact); y = db * grid (16 x 6
 // bits, exact), negated by the sign bit.
 fn deq_iq2_xxs(B: u32, e: u32) -> f32 {
@@ -247,6 +232,24 @@ fn deqp_iq4_xs(k: u32, e: u32) -> f32 {
     let byte = w8(128u * k + 4u * slot + (p & 3u));
     let n = select(byte >> 4u, byte & 15u, e32 < 16u);
     return dl * f32(kv(OFF_KVNL, n));
+}
+// As deq_q6_k, in the tiled layout (layout.rs `q6k_src`): ggml's ql byte 64n + 32c + l and qh
+// byte 32n + l at byte l % 16 of element 2 (3n + c) + l / 16 (qh: c = 2) of region A's block,
+// the scales at its byte 192, d at byte 2k of region B.
+// y = (d * sc) * q: d*sc is exact, the second product one correctly rounded multiplication.
+fn deqp_q6_k(k: u32, e: u32) -> f32 {
+    let d = f16f(w16(4u * pboff() + 2u * k));
+    let n = e >> 7u;
+    let r = e & 127u;
+    let which = r >> 5u;
+    let l = r & 31u;
+    let B = 208u * k;
+    let qlb = w8(B + 16u * (2u * (3u * n + (which & 1u)) + (l >> 4u)) + (l & 15u));
+    let low = select(qlb & 15u, qlb >> 4u, which >= 2u);
+    let hb = (w8(B + 16u * (2u * (3u * n + 2u) + (l >> 4u)) + (l & 15u)) >> (2u * which)) & 3u;
+    let q = i32(low | (hb << 4u)) - 32i;
+    let sc = sext8(w8(B + 192u + 8u * n + (l >> 4u) + 2u * which));
+    return d * f32(sc) * f32(q);
 }
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {

@@ -9,14 +9,7 @@
 // ls = ((scales_l[ib/2] >> 4(ib&1)) & 15 | ((scales_h >> 2ib) & 3) << 4) - 32; the lane sums
 // over the 8 sub-blocks are exact, then one `fmx(d, f32(lane), acc)` per block and lane.
 struct St { acc: array<vec4<f32>, NT> }
-// The row's `base` (kpair_main*.wgsl, shaders.rs `row_bases`): its first block's tiled number
-// k0 (layout.rs `tiled_index`, below 2^25: a part is at most 4 GiB) times 32, plus G, the rows
-// of its tile (1..16); block b of the row is k0 + b * G.
-fn xs_base(r: u32) -> u32 {
-    let g0 = r - r % 16u;
-    let g = min(16u, P.rows - g0);
-    return ((g0 * P.nb + (r - g0)) << 5u) | g;
-}
+// `base`: tiled_base's (kpair_head.wgsl) of the row.
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let k = (base >> 5u) + b * (base & 31u);
     // Region B: P.rows * P.nb blocks of 8 elements into the weights, 2 headers an element.

@@ -1,5 +1,5 @@
 // ---- q6_K x q8_K: ggml_vec_dot_q6_K_q8_K (AVX2), thread pairs ------------------------------
-// Block (210 bytes, 2-byte aligned): ql[128] +0, qh[64] +128, scales[16] (i8) +192, d +208.
+// ggml's block (210 bytes): ql[128] +0, qh[64] +128, scales[16] (i8) +192, d +208.
 // For j = 0..2 and chunk k = 0..4, element 128j + 32k + e is the 6-bit value
 //   k=0: ql[64j+e] & 15 | (qh[32j+e] & 3) << 4      k=1: ql[64j+32+e] & 15 | (qh & 12) << 2
 //   k=2: ql[64j+e] >> 4 | (qh & 48)                  k=3: ql[64j+32+e] >> 4 | (qh & 192) >> 2
@@ -7,36 +7,28 @@
 // invocation h (lanes 4h..4h+3) reads bytes 16h..16h+15 of each 32-byte run and uses scales
 // 8j + 2k + h. The -32 offset is subtracted per lane as (bsums[2L]*sc[2L] +
 // bsums[2L+1]*sc[2L+1]) << 5.
+// The tiled layout (layout.rs `q6k_src`): block k's region A is 13 16-byte elements, element
+// 2m + h (m = 3j + c) invocation h's bytes of run c of half j (c = 0: ql[64j..], 1:
+// ql[64j + 32..], 2: qh[32j..]), the pair's 32 contiguous bytes per load, element 12 the
+// scales; region B the fp16 d, 8 blocks' in a 16-byte element.
 struct St { acc: array<vec4<f32>, NT> }
 fn sc6(sw: array<u32, 4>, i: u32) -> i32 {
     return sext8(sw[i >> 2u] >> (8u * (i & 3u)));
 }
-// The 16 bytes at an even byte offset of W (5 words, funnel-shifted by 0 or 16 bits).
-fn w128(byte: u32) -> vec4<u32> {
-    let i = byte >> 2u;
-    let a = W[i];
-    let b = W[i + 1u];
-    let c = W[i + 2u];
-    let d = W[i + 3u];
-    let e = W[i + 4u];
-    if ((byte & 2u) == 0u) {
-        return vec4<u32>(a, b, c, d);
-    }
-    return vec4<u32>((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u), (c >> 16u) | (d << 16u), (d >> 16u) | (e << 16u));
-}
+// `base`: tiled_base's (tiled_base.wgsl) of the row.
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
-    let B = base + b * 210u;
-    let dx = f16f(w16(B + 208u));
-    var sw: array<u32, 4>;
-    for (var k = 0u; k < 4u; k++) {
-        sw[k] = w32(B + 192u + 4u * k);
-    }
+    let kb = (base >> 5u) + b * (base & 31u);
+    let i0 = 13u * kb;
+    let dw = W[13u * P.rows * P.nb + (kb >> 3u)];
+    let dx = f16f((dw[(kb >> 1u) & 3u] >> (16u * (kb & 1u))) & 0xffffu);
+    let swv = W[i0 + 12u];
+    let sw = array<u32, 4>(swv.x, swv.y, swv.z, swv.w);
     var q: array<vec4<u32>, 8>;
     var sc: array<i32, 8>;
     for (var j = 0u; j < 2u; j++) {
-        let w1 = w128(B + 64u * j + 16u * h);
-        let w2 = w128(B + 64u * j + 32u + 16u * h);
-        let hb = w128(B + 128u + 32u * j + 16u * h);
+        let w1 = W[i0 + 6u * j + h];
+        let w2 = W[i0 + 6u * j + 2u + h];
+        let hb = W[i0 + 6u * j + 4u + h];
         q[4u * j + 0u] = (w1 & vec4<u32>(0x0f0f0f0fu)) | ((hb & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
         q[4u * j + 1u] = (w2 & vec4<u32>(0x0f0f0f0fu)) | ((hb & vec4<u32>(0x0c0c0c0cu)) << vec4<u32>(2u));
         q[4u * j + 2u] = ((w1 >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu)) | (hb & vec4<u32>(0x30303030u));
