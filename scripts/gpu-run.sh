@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -151,6 +151,11 @@ mma2) timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --
 # and call GB/s, bits checked against the reference.
 prows) timeout ${PROWS_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --variants ${PROWS_VARIANTS:-default,prow1} --formats ${PROWS_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,q8_0,q5_1,iq4_nl,nvfp4} \
     --nt ${PROWS_NT:-1,8} --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E 'default|prow|adapter|rror' "$R/prows.log" ;;
+# A/B of two wgpu_bench builds in one process order (old, new, old, new): .carry/wgpu_bench_old
+# (built from an earlier commit) against this one, kernel-only and call GB/s.
+ab) for i in 1 2; do for b in old new; do x=$C/wgpu_bench; [ $b = old ] && x=$C/wgpu_bench_old
+      timeout ${AB_TIMEOUT:-120} $x --gib 1 --reps 8 --formats ${AB_FORMATS:-q6_K,iq4_xs} --nt ${AB_NT:-1,8} > "$R/ab_${b}$i.log" 2>&1
+      sed "s/ default / $b$i /" "$R/ab_${b}$i.log" | grep -E " $b$i "; done; done ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
