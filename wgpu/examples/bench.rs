@@ -23,7 +23,7 @@
 //! `[tokens][rows]` result) as a fixed part and a per-output-byte part.
 //!
 //! `cargo run --release -p qkern-wgpu --example bench -- [--gib 1] [--nt 1,8] [--reps 20]
-//!  [--formats q8_0,q4_K|all] [--variants default,emul,...] [--csv PATH]`
+//!  [--formats q8_0,q4_K|all] [--variants default,emul,...] [--csv PATH] [--direct-out]`
 
 use std::io::Write;
 use std::time::Instant;
@@ -102,8 +102,10 @@ fn main() {
         .collect();
     // Results copied to a device-local output buffer (no direct output, which would put the
     // kernels' stores over the bus): `device` times the kernels as the CUDA benchmark does.
-    // `--latency` compares the two call paths.
-    let be = WgpuBackend::with_options(None, qkern_wgpu::Options { direct_out: Some(false), ..Default::default() })
+    // `--latency` compares the two call paths; `--direct-out` (where offered) times the
+    // kernels writing to the mappable buffer, as `qkern bench` runs them.
+    let direct_out = Some(args.iter().any(|a| a == "--direct-out"));
+    let be = WgpuBackend::with_options(None, qkern_wgpu::Options { direct_out, ..Default::default() })
         .expect("wgpu adapter");
     let default = be.tuning();
     eprintln!(
