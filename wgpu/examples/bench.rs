@@ -13,7 +13,7 @@
 //! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
 //! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per
 //! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`,
-//! `xs8` / `xs16` (iq4_xs's weights read as 8- or 16-byte elements), `coop` / `coopwords` / `nocoop` (q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token, tiles staged
+//! `coop` / `coopwords` / `nocoop` (q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token, tiles staged
 //! as f16 / as u32 words, or not: the device has
 //! them only when made with `QKERN_WGPU_COOP=1`..`8`, which also makes `default` use them).
 //! The CSV is written line by line, so a run cut short keeps what it measured.
@@ -65,9 +65,6 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         "prow2" => Tuning { pair_rows: 2, ..d },
         "prow2u1" => Tuning { pair_rows: 2, unroll: 1, ..d },
         "prow2g" => Tuning { pair_rows: 2, pair_generic: true, ..d },
-        // iq4_xs's weights as 8- or 16-byte loads (Tuning::xs_loads)
-        "xs8" => Tuning { xs_loads: 8, ..d },
-        "xs16" => Tuning { xs_loads: 16, ..d },
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }

@@ -437,11 +437,6 @@ pub struct Tuning {
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
-    /// iq4_xs's weight loads in its thread-pair kernel: 16 (16-byte elements,
-    /// `wgsl/kp_iq4_xs_l16.wgsl`), 8 (8-byte ones, `kp_iq4_xs_l8.wgsl`), or 0 (the default):
-    /// per token count, [`xs_l8_at`] (`QKERN_WGPU_XS_LOADS=0|8|16`, bench variants `xs8`,
-    /// `xs16`). The same bits either way.
-    pub xs_loads: u8,
 }
 
 /// The device layout of q8_K activation rows ([`Options::q8k`]). `import` and `read_acts`
@@ -855,13 +850,6 @@ impl WgpuBackend {
             Some(n) => n,
             None => env_knob("QKERN_WGPU_PAIR_ROWS", "0, 1, 2 or 2g", parse_pair_rows)?.unwrap_or((0, false)),
         };
-        let xs_loads = env_knob("QKERN_WGPU_XS_LOADS", "0, 8 or 16", |v| match v {
-            "0" => Some(0u8),
-            "8" => Some(8),
-            "16" => Some(16),
-            _ => None,
-        })?
-        .unwrap_or(0);
         let chunks = match opts.chunks {
             Some(c) => c,
             None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
@@ -992,7 +980,6 @@ impl WgpuBackend {
                 grid_rep,
                 pair_rows: pair_rows.min(2),
                 pair_generic,
-                xs_loads,
             }),
             max_part,
             tables,
@@ -1037,7 +1024,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1071,11 +1058,6 @@ impl WgpuBackend {
                 (1, _) => ", 1 row/pair",
                 _ => "",
             },
-            match t.xs_loads {
-                8 => ", iq4_xs 8-byte loads",
-                16 => ", iq4_xs 16-byte loads",
-                _ => "",
-            },
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
@@ -1101,7 +1083,6 @@ impl WgpuBackend {
             grid_rep: false,
             pair_rows: 0,
             pair_generic: false,
-            xs_loads: 0,
         })
     }
 
@@ -1205,7 +1186,6 @@ impl WgpuBackend {
                     q8k_both: self.q8k == Q8kLayout::Both,
                     pair_rows,
                     pair_generic,
-                    xs_l8: xs_l8_at(f, nt, t),
                     grid_words: if t.grid_rep {
                         grid_words(self.adapter.1.max_compute_workgroup_storage_size)
                     } else {
@@ -2335,19 +2315,6 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     }
 }
 
-/// Whether `nt`-token dispatches of iq4_xs under `t` read its weights as 8-byte elements
-/// ([`Tuning::xs_loads`]). By default from 2 tokens on: provisional (session 18, H100 kernel-only,
-/// 16-byte loads against ggml's blocks read with 8-byte ones: NT 1 1716 against 1383 GB/s,
-/// NT 8 429 against 755; the 8-byte loads on the tiled layout not yet measured).
-fn xs_l8_at(f: Format, nt: u32, t: Tuning) -> bool {
-    f == Format::IQ4_XS
-        && match t.xs_loads {
-            8 => true,
-            16 => false,
-            _ => nt >= 2,
-        }
-}
-
 /// Rows per pair of invocations of `nt`-token dispatches of `f` under `t`, and whether q4_K
 /// and q5_K take the generic two-row kernel ([`Tuning::pair_rows`]; 0 there: these defaults).
 /// Two rows where they measured faster on the H200 (NVIDIA Vulkan driver 580,
@@ -2709,7 +2676,6 @@ mod tests {
             grid_rep: false,
             pair_rows: 0,
             pair_generic: false,
-            xs_loads: 0,
         }
     }
 

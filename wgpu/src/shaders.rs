@@ -18,8 +18,6 @@ const KPAIR_HEAD: &str = include_str!("wgsl/kpair_head.wgsl");
 const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const KPAIR2_HEAD: &str = include_str!("wgsl/kpair2_head.wgsl");
 const KPAIR_MAIN2: &str = include_str!("wgsl/kpair_main2.wgsl");
-const XS_STEP_L8: &str = include_str!("wgsl/kp_iq4_xs_l8.wgsl");
-const XS_STEP_L16: &str = include_str!("wgsl/kp_iq4_xs_l16.wgsl");
 const PAIR_MAIN2: &str = include_str!("wgsl/pair_main2.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
@@ -331,12 +329,7 @@ fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String
 /// 8 invocations each; 2 for the pair formats and the thread pairs).
 pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     if on_kpair(f, o.iq_pairs) {
-        let body = match f {
-            _ if is_iq23(f) => iq_pair_body(f)?,
-            // iq4_xs's step with 8- or 16-byte loads (`MmSrc::xs_l8`).
-            Format::IQ4_XS => format!("{}{}", matmul_body(f)?, if o.xs_l8 { XS_STEP_L8 } else { XS_STEP_L16 }),
-            _ => matmul_body(f)?.to_string(),
-        };
+        let body = if is_iq23(f) { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
         return Some(kpair_source(f, &body, o));
     }
     let body = &with_iq8_tail(matmul_body(f)?);
@@ -385,9 +378,6 @@ pub(crate) struct MmSrc {
     pub pair_rows: u32,
     /// Two rows per pair through `kpair_main2.wgsl` for q4_K and q5_K too.
     pub pair_generic: bool,
-    /// iq4_xs reads its weights as 8-byte elements (`kp_iq4_xs_l8.wgsl`), not 16-byte ones
-    /// (`kp_iq4_xs_l16.wgsl`).
-    pub xs_l8: bool,
 }
 
 impl MmSrc {
@@ -526,7 +516,6 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
 fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     let wg = per_row * c.rows;
     let wv = match f {
-        Format::IQ4_XS if c.xs_l8 => "vec2<u32>",
         Format::Q4_K | Format::Q5_K | Format::IQ4_XS | Format::Q6_K => "vec4<u32>",
         _ => "u32",
     };
@@ -839,7 +828,6 @@ mod tests {
                             grid_words: if sg { 8192 } else { 0 },
                             pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
-                            xs_l8: nt == 3,
                         };
                         let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
@@ -874,7 +862,6 @@ mod tests {
                             grid_words: 8192,
                             pair_rows: 2,
                             pair_generic: false,
-                            xs_l8: false,
                         };
                         sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }
@@ -929,7 +916,6 @@ mod tests {
                 grid_words: 0,
                 pair_rows,
                 pair_generic: false,
-                xs_l8: pair_rows == 2,
             };
             for f in [Format::IQ4_XS, Format::Q6_K] {
                 let src = matmul_source(f, &o).unwrap();
