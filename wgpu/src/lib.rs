@@ -2326,7 +2326,10 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
 /// from NT 2 (NT 8 909 / 1180) and at NT 1 with the generic one (2505 / 3032). q6_K, iq4_xs
 /// and the IQ2/IQ3 pairs stay on one row (q6_K NT 5 1355 / 1058, iq4_xs NT 8 752 / 603, iq2_xxs
 /// NT 8 501 / 426; run7: q6_K and iq4_xs with their own two-row bodies, written after run6,
-/// lost too, NT 8 830 / 701 and 754 / 699, and were removed).
+/// lost too, NT 8 830 / 701 and 754 / 699, and were removed). Since session 18's tiled iq4_xs
+/// layout (layout.rs) its NT 8 takes two rows (H100, benches/results/2026-12-05-h100-session18
+/// run7: NT 8 419 / 622; NT 1 1744 / 1766, NT 2 1348 / 1377 and NT 4 1114 / 1155 with an
+/// 8-byte-load step since dropped, whose one row measured 9-15 % under the kept step's there).
 fn pair_rows_of(f: Format, nt: u32, t: Tuning) -> (u32, bool) {
     if t.pair_rows != 0 {
         return (u32::from(t.pair_rows), t.pair_generic);
@@ -2336,6 +2339,7 @@ fn pair_rows_of(f: Format, nt: u32, t: Tuning) -> (u32, bool) {
         Format::IQ4_NL | Format::NVFP4 if nt <= 3 => (2, false),
         Format::Q4_K if nt == 1 || nt >= 4 => (2, false),
         Format::Q5_K => (2, nt == 1),
+        Format::IQ4_XS if nt >= 8 => (2, false),
         _ => (1, false),
     }
 }
@@ -2691,6 +2695,8 @@ mod tests {
         assert_eq!(pair_rows_of(Format::Q5_K, 1, t), (2, true));
         assert_eq!(pair_rows_of(Format::Q5_K, 8, t), (2, false));
         assert_eq!(pair_rows_of(Format::Q6_K, 8, t), (1, false));
+        assert_eq!(pair_rows_of(Format::IQ4_XS, 4, t), (1, false));
+        assert_eq!(pair_rows_of(Format::IQ4_XS, 8, t), (2, false));
         assert_eq!(pair_rows_of(Format::IQ2_XXS, 1, t), (1, false));
         // The IQ2/IQ3 formats' thread pairs from a token count on (0: never; per format).
         let f = Format::IQ2_S;
