@@ -1307,7 +1307,7 @@ impl WgpuBackend {
             return Err(ShapeError::ByteLength { what: "weights", expected: n, got: bytes.len() }.into());
         }
         let row_bytes = format.row_bytes(cols)?;
-        // (The pair layout needs no more bytes than ggml's blocks, plus 16.)
+        // (The tiled layouts need no more bytes than ggml's blocks, plus 16.)
         let rows_per_part = ((self.max_part as usize).saturating_sub(16) / row_bytes).min(rows);
         if rows_per_part == 0 {
             return Err(WgpuError::Unsupported(format!(

@@ -2,7 +2,7 @@
 struct Params {
     rows: u32,       // rows of this weight part
     nb: u32,         // weight blocks per row
-    row_bytes: u32,  // bytes per weight row (unused by the pair layout)
+    row_bytes: u32,  // bytes per weight row (unused by the tiled layouts: layout.rs)
     act_words: u32,  // u32 words per activation row (device layout; q8_0/q8_1: a multiple of 4)
     tok0: u32,       // first token of this dispatch
     out_stride: u32, // rows of the whole matrix (the output's row stride)
