@@ -152,7 +152,7 @@ mma2) timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --
 prows) timeout ${PROWS_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --variants ${PROWS_VARIANTS:-default,prow1} --formats ${PROWS_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,q8_0,q5_1,iq4_nl,nvfp4} \
     --nt ${PROWS_NT:-1,8} --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E 'default|prow|adapter|rror' "$R/prows.log" ;;
 # A/B of two wgpu_bench builds in one process order (old, new, old, new): .carry/wgpu_bench_old
-# (built from an earlier commit) against this one, kernel-only and call GB/s.
+# (`OLD_REV=<commit> bash scripts/gpu-bundle.sh`) against this one, kernel-only and call GB/s.
 ab) for i in 1 2; do for b in old new; do x=$C/wgpu_bench; [ $b = old ] && x=$C/wgpu_bench_old
       timeout ${AB_TIMEOUT:-120} $x --gib 1 --reps 8 --formats ${AB_FORMATS:-q6_K,iq4_xs} --nt ${AB_NT:-1,8} > "$R/ab_${b}$i.log" 2>&1
       sed "s/ default / $b$i /" "$R/ab_${b}$i.log" | grep -E " $b$i "; done; done ;;
