@@ -150,7 +150,7 @@ mma2) timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --
 # everywhere (prow1; Tuning::pair_rows, session 16), kernel-only
 # and call GB/s, bits checked against the reference.
 prows) timeout ${PROWS_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --variants ${PROWS_VARIANTS:-default,prow1} --formats ${PROWS_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,q8_0,q5_1,iq4_nl,nvfp4} \
-    --nt ${PROWS_NT:-1,8} --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E 'default|prow|adapter|rror' "$R/prows.log" ;;
+    --nt ${PROWS_NT:-1,8} --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E '^[a-zA-Z0-9_]+ +[0-9]+ +[0-9]+ +[0-9]+ |^adapter|rror' "$R/prows.log" ;;
 # A/B of two wgpu_bench builds in one process order (old, new, old, new): .carry/wgpu_bench_old
 # (`OLD_REV=<commit> bash scripts/gpu-bundle.sh`) against this one, kernel-only and call GB/s.
 ab) for i in 1 2; do for b in old new; do x=$C/wgpu_bench; [ $b = old ] && x=$C/wgpu_bench_old
