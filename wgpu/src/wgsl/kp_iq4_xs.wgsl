@@ -9,7 +9,7 @@
 // ls = ((scales_l[ib/2] >> 4(ib&1)) & 15 | ((scales_h >> 2ib) & 3) << 4) - 32; the lane sums
 // over the 8 sub-blocks are exact, then one `fmx(d, f32(lane), acc)` per block and lane.
 struct St { acc: array<vec4<f32>, NT> }
-// `base`: tiled_base's (kpair_head.wgsl) of the row.
+// `base`: tiled_base's (tiled_base.wgsl) of the row.
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
     let k = (base >> 5u) + b * (base & 31u);
     // Region B: P.rows * P.nb blocks of 8 elements into the weights, 2 headers an element.
