@@ -55,8 +55,8 @@ pub(crate) fn tiled_index(rows: usize, nb: usize, row: usize, b: usize) -> usize
     g0 * nb + b * g + (row - g0)
 }
 
-/// Region sizes of a format stored tiled in two regions (the pair formats and iq4_xs): (region
-/// A bytes, region B bytes) per block.
+/// Region sizes of a format stored tiled in two regions (the pair formats, iq4_xs and q6_K):
+/// (region A bytes, region B bytes) per block.
 pub(crate) fn tiled_regions(f: Format) -> Option<(usize, usize)> {
     Some(match f {
         Format::Q8_0 => (32, 2),
@@ -91,14 +91,25 @@ pub(crate) fn iq4xs_slot(ib: usize, w: usize) -> usize {
     4 * (2 * (ib / 2) + w / 2) + 2 * (ib % 2) + w % 2
 }
 
-/// The ggml byte offset (in `ql`/`qh`, 0..192) of byte `i` (0..16) of q6_K element `e`
-/// (0..12) of region A's block: element `2m + h`, m = 3j + c, holds bytes 16h..16h+16 of
-/// run c of half j: `ql[64j..]` (c = 0), `ql[64j + 32..]` (c = 1), `qh[32j..]` (c = 2).
-pub(crate) fn q6k_src(e: usize, i: usize) -> usize {
+/// The ggml byte offset (in `ql`/`qh`, 0..192) of q6_K element `e` (0..12, 16 bytes) of
+/// region A's block: element `2m + h`, m = 3j + c, holds bytes 16h..16h+16 of run c of half
+/// j: `ql[64j..]` (c = 0), `ql[64j + 32..]` (c = 1), `qh[32j..]` (c = 2).
+pub(crate) fn q6k_src(e: usize) -> usize {
     let (m, h) = (e / 2, e % 2);
     let (j, c) = (m / 3, m % 3);
     let run = if c == 2 { 128 + 32 * j } else { 64 * j + 32 * c };
-    run + 16 * h + i
+    run + 16 * h
+}
+
+/// Where iq4_xs's and q6_K's region A comes from: (offset in ggml's block, offset in region A,
+/// bytes) of each run it is moved in (empty for the other formats), and the offset of the
+/// bytes that make region B in ggml's block.
+fn region_runs(f: Format) -> (Vec<(usize, usize, usize)>, usize) {
+    match f {
+        Format::IQ4_XS => ((0..32).map(|i| (8 + 4 * i, 4 * iq4xs_slot(i / 4, i % 4), 4)).collect(), 0),
+        Format::Q6_K => ((0..12).map(|e| (q6k_src(e), 16 * e, 16)).chain([(192, 192, 16)]).collect(), 208),
+        _ => (Vec::new(), 0),
+    }
 }
 
 /// `rows` rows of ggml blocks of tiled format `f` (a validated length) in the device layout.
@@ -111,6 +122,7 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
         return out;
     }
     let nb = n / rows;
+    let (runs, hdr) = region_runs(f);
     let (ra, rb) = out.split_at_mut(ab * n);
     for (i, blk) in ggml.chunks_exact(gb).enumerate() {
         let k = tiled_index(rows, nb, i / nb, i % nb);
@@ -133,22 +145,11 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
                 b.copy_from_slice(&blk[..4]);
                 nvfp4_reorder(&blk[4..], a);
             }
-            Format::IQ4_XS => {
-                b.copy_from_slice(&blk[..8]);
-                for ib in 0..8 {
-                    for w in 0..4 {
-                        let (s, d) = (8 + 16 * ib + 4 * w, 4 * iq4xs_slot(ib, w));
-                        a[d..d + 4].copy_from_slice(&blk[s..s + 4]);
-                    }
+            Format::IQ4_XS | Format::Q6_K => {
+                b.copy_from_slice(&blk[hdr..hdr + bb]);
+                for &(s, d, len) in &runs {
+                    a[d..d + len].copy_from_slice(&blk[s..s + len]);
                 }
-            }
-            Format::Q6_K => {
-                b.copy_from_slice(&blk[208..]);
-                for e in 0..12 {
-                    let s = q6k_src(e, 0);
-                    a[16 * e..16 * e + 16].copy_from_slice(&blk[s..s + 16]);
-                }
-                a[192..].copy_from_slice(&blk[192..208]);
             }
             _ => unreachable!(),
         }
@@ -166,6 +167,7 @@ pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<
         return out;
     }
     let nb = nblocks / rows;
+    let (runs, hdr) = region_runs(f);
     let (ra, rb) = dev.split_at(ab * nblocks);
     for (i, blk) in out.chunks_exact_mut(gb).enumerate() {
         let k = tiled_index(rows, nb, i / nb, i % nb);
@@ -188,22 +190,11 @@ pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<
                 blk[..4].copy_from_slice(b);
                 nvfp4_unreorder(a, &mut blk[4..]);
             }
-            Format::IQ4_XS => {
-                blk[..8].copy_from_slice(b);
-                for ib in 0..8 {
-                    for w in 0..4 {
-                        let (d, s) = (8 + 16 * ib + 4 * w, 4 * iq4xs_slot(ib, w));
-                        blk[d..d + 4].copy_from_slice(&a[s..s + 4]);
-                    }
+            Format::IQ4_XS | Format::Q6_K => {
+                blk[hdr..hdr + bb].copy_from_slice(b);
+                for &(s, d, len) in &runs {
+                    blk[s..s + len].copy_from_slice(&a[d..d + len]);
                 }
-            }
-            Format::Q6_K => {
-                blk[208..].copy_from_slice(b);
-                for e in 0..12 {
-                    let d = q6k_src(e, 0);
-                    blk[d..d + 16].copy_from_slice(&a[16 * e..16 * e + 16]);
-                }
-                blk[192..208].copy_from_slice(&a[192..]);
             }
             _ => unreachable!(),
         }

@@ -486,7 +486,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
 
 /// The thread-pair main `text` of `f`: the rows' `base` is `row * P.row_bytes` (ggml's blocks,
 /// row-major), that of iq4_xs and q6_K `tiled_base(row)` (their tiled layout, layout.rs:
-/// kpair_head.wgsl). The other formats' text stays byte for byte what was measured.
+/// tiled_base.wgsl). The other formats' text stays byte for byte what was measured.
 fn row_bases(f: Format, text: &str) -> String {
     if !crate::layout::is_tiled(f) {
         return text.to_string();

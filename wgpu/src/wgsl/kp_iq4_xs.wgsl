@@ -11,7 +11,7 @@
 struct St { acc: array<vec4<f32>, NT> }
 // `base`: tiled_base's (tiled_base.wgsl) of the row.
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
-    let k = (base >> 5u) + b * (base & 31u);
+    let k = tiled_block(base, b);
     // Region B: P.rows * P.nb blocks of 8 elements into the weights, 2 headers an element.
     let hw = W[8u * P.rows * P.nb + (k >> 1u)];
     let hd = select(hw.xy, hw.zw, (k & 1u) == 1u);

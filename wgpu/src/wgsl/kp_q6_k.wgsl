@@ -17,7 +17,7 @@ fn sc6(sw: array<u32, 4>, i: u32) -> i32 {
 }
 // `base`: tiled_base's (tiled_base.wgsl) of the row.
 fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
-    let kb = (base >> 5u) + b * (base & 31u);
+    let kb = tiled_block(base, b);
     let i0 = 13u * kb;
     let dw = W[13u * P.rows * P.nb + (kb >> 3u)];
     let dx = f16f((dw[(kb >> 1u) & 3u] >> (16u * (kb & 1u))) & 0xffffu);

@@ -8,3 +8,7 @@ fn tiled_base(r: u32) -> u32 {
     let g = min(16u, P.rows - g0);
     return ((g0 * P.nb + (r - g0)) << 5u) | g;
 }
+// The tiled number of block b of the row whose `base` is `base`.
+fn tiled_block(base: u32, b: u32) -> u32 {
+    return (base >> 5u) + b * (base & 31u);
+}
