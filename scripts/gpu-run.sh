@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [dout]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [abc] [dout]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -151,6 +151,11 @@ mma2) timeout 100 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --
 # and call GB/s, bits checked against the reference.
 prows) timeout ${PROWS_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --variants ${PROWS_VARIANTS:-default,prow1} --formats ${PROWS_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,q8_0,q5_1,iq4_nl,nvfp4} \
     --nt ${PROWS_NT:-1,8} --csv "$R/prows.csv" > "$R/prows.log" 2>&1; grep -E '^[a-zA-Z0-9_]+ +[0-9]+ +[0-9]+ +[0-9]+ |^adapter|rror' "$R/prows.log" ;;
+# A/B of two cuda_bench builds, kernel-only (old, new, old, new): .carry/cuda_bench_old against
+# this one, formats ABC_FORMATS; the summary rows (NT 1, 2, 4, 8) and the forced-kernel rows.
+abc) for i in 1 2; do for b in old new; do x=$C/cuda_bench; [ $b = old ] && x=$C/cuda_bench_old
+      timeout ${ABC_TIMEOUT:-120} $x --gib 1 --iters 20 --kernels-only --formats ${ABC_FORMATS:-q4_K,q5_K,q6_K,iq4_xs} > "$R/abc_${b}$i.md" 2>&1
+      echo "## $b$i"; grep -E '^\| (q|iq)' "$R/abc_${b}$i.md"; done; done ;;
 # A/B of two wgpu_bench builds in one process order (old, new, old, new): .carry/wgpu_bench_old
 # (`OLD_REV=<commit> bash scripts/gpu-bundle.sh`) against this one, kernel-only and call GB/s.
 ab) for i in 1 2; do for b in old new; do x=$C/wgpu_bench; [ $b = old ] && x=$C/wgpu_bench_old

@@ -397,10 +397,18 @@ QK_DEV float qk_hsum8(float x) {
 // Device block number of block b of `row` in a tiled weight matrix (layout.rs `tiled_index`):
 // rows in groups of QK_TILE, block b of a group's G rows stored side by side.
 #define QK_TILE 16u
-QK_DEV u64 qk_wblk(u32 rows, u32 nb, u32 row, u32 b) {
+// Block 0 of `row`, and the step from one of its blocks to the next (its group's row count G):
+// block b is qk_wrow0 + b * qk_wstep. A row loop keeps the two (a base and a stride).
+QK_DEV u64 qk_wrow0(u32 nb, u32 row) {
     const u32 g0 = row - row % QK_TILE;
-    const u32 g = rows - g0 < QK_TILE ? rows - g0 : QK_TILE;
-    return (u64)g0 * nb + (u64)b * g + (row - g0);
+    return (u64)g0 * nb + (row - g0);
+}
+QK_DEV u32 qk_wstep(u32 rows, u32 row) {
+    const u32 g0 = row - row % QK_TILE;
+    return rows - g0 < QK_TILE ? rows - g0 : QK_TILE;
+}
+QK_DEV u64 qk_wblk(u32 rows, u32 nb, u32 row, u32 b) {
+    return qk_wrow0(nb, row) + (u64)b * qk_wstep(rows, row);
 }
 
 // Loads (aligned).

@@ -4,7 +4,8 @@
 // - dot: `ggml_vec_dot_iq4_xs_q8_K` (AVX2): lane L of sub-block ib is the kvalues of the
 //   low (L < 4) or high nibbles of qs[16ib + 4(L&3)..+4] times q8, scaled by ls - 32;
 //   acc = fma(xd*yd, lane, acc); hsum unscaled.
-// Device layout: ggml's 136-byte blocks (d, scales_h, scales_l[4], qs[128]). Word-pair thread
+// Device layout: ggml's 136-byte blocks (d, scales_h, scales_l[4], qs[128]), tiled (layout.rs:
+// block b of a row at qk_wrow0 + b * qk_wstep, common.cuh). Word-pair thread
 // mapping (mm_common.cuh `MmCtxW`): lanes l and l + 4 read the two nibbles of one qs word.
 
 #include "mm_common.cuh"
@@ -13,7 +14,8 @@ template <int NTM, int S>
 QK_DEV void mm_iq4_xs(const MmArgs& A, const MmCtxW& c, float* res) {
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 136u;
+    const u8* w = (const u8*)J.w + qk_wrow0(nb, c.row) * 136u;
+    const u32 ws = qk_wstep(J.rows, c.row) * 136u;  // bytes from one of the row's blocks to the next
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
@@ -27,9 +29,9 @@ QK_DEV void mm_iq4_xs(const MmArgs& A, const MmCtxW& c, float* res) {
         for (int t = 0; t < NTM; ++t) acc[k][t] = 0.0f;
 QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + 136u * b;
+        const u8* blk = w + (u64)ws * b;
         constexpr int PF = QK_PF_DIST(NTM, QK_PF1_IQ4XS, QK_PF_IQ4XS, NTM == 8);
-        mm_pf<PF, true>(blk + 136u * PF, b, nb, 136u, 2u * c.s + h);
+        mm_pf<PF, true>(blk + (u64)ws * PF, b, nb, 136u, 2u * c.s + h);
         const u32 hw = ld32(blk);
         const float xd = qk_h2f((u16)(hw & 0xffffu));
         const u32 sh = hw >> 16;
@@ -110,7 +112,9 @@ QK_DEV void mma_iq4_xs_body(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q;
-    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * 136u, (const u8*)J.w + (u64)c.row[1] * nb * 136u};
+    // tiled (layout.rs): block b of row h at w[h] + b * ws[h]
+    const u8* w[2] = {(const u8*)J.w + qk_wrow0(nb, c.row[0]) * 136u, (const u8*)J.w + qk_wrow0(nb, c.row[1]) * 136u};
+    const u32 ws[2] = {qk_wstep(J.rows, c.row[0]) * 136u, qk_wstep(J.rows, c.row[1]) * 136u};
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const i32 cz[4] = {0, 0, 0, 0};
@@ -122,8 +126,8 @@ QK_UNROLL(1)
         float xd[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const u8* blk = w[h] + 136u * b;
-            mm_pf<PF, true>(blk + 136u * PF, b, nb, 136u, q);
+            const u8* blk = w[h] + (u64)ws[h] * b;
+            mm_pf<PF, true>(blk + (u64)ws[h] * PF, b, nb, 136u, q);
             const u32 hw = ld32(blk), sl = ld32(blk + 4u);
             xd[h] = qk_h2f((u16)(hw & 0xffffu));
 #pragma unroll
@@ -177,4 +181,4 @@ QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {
     const u32 n = j < 16 ? (qb & 0xfu) : (qb >> 4);
     return qk_mul(dl, (float)(i8)tab_byte(tab + TAB_IQ4NL, n));
 }
-DEQ_KERNEL(iq4_xs, deq_iq4_xs, 256, 136, 0)
+DEQ_KERNEL_T(iq4_xs, deq_iq4_xs, 256, 136, 0, 1)

@@ -4,7 +4,8 @@
 //   sub-blocks, scale * (4 products); acc = fma(yd*xd, lane, acc); the mins go into a 4-lane
 //   chain acc_m = fma(-yd*xdmin, prod, acc_m) (prod from the q8_K bsums), reduced
 //   (m0+m2)+(m1+m3) and added after hsum_float_8.
-// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]). Thread mapping: MM_KERNELS_L4
+// Device layout: ggml's 144-byte blocks (d, dmin, scales[12], qs[128]), tiled (layout.rs: block b
+// of a row at qk_wrow0 + b * qk_wstep, common.cuh). Thread mapping: MM_KERNELS_L4
 // (mm_common.cuh): 2 * S threads per row, thread (h, s) owns lanes 4h..4h+3 of the sub-block
 // pairs j = s, s + S, ... (one 16-byte qs load each) and the mins chain of tokens 2s + h mod 2S.
 
@@ -14,7 +15,8 @@ template <int NTM, int S>
 QK_DEV void mm_q4_k(const MmArgs& A, const MmCtxW& c) {
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h, q = 2u * c.s + h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 144u;
+    const u8* w = (const u8*)J.w + qk_wrow0(nb, c.row) * 144u;
+    const u32 ws = qk_wstep(J.rows, c.row) * 144u;  // bytes from one of the row's blocks to the next
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
@@ -25,9 +27,9 @@ QK_DEV void mm_q4_k(const MmArgs& A, const MmCtxW& c) {
     mm_zero<KM>(accm);
 QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + 144u * b;
+        const u8* blk = w + (u64)ws * b;
         constexpr int PF = QK_PF_DIST(NTM, QK_PF1_Q4K, QK_PF_Q4K, NTM >= 2);
-        mm_pf<PF, true>(blk + 144u * PF, b, nb, 144u, q);
+        mm_pf<PF, true>(blk + (u64)ws * PF, b, nb, 144u, q);
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
@@ -101,7 +103,7 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
         const u32 it = base + tid < items ? base + tid : items - 1u;
         const u32 s = it & 3u, h = (it >> 2) & 1u, r = (it >> 3) % MMK_R, b = it / (8u * MMK_R);
         const u32 row = row0 + r < rows ? row0 + r : rows - 1u;
-        const u8* blk = (const u8*)J.w + ((u64)row * nb + b) * 144u;
+        const u8* blk = (const u8*)J.w + qk_wblk(rows, nb, row, b) * 144u;
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
@@ -175,4 +177,4 @@ QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 q = half ? (qb >> 4) : (qb & 0xfu);
     return qk_sub(qk_mul(d1, (float)q), m1);
 }
-DEQ_KERNEL(q4_k, deq_q4_k, 256, 144, 0)
+DEQ_KERNEL_T(q4_k, deq_q4_k, 256, 144, 0, 1)

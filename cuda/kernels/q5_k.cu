@@ -3,7 +3,8 @@
 // - dot: `ggml_vec_dot_q5_K_q8_K` (AVX2): as q4_K with the fifth bit from qh; the mins go
 //   into a scalar `summs += dmin * hsum(prod)`, which gcc contracts into an fma, added after
 //   hsum_float_8.
-// Device layout: ggml's 176-byte blocks (d, dmin, scales[12], qh[32], qs[128]). Thread mapping as
+// Device layout: ggml's 176-byte blocks (d, dmin, scales[12], qh[32], qs[128]), tiled as q4_K's.
+// Thread mapping as
 // q4_K (MM_KERNELS_L4): lanes 4h..4h+3 of the sub-block pairs j = s, s + S, ...; the summs
 // chain of tokens 2s + h mod 2S.
 
@@ -13,7 +14,8 @@ template <int NTM, int S>
 QK_DEV void mm_q5_k(const MmArgs& A, const MmCtxW& c) {
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h, q = 2u * c.s + h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * 176u;
+    const u8* w = (const u8*)J.w + qk_wrow0(nb, c.row) * 176u;
+    const u32 ws = qk_wstep(J.rows, c.row) * 176u;  // bytes from one of the row's blocks to the next
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
@@ -25,9 +27,9 @@ QK_DEV void mm_q5_k(const MmArgs& A, const MmCtxW& c) {
     for (int k = 0; k < KM; ++k) summs[k] = 0.0f;
 QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + 176u * b;
+        const u8* blk = w + (u64)ws * b;
         constexpr int PF = QK_PF_DIST(NTM, QK_PF1_Q5K, QK_PF_Q5K, NTM >= 2);
-        mm_pf<PF, true>(blk + 176u * PF, b, nb, 176u, q);
+        mm_pf<PF, true>(blk + (u64)ws * PF, b, nb, 176u, q);
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;
@@ -72,4 +74,4 @@ QK_DEV float deq_q5_k(const u8* blk, u32, u32 e, const u32*) {
     const u32 q = (half ? (qb >> 4) : (qb & 0xfu)) + 16u * h;
     return qk_sub(qk_mul(d1, (float)q), m1);
 }
-DEQ_KERNEL(q5_k, deq_q5_k, 256, 176, 0)
+DEQ_KERNEL_T(q5_k, deq_q5_k, 256, 176, 0, 1)

@@ -10,12 +10,13 @@
 //! array. iq4_nl's bodies are nibble-repacked (`qkern_formats::repack::nibble_pack`). The other formats keep
 //! ggml's blocks unchanged.
 //!
-//! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are also *tiled*: rows in groups of
-//! [`TILE`] (the last group may be shorter, `G` rows), block `b` of the group's rows stored
-//! next to each other: block (row, b) is block number `16*g*nb + b*G + row%16` of group
-//! `g = row/16` (`tiled_index`). Their matmul kernels give a warp 16 consecutive rows, so a
-//! warp's load of block `b` reads one contiguous span instead of 16 rows' pieces. The other
-//! formats are row-major (block `row*nb + b`).
+//! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4), the K-quants (q4_K, q5_K, q6_K) and
+//! iq4_xs are also *tiled*: rows in groups of [`TILE`] (the last group may be shorter, `G`
+//! rows), block `b` of the group's rows stored next to each other: block (row, b) is block
+//! number `16*g*nb + b*G + row%16` of group `g = row/16` (`tiled_index`). Their matmul kernels
+//! give a warp 16 consecutive rows (or fewer, all in one group), so a warp's load of block `b`
+//! reads one contiguous span instead of 16 rows' pieces. The IQ2/IQ3 formats are row-major
+//! (block `row*nb + b`).
 //!
 //! **Activations.** Regions, each `[capacity][...]` and 256-byte aligned: int8 quants
 //! `[t][cols]`; `d` as fp16 (the bits ggml stores) and as f32 (what the matmul reads)
@@ -75,8 +76,21 @@ impl WeightLayout {
             _ => (false, 0),
         };
         let d_bytes = if format == Format::NVFP4 { 4 } else { 2 };
-        let tile =
-            if matches!(format, Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4) { TILE } else { 1 };
+        let tile = if matches!(
+            format,
+            Format::Q8_0
+                | Format::Q5_1
+                | Format::IQ4_NL
+                | Format::NVFP4
+                | Format::Q4_K
+                | Format::Q5_K
+                | Format::Q6_K
+                | Format::IQ4_XS
+        ) {
+            TILE
+        } else {
+            1
+        };
         let nibbles = format == Format::IQ4_NL;
         let body = if split { bb - d_bytes } else { bb };
         Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, nibbles })
