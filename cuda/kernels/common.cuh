@@ -398,7 +398,9 @@ QK_DEV float qk_hsum8(float x) {
 // rows in groups of QK_TILE, block b of a group's G rows stored side by side.
 #define QK_TILE 16u
 // Block 0 of `row`, and the step from one of its blocks to the next (its group's row count G):
-// block b is qk_wrow0 + b * qk_wstep. A row loop keeps the two (a base and a stride).
+// block b is qk_wrow0 + b * qk_wstep. A row loop keeps the two (a base and a stride). A tile's
+// bytes fit in 32 bits (backend.rs `upload_weights` refuses wider rows), so the offsets of a
+// row's blocks from its first, b * qk_wstep * block bytes, are u32 products.
 QK_DEV u64 qk_wrow0(u32 nb, u32 row) {
     const u32 g0 = row - row % QK_TILE;
     return (u64)g0 * nb + (row - g0);

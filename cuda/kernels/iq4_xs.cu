@@ -29,9 +29,9 @@ QK_DEV void mm_iq4_xs(const MmArgs& A, const MmCtxW& c, float* res) {
         for (int t = 0; t < NTM; ++t) acc[k][t] = 0.0f;
 QK_UNROLL(QK_UNROLL_IQ)
     for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + (u64)ws * b;
+        const u8* blk = w + ws * b;
         constexpr int PF = QK_PF_DIST(NTM, QK_PF1_IQ4XS, QK_PF_IQ4XS, NTM == 8);
-        mm_pf<PF, true>(blk + (u64)ws * PF, b, nb, 136u, 2u * c.s + h);
+        mm_pf<PF, true>(blk + ws * PF, b, nb, 136u, 2u * c.s + h);
         const u32 hw = ld32(blk);
         const float xd = qk_h2f((u16)(hw & 0xffffu));
         const u32 sh = hw >> 16;
@@ -112,9 +112,12 @@ QK_DEV void mma_iq4_xs_body(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q;
-    // tiled (layout.rs): block b of row h at w[h] + b * ws[h]
-    const u8* w[2] = {(const u8*)J.w + qk_wrow0(nb, c.row[0]) * 136u, (const u8*)J.w + qk_wrow0(nb, c.row[1]) * 136u};
-    const u32 ws[2] = {qk_wstep(J.rows, c.row[0]) * 136u, qk_wstep(J.rows, c.row[1]) * 136u};
+    // Tiled (layout.rs): the rows g and g + 8 of the warp's 16 (or the last row, for either past
+    // it) are in one tile, so block b of row h is at w + b * ws + o[h], o = {0, o1}: one base
+    // pointer, not one per row.
+    const u64 w0 = qk_wrow0(nb, c.row[0]);
+    const u8* w = (const u8*)J.w + w0 * 136u;
+    const u32 ws = qk_wstep(J.rows, c.row[0]) * 136u, o1 = (u32)(qk_wrow0(nb, c.row[1]) - w0) * 136u;
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const i32 cz[4] = {0, 0, 0, 0};
@@ -126,8 +129,8 @@ QK_UNROLL(1)
         float xd[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const u8* blk = w[h] + (u64)ws[h] * b;
-            mm_pf<PF, true>(blk + (u64)ws[h] * PF, b, nb, 136u, q);
+            const u8* blk = w + (ws * b + (h ? o1 : 0u));
+            mm_pf<PF, true>(blk + ws * PF, b, nb, 136u, q);
             const u32 hw = ld32(blk), sl = ld32(blk + 4u);
             xd[h] = qk_h2f((u16)(hw & 0xffffu));
 #pragma unroll

@@ -115,9 +115,12 @@ QK_DEV void kq_mma(const MmArgs& A) {
     constexpr u32 BB = Q5 ? 176u : 144u, QS = Q5 ? 48u : 16u;
     constexpr int NM = Q5 ? 1 : 4;  // mins chains per cell
     const u32 nb = A.nb, q = c.q;
-    // tiled (layout.rs): block b of row h at w[h] + b * ws[h]
-    const u8* w[2] = {(const u8*)J.w + qk_wrow0(nb, c.row[0]) * BB, (const u8*)J.w + qk_wrow0(nb, c.row[1]) * BB};
-    const u32 ws[2] = {qk_wstep(J.rows, c.row[0]) * BB, qk_wstep(J.rows, c.row[1]) * BB};
+    // Tiled (layout.rs): the rows g and g + 8 of the warp's 16 (or the last row, for either past
+    // it) are in one tile, so block b of row h is at w + b * ws + o[h], o = {0, o1}: one base
+    // pointer, not one per row.
+    const u64 w0 = qk_wrow0(nb, c.row[0]);
+    const u8* w = (const u8*)J.w + w0 * BB;
+    const u32 ws = qk_wstep(J.rows, c.row[0]) * BB, o1 = (u32)(qk_wrow0(nb, c.row[1]) - w0) * BB;
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const float* ad = (const float*)J.a_d;
@@ -136,8 +139,8 @@ QK_UNROLL(1)
         float xd[2], xdm[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const u8* blk = w[h] + (u64)ws[h] * b;
-            mm_pf<PF, true>(blk + (u64)ws[h] * PF, b, nb, BB, q);
+            const u8* blk = w + (ws * b + (h ? o1 : 0u));
+            mm_pf<PF, true>(blk + ws * PF, b, nb, BB, q);
             const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
             xd[h] = qk_h2f((u16)(hdr.x & 0xffffu));
             xdm[h] = qk_h2f((u16)(hdr.x >> 16));

@@ -27,9 +27,9 @@ QK_DEV void mm_q5_k(const MmArgs& A, const MmCtxW& c) {
     for (int k = 0; k < KM; ++k) summs[k] = 0.0f;
 QK_UNROLL(QK_UNROLL_KQ(NTM))
     for (u32 b = 0; b < nb; ++b) {
-        const u8* blk = w + (u64)ws * b;
+        const u8* blk = w + ws * b;
         constexpr int PF = QK_PF_DIST(NTM, QK_PF1_Q5K, QK_PF_Q5K, NTM >= 2);
-        mm_pf<PF, true>(blk + (u64)ws * PF, b, nb, 176u, q);
+        mm_pf<PF, true>(blk + ws * PF, b, nb, 176u, q);
         const uint4 hdr = ld128(blk);  // d, dmin | scales[12]
         const float xd = qk_h2f((u16)(hdr.x & 0xffffu)), xdmin = qk_h2f((u16)(hdr.x >> 16));
         u32 u0, u1, u2, u3;

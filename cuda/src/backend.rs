@@ -728,6 +728,14 @@ impl CudaBackend {
         if rows > u32::MAX as usize || cols > u32::MAX as usize / 2 {
             return Err(invalid("weight matrix too large for the CUDA kernels (rows and cols must fit in 32 bits)"));
         }
+        // The kernels step through a row's blocks with 32-bit offsets inside its tile (common.cuh
+        // `qk_wstep`): a tile's bytes must fit in 32 bits.
+        if rows > 0 && !layout.tile_fits(n / rows) {
+            return Err(invalid(format!(
+                "{format} rows of {cols} columns too long for the CUDA kernels ({} rows of them must fit in 4 GiB)",
+                layout.tile
+            )));
+        }
         self.bind()?;
         let nblocks = rows * (cols / format.block_elems());
         let packed;

@@ -106,6 +106,12 @@ impl WeightLayout {
         self.body * nblocks
     }
 
+    /// Whether a tile of rows of `row_bytes` ggml bytes each fits in 4 GiB: the kernels step
+    /// through a row's blocks with 32-bit offsets inside its tile (common.cuh `qk_wstep`).
+    pub fn tile_fits(&self, row_bytes: usize) -> bool {
+        (self.tile as u64).saturating_mul(row_bytes as u64) <= u32::MAX as u64
+    }
+
     /// Whether the device bytes differ from ggml's (split or tiled).
     pub fn repacked(&self) -> bool {
         self.split || self.tile > 1
@@ -434,6 +440,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tile_fits_4gib() {
+        let l = WeightLayout::of(Format::Q6_K).unwrap();
+        let row = |cols: usize| Format::Q6_K.row_bytes(cols).unwrap();
+        assert!(l.tile_fits(row(1 << 20)));
+        // 16 rows of 2^28 columns: 16 * 2^20 blocks * 210 bytes = 3.3 GiB; of 2^29: 6.6 GiB
+        assert!(l.tile_fits(row(1 << 28)));
+        assert!(!l.tile_fits(row(1 << 29)));
+        assert!(l.tile_fits(u32::MAX as usize / TILE));
+        assert!(!l.tile_fits(u32::MAX as usize / TILE + 1));
     }
 
     #[test]
