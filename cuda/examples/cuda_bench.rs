@@ -275,7 +275,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(c)
         };
         // `--mma-sweep`: every NT 1..8 with the lane kernels (S = 1) and with the tensor cores,
-        // to place a format's default threshold (args::mma_default_nt).
+        // to place a format's default token counts (args::mma_default_mask).
         if qkern_cuda::args::has_mma(f) && args.iter().any(|a| a == "--mma-sweep") {
             b.set_split_threshold(Some(0));
             let mut cells = [String::new(), String::new()];
@@ -285,9 +285,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             b.set_split_threshold(None);
             b.set_mma_tokens(None)?;
-            let d = qkern_cuda::args::mma_default_nt(f);
+            let m = qkern_cuda::args::mma_default_mask(f);
+            let d: Vec<String> = (1..=8u32).filter(|n| m >> (n - 1) & 1 == 1).map(|n| n.to_string()).collect();
             forced.push(format!("| {f} NT 1..8, lane kernels (S=1) |{}", cells[0]));
-            forced.push(format!("| {f} NT 1..8, tensor cores (default from {d}) |{}", cells[1]));
+            forced.push(format!("| {f} NT 1..8, tensor cores (default at NT {}) |{}", d.join(","), cells[1]));
         }
         // `--mma-sweep`, the 32-element formats: every NT 1..8 with two threads per row and with
         // one (args::row_default_mask), both without the tensor cores.

@@ -116,13 +116,13 @@ QK_DEV void mma_q6_k_body(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q, j = q >> 1, k = q & 1u;
-    // Tiled (layout.rs): the rows g and g + 8 of the warp's 16 (or the last row, for either past
-    // it) are in one tile, so block b of row h is block w0 + b * wg + o[h], o[h] = 0 or o1 (< 16):
-    // one base pointer each for the bodies and the d array, not one per row.
-    const u64 w0 = qk_wrow0(nb, c.row[0]);
-    const u32 wg = qk_wstep(J.rows, c.row[0]), o1 = (u32)(qk_wrow0(nb, c.row[1]) - w0);
-    const u8* w = (const u8*)J.w + w0 * 208u;
-    const u16* wd = (const u16*)J.wd + w0;
+    // Tiled (layout.rs): block b of row h is block w0[h] + b * wg[h]. (Kept per row: one base
+    // pointer and a row offset, as kq_mma and iq4_xs's kernel take them, measured 5 % slower
+    // here, H100, benches/results/2026-12-05-h200-session19 runs 3 and 4: 1343 against 1278 GB/s.)
+    const u64 w0[2] = {qk_wrow0(nb, c.row[0]), qk_wrow0(nb, c.row[1])};
+    const u32 wg[2] = {qk_wstep(J.rows, c.row[0]), qk_wstep(J.rows, c.row[1])};
+    const u8* w[2] = {(const u8*)J.w + w0[0] * 208u, (const u8*)J.w + w0[1] * 208u};
+    const u16* wd[2] = {(const u16*)J.wd + w0[0], (const u16*)J.wd + w0[1]};
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
     const i16* bs = (const i16*)J.a_x;
@@ -133,16 +133,15 @@ QK_DEV void mma_q6_k_body(const MmArgs& A) {
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
         u32 ql[2][8], qh[2][8], sw[2][4], su[2][2];  // su[h][a/b]: the offset scales su, byte = half
-        const u32 kb[2] = {wg * b, wg * b + o1};  // blocks from row 0's first
-        const u8* body[2] = {w + kb[0] * 208u, w + kb[1] * 208u};
+        const u8* body[2] = {w[0] + (u64)(208u * wg[0]) * b, w[1] + (u64)(208u * wg[1]) * b};
         float xd[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            mm_pf<PF, true>(body[h] + 208u * wg * PF, b, nb, 208u, q);
+            mm_pf<PF, true>(body[h] + (u64)(208u * wg[h]) * PF, b, nb, 208u, q);
             ld_body<LAZY ? 4 : 8, 16>(body[h] + 64u * j + 32u * k, ql[h]);
             ld_body<LAZY ? 4 : 8, 16>(body[h] + 128u + 32u * j, qh[h]);
             ld_body<4, 16>(body[h] + 192u, sw[h]);
-            xd[h] = qk_h2f(qk_ld(wd + kb[h]));
+            xd[h] = qk_h2f(qk_ld(wd[h] + (u64)wg[h] * b));
             // scales[2 is + half] of is_a / is_b: byte 2k + half of scale word 2j / 2j + 1; digit
             // i of su at bits 2i of its byte
             su[h][0] = ((j ? sw[h][2] : sw[h][0]) ^ 0x80808080u) >> (16u * k);

@@ -108,7 +108,7 @@ pub fn threads_per_row(format: Format, s: u32) -> u32 {
 
 /// Whether the format has a tensor-core matmul kernel (`qk_mma_*`, mm_common.cuh "Tensor-core
 /// kernels": a warp per 16 rows and 8 token slots, integer lane sums by `mma.sync` m16n8k32).
-/// Every 256-element format has one, and q5_1 (off by default, [`mma_default_nt`]).
+/// Every 256-element format has one, and q5_1 (off by default, [`mma_default_mask`]).
 pub fn has_mma(format: Format) -> bool {
     has_split(format) || format == Format::Q5_1
 }
@@ -126,14 +126,28 @@ pub fn has_mma(format: Format) -> bool {
 /// so from 3 (NT 4 loses 7 %, NT 3 gains 66 %). q5_1's is off: bit-equal on the H200
 /// but slower, NT 8 786 against 1065 (run7; its float chains, not its integer sums, bound it);
 /// `QKERN_CUDA_MMA_NT` turns it on.
+///
+/// Since session 19 q6_K and iq4_xs are tiled (layout.rs), which sped up their lane kernels
+/// and slowed their tensor-core kernels (H100, kernel-only GB/s, lanes / tensor cores,
+/// benches/results/2026-12-05-h200-session19 run4 `mmant.md`): q6_K NT 4 1790 / 1269, NT 5
+/// 1467 / 1270, NT 6 1287 / 1263, NT 7 1064 / 1265, NT 8 1158 / 1264, so from 7; iq4_xs NT 3
+/// 1099 / 1493, NT 4 1951 / 1490, NT 5 1483 / 1487, NT 8 730 / 1479, so at 3 and from 5 (its
+/// three-token lane kernel spills).
 pub fn mma_default_nt(format: Format) -> u32 {
     match format {
         Format::IQ2_XS | Format::IQ3_S => 2,
         Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S | Format::IQ4_XS => 3,
         Format::IQ3_XXS => 4,
-        Format::Q6_K => 5,
+        Format::Q6_K => 7,
         _ => 0,
     }
+}
+
+/// The token counts (bit `ntm - 1`) at which a format runs its tensor-core kernel by default:
+/// from [`mma_default_nt`] on, except iq4_xs at 4 (its lane kernel, above).
+pub fn mma_default_mask(format: Format) -> u32 {
+    let m = row_mask_from(mma_default_nt(format));
+    if format == Format::IQ4_XS { m & !(1 << 3) } else { m }
 }
 
 /// Index of the tensor-core kernel in [`mm_kernel_names`].
@@ -308,9 +322,10 @@ pub struct PlanKnobs {
     pub s4_rows: u64,
     /// Launches that would have fewer 256-thread CTAs than this use 64-thread CTAs.
     pub min_ctas: u64,
-    /// Launches of at least this many tokens (in their largest job) that would run S = 1 use
-    /// the format's tensor-core kernel where it has one ([`has_mma`]; 0: never).
-    pub mma_nt: u32,
+    /// Launches whose largest job's token count has its bit (`tokens - 1`) set and that would
+    /// run S = 1 use the format's tensor-core kernel where it has one ([`has_mma`],
+    /// [`mma_default_mask`]).
+    pub mma_mask: u32,
     /// Launches of at least `s4_rows` rows whose NTM has its bit (`ntm - 1`) set and that
     /// would run the two-thread kernels of a 32-element format run its one-thread-per-row
     /// kernel instead ([`has_row`], [`row_default_mask`]).
@@ -387,7 +402,7 @@ pub fn plan_matmul<E>(
         // benches/results/2026-12-04-h200-session9 run5.)
         let s = if has_split(format) && rows_total < k.s4_rows { 4 } else { 1 };
         // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
-        let mma = s == 1 && has_mma(format) && k.mma_nt > 0 && max_nt >= k.mma_nt;
+        let mma = s == 1 && has_mma(format) && k.mma_mask >> (max_nt.clamp(1, 8) - 1) & 1 == 1;
         let large_row = !mma && has_row(format) && rows_total >= k.s4_rows;
         let stage = abuf.filter(|&(base, len)| {
             large_row && k.cact_mask >> (ntm - 1) & 1 == 1 && base != 0 && len > 0 && len <= CACT_BYTES
@@ -510,7 +525,12 @@ mod tests {
 
     fn kernels_r(f: Format, rows: u32, tokens: u32, s4_rows: u64, mma_nt: u32, row_nt: u32) -> Vec<(usize, u32, u32)> {
         let mut v = Vec::new();
-        let k = PlanKnobs { s4_rows, mma_nt, row_mask: row_mask_from(row_nt), ..Default::default() };
+        let k = PlanKnobs {
+            s4_rows,
+            mma_mask: row_mask_from(mma_nt),
+            row_mask: row_mask_from(row_nt),
+            ..Default::default()
+        };
         plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], k, |l, a| {
             v.push((l.kernel, l.grid, a.jobs[0].nt));
             Ok(())
@@ -540,6 +560,8 @@ mod tests {
             }
             let d = mma_default_nt(f);
             assert!(d == 0 || (has_mma(f) && d as usize <= MAX_NT), "{f}: default {d}");
+            let m = mma_default_mask(f);
+            assert!(m <= 0xff && (m == 0) == (d == 0) && (m == 0 || m.trailing_zeros() + 1 == d), "{f}: mask {m:#x}");
         }
     }
 
@@ -645,5 +667,25 @@ mod tests {
         assert_eq!(k[0].0, MMA_KERNEL);
         let k = kernels(Format::Q5_K, rows, 10, 0, 3);
         assert_eq!(k[0].0, MMA_KERNEL, "the launch's largest job decides");
+    }
+
+    #[test]
+    fn default_tensor_core_masks_skip_iq4_xs_at_four_tokens() {
+        let pick = |f: Format, nt: u32| {
+            let k = PlanKnobs { mma_mask: mma_default_mask(f), ..Default::default() };
+            let mut v = Vec::new();
+            plan_matmul::<()>(f, 4096, 0, [job(100_000, nt)], k, |l, _| {
+                v.push(l.kernel);
+                Ok(())
+            })
+            .unwrap();
+            v[0]
+        };
+        let iq4: Vec<usize> = (1..=8).map(|n| pick(Format::IQ4_XS, n)).collect();
+        assert_eq!(iq4[..4], [mm_kernel_index(1, 1), mm_kernel_index(2, 1), MMA_KERNEL, mm_kernel_index(4, 1)]);
+        assert!(iq4[4..].iter().all(|&k| k == MMA_KERNEL));
+        assert_eq!(pick(Format::Q6_K, 6), mm_kernel_index(6, 1));
+        assert_eq!(pick(Format::Q6_K, 7), MMA_KERNEL);
+        assert_eq!(pick(Format::Q4_K, 4), MMA_KERNEL);
     }
 }

@@ -119,9 +119,9 @@ pub struct CudaBackend {
     cold: Box<Cold>,
     /// Override of the S = 4 row threshold (`u64::MAX - 1` = none).
     s4_override: AtomicU64,
-    /// Override of the smallest token count that runs the tensor-core kernels (0: never;
-    /// `u32::MAX`: each format's `args::mma_default_nt`).
-    mma_nt: std::sync::atomic::AtomicU32,
+    /// Override of the token counts that run the tensor-core kernels (a mask, bit `ntm - 1`;
+    /// `u32::MAX`: each format's `args::mma_default_mask`).
+    mma_mask: std::sync::atomic::AtomicU32,
     /// Override of the token counts that run the one-thread-per-row kernels (a mask, bit
     /// `ntm - 1`; `u32::MAX`: each format's `args::row_default_mask`).
     row_mask: std::sync::atomic::AtomicU32,
@@ -450,7 +450,7 @@ impl CudaBackend {
             }),
             s4_override: AtomicU64::new(NO_OVERRIDE),
             // set below (set_mma_tokens: the per-format defaults where the device has the kernels)
-            mma_nt: std::sync::atomic::AtomicU32::new(0),
+            mma_mask: std::sync::atomic::AtomicU32::new(0),
             row_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
             kq_mmk: std::sync::atomic::AtomicBool::new(args::KQ_MMK_DEFAULT),
             cact_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
@@ -998,7 +998,7 @@ impl CudaBackend {
     }
 
     /// From how many tokens the formats with a tensor-core kernel (`args::has_mma`) use it
-    /// (`Some(0)`: never; `None`: each format's default, `args::mma_default_nt`). The bits are
+    /// (`Some(0)`: never; `None`: each format's default token counts, `args::mma_default_mask`). The bits are
     /// the same either way; the kernels need compute capability 8.0, so on older devices only
     /// `Some(0)` and `None` (never, there) are valid.
     pub fn set_mma_tokens(&self, n: Option<u32>) -> Result<()> {
@@ -1009,9 +1009,9 @@ impl CudaBackend {
             Some(n) if n > args::MAX_NT as u32 || (n > 0 && old) => {
                 return Err(invalid(format!("tensor-core kernels from {n} tokens: not available on {}", self.arch)));
             }
-            Some(n) => n,
+            Some(n) => args::row_mask_from(n),
         };
-        self.mma_nt.store(v, Ordering::Relaxed);
+        self.mma_mask.store(v, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1046,11 +1046,8 @@ impl CudaBackend {
         token_mask(&self.row_mask, args::row_default_mask(format))
     }
 
-    fn mma_nt(&self, format: Format) -> u32 {
-        match self.mma_nt.load(Ordering::Relaxed) {
-            u32::MAX => args::mma_default_nt(format),
-            n => n,
-        }
+    fn mma_mask(&self, format: Format) -> u32 {
+        token_mask(&self.mma_mask, args::mma_default_mask(format))
     }
 
     /// Tests and benchmarks: force the lane-split choice of the 256-element formats
@@ -1064,7 +1061,7 @@ impl CudaBackend {
         let k = args::PlanKnobs {
             s4_rows: self.s4_rows(format),
             min_ctas: 2 * self.sms as u64,
-            mma_nt: self.mma_nt(format),
+            mma_mask: self.mma_mask(format),
             row_mask: self.row_mask(format),
             kq_mmk: self.kq_mmk.load(Ordering::Relaxed),
             cact_mask: if m.cact.is_some() { self.cact_mask(format) } else { 0 },

@@ -305,7 +305,7 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
     let k = args::PlanKnobs {
         s4_rows,
         min_ctas: 4,
-        mma_nt,
+        mma_mask: args::row_mask_from(mma_nt),
         row_mask: args::row_mask_from(row_nt),
         kq_mmk,
         cact_mask: args::row_mask_from(cact_nt),
