@@ -130,15 +130,16 @@ pub fn has_mma(format: Format) -> bool {
 /// Since session 19 q6_K and iq4_xs are tiled (layout.rs), which sped up their lane kernels
 /// and slowed their tensor-core kernels (H100, kernel-only GB/s, lanes / tensor cores,
 /// benches/results/2026-12-05-h200-session19 run4 `mmant.md`): q6_K NT 4 1790 / 1269, NT 5
-/// 1467 / 1270, NT 6 1287 / 1263, NT 7 1064 / 1265, NT 8 1158 / 1264, so from 7; iq4_xs NT 3
-/// 1099 / 1493, NT 4 1951 / 1490, NT 5 1483 / 1487, NT 8 730 / 1479, so at 3 and from 5 (its
+/// 1467 / 1270, NT 6 1287 / 1263, NT 7 1064 / 1265, NT 8 1158 / 1264, and its tensor-core
+/// kernel with per-row pointers again 1340 at every NT (run5), so from 6; iq4_xs NT 3 1099 /
+/// 1493, NT 4 1951 / 1490, NT 5 1483 / 1487, NT 8 730 / 1479, so at 3 and from 5 (its
 /// three-token lane kernel spills).
 pub fn mma_default_nt(format: Format) -> u32 {
     match format {
         Format::IQ2_XS | Format::IQ3_S => 2,
         Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S | Format::IQ4_XS => 3,
         Format::IQ3_XXS => 4,
-        Format::Q6_K => 7,
+        Format::Q6_K => 6,
         _ => 0,
     }
 }
@@ -684,8 +685,8 @@ mod tests {
         let iq4: Vec<usize> = (1..=8).map(|n| pick(Format::IQ4_XS, n)).collect();
         assert_eq!(iq4[..4], [mm_kernel_index(1, 1), mm_kernel_index(2, 1), MMA_KERNEL, mm_kernel_index(4, 1)]);
         assert!(iq4[4..].iter().all(|&k| k == MMA_KERNEL));
-        assert_eq!(pick(Format::Q6_K, 6), mm_kernel_index(6, 1));
-        assert_eq!(pick(Format::Q6_K, 7), MMA_KERNEL);
+        assert_eq!(pick(Format::Q6_K, 5), mm_kernel_index(5, 1));
+        assert_eq!(pick(Format::Q6_K, 6), MMA_KERNEL);
         assert_eq!(pick(Format::Q4_K, 4), MMA_KERNEL);
     }
 }

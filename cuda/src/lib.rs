@@ -10,7 +10,7 @@
 //!   and split freely; each lane's float accumulator runs over the blocks in ggml's order; the
 //!   end is `hsum_float_8`'s order (see `kernels/mm_common.cuh`). Weights are read once for up
 //!   to 8 tokens per launch.
-//! - From a few tokens on (per format, [`args::mma_default_mask`]; `QKERN_CUDA_MMA_NT`), the
+//! - From a few tokens on (the token counts per format: [`args::mma_default_mask`]; `QKERN_CUDA_MMA_NT`), the
 //!   super-block formats run on tensor cores (compute capability 8.0+): `mma.sync` m16n8k32
 //!   computes the same exact integer lane sums for 16 rows x 8 tokens at once, with the
 //!   sub-block scales split into byte-sized digits; the float chains stay per lane and in block
