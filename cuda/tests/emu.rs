@@ -411,7 +411,8 @@ fn configs(f: Format) -> Vec<Config> {
 fn dequant_format(f: Format) {
     let Some(e) = emu() else { return };
     let mut rng = Rng::new(0xdec ^ f.id() as u64);
-    let (rows, cols) = (3, 2 * f.block_elems());
+    // 19 rows: a full 16-row tile and a short one (layout.rs `tiled_index`)
+    let (rows, cols) = (19, 2 * f.block_elems());
     for wild in [false, true] {
         let w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), wild);
         let wl = WeightLayout::of(f).unwrap();
