@@ -285,10 +285,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             b.set_split_threshold(None);
             b.set_mma_tokens(None)?;
-            let m = qkern_cuda::args::mma_default_mask(f);
-            let d: Vec<String> = (1..=8u32).filter(|n| m >> (n - 1) & 1 == 1).map(|n| n.to_string()).collect();
+            let d = mask_nts(qkern_cuda::args::mma_default_mask(f));
             forced.push(format!("| {f} NT 1..8, lane kernels (S=1) |{}", cells[0]));
-            forced.push(format!("| {f} NT 1..8, tensor cores (default at NT {}) |{}", d.join(","), cells[1]));
+            forced.push(format!("| {f} NT 1..8, tensor cores (default at NT {d}) |{}", cells[1]));
         }
         // `--mma-sweep`, the 32-element formats: every NT 1..8 with two threads per row and with
         // one (args::row_default_mask), both without the tensor cores.
@@ -305,12 +304,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.set_row_tokens(None)?;
             b.set_cact_tokens(None)?;
             b.set_mma_tokens(None)?;
-            let d: Vec<String> = (1..=8u32)
-                .filter(|n| qkern_cuda::args::row_default_mask(f) >> (n - 1) & 1 == 1)
-                .map(|n| n.to_string())
-                .collect();
+            let d = mask_nts(qkern_cuda::args::row_default_mask(f));
             forced.push(format!("| {f} NT 1..8, two threads per row |{}", cells[0]));
-            forced.push(format!("| {f} NT 1..8, one thread per row (default at NT {}) |{}", d.join(","), cells[1]));
+            forced.push(format!("| {f} NT 1..8, one thread per row (default at NT {d}) |{}", cells[1]));
             forced.push(format!("| {f} NT 1..8, one thread per row, activations in the constant bank |{}", cells[2]));
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
@@ -586,4 +582,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::write(std::path::Path::new(&d).join("bench_cuda.md"), &md)?;
     }
     Ok(())
+}
+
+/// The token counts of a token-count mask (bit `n - 1`), e.g. "3,5,6,7,8".
+fn mask_nts(m: u32) -> String {
+    (1..=8u32).filter(|n| m >> (n - 1) & 1 == 1).map(|n| n.to_string()).collect::<Vec<_>>().join(",")
 }

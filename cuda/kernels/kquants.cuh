@@ -101,7 +101,7 @@ QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, f
 }
 
 // q4_K (Q5 false) and q5_K (Q5 true) on tensor cores (mm_common.cuh "Tensor-core kernels"; used
-// from args::mma_default_nt tokens). The 6-bit scales split as sc = 8 * hi + lo (hi, lo <= 7; quants <= 31, so every A
+// from args::mma_default_mask tokens). The 6-bit scales split as sc = 8 * hi + lo (hi, lo <= 7; quants <= 31, so every A
 // byte is at most 217): lane = 8 * (A_hi . B) + (A_lo . B). q4_K's lanes stay below 2^22
 // (kq_lanes), so the lo product starts from QK_BIAS in its C operand and one add converts;
 // q5_K's do not, so both products (each below 2^22 in magnitude) start from QK_BIAS and are

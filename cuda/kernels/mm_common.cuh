@@ -896,7 +896,7 @@ struct LaneIqBase {
 };
 
 // ---- Tensor-core kernels (qk_mma_u8s8 / qk_mma_s8s8, sm_80+; the 256-element formats from a few
-// tokens on, as args::mma_default_nt says; any NT 1..8 gives the same bits).
+// tokens on, as args::mma_default_mask says; any NT 1..8 gives the same bits).
 // The integer lane sums of ggml's AVX2 dots are exact, so any exact way of computing them gives
 // the reference's bits as long as every float step stays per lane and in block order. A warp
 // owns 16 rows (g, g + 8 for lane 4g + q) and all 8 token slots; for each AVX2 lane L (bytes
@@ -1016,7 +1016,7 @@ QK_DEV void mma_finish(const MmArgs& A, const MmaCtx& c, float (*acc)[8], float 
 #define QK_PF_MMA_IQ4XS 2
 #endif
 #ifndef QK_MINB_MMA_Q51
-#define QK_MINB_MMA_Q51 2  // q5_1 (off by default, args::mma_default_nt): NT 8 786 GB/s; 720 with 1
+#define QK_MINB_MMA_Q51 2  // q5_1 (off by default, args::mma_default_mask): NT 8 786 GB/s; 720 with 1
 #endif
 #ifndef QK_PF_MMA_Q51
 #define QK_PF_MMA_Q51 4  // 830 with 0 (session 10 run7)

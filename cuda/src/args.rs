@@ -113,10 +113,10 @@ pub fn has_mma(format: Format) -> bool {
     has_split(format) || format == Format::Q5_1
 }
 
-/// From how many tokens a format runs its tensor-core kernel by default (0: not by default): where
-/// it measured faster than the lane kernels (H200, 1 GiB, kernel-only GB/s without / with,
-/// benches/results/2026-12-04-h200-session10 run3 to run5; the tensor-core kernels cost the same
-/// at every NT, the lane kernels slow down with NT): q4_K NT 2 2409 / 2265, NT 4 1300 / 2230;
+/// The token counts (bit `ntm - 1`) at which a format runs its tensor-core kernel by default
+/// (0: none): where it measured faster than the lane kernels (H200, 1 GiB, kernel-only GB/s
+/// without / with, benches/results/2026-12-04-h200-session10 run3 to run5; the tensor-core
+/// kernels cost the same at every NT, the lane kernels slow down with NT): q4_K NT 2 2409 / 2265, NT 4 1300 / 2230;
 /// q5_K NT 2 2589 / 2591, NT 4 1489 / 2559; q6_K NT 4 1968 / 1998, NT 8 1118 / 1949; iq2_xxs NT 2
 /// 909 / 836, NT 4 614 / 836; iq2_xs NT 2 788 / 833; iq2_s NT 2 1046 / 922, NT 4 723 / 922;
 /// iq3_xxs NT 2 1162 / 857, NT 4 834 / 857; iq3_s NT 2 976 / 1206; iq4_xs NT 4 1624 / 1161, NT 8
@@ -133,22 +133,17 @@ pub fn has_mma(format: Format) -> bool {
 /// 1467 / 1270, NT 6 1287 / 1263, NT 7 1064 / 1265, NT 8 1158 / 1264, and its tensor-core
 /// kernel with per-row pointers again 1340 at every NT (run5), so from 6; iq4_xs NT 3 1099 /
 /// 1493, NT 4 1951 / 1490, NT 5 1483 / 1487, NT 8 730 / 1479, so at 3 and from 5 (its
-/// three-token lane kernel spills).
-pub fn mma_default_nt(format: Format) -> u32 {
-    match format {
-        Format::IQ2_XS | Format::IQ3_S => 2,
-        Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S | Format::IQ4_XS => 3,
-        Format::IQ3_XXS => 4,
-        Format::Q6_K => 6,
-        _ => 0,
-    }
-}
-
-/// The token counts (bit `ntm - 1`) at which a format runs its tensor-core kernel by default:
-/// from [`mma_default_nt`] on, except iq4_xs at 4 (its lane kernel, above).
+/// three-token lane kernel spills), not at 4.
 pub fn mma_default_mask(format: Format) -> u32 {
-    let m = row_mask_from(mma_default_nt(format));
-    if format == Format::IQ4_XS { m & !(1 << 3) } else { m }
+    let nts: &[u32] = match format {
+        Format::IQ2_XS | Format::IQ3_S => &[2, 3, 4, 5, 6, 7, 8],
+        Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S => &[3, 4, 5, 6, 7, 8],
+        Format::IQ4_XS => &[3, 5, 6, 7, 8],
+        Format::IQ3_XXS => &[4, 5, 6, 7, 8],
+        Format::Q6_K => &[6, 7, 8],
+        _ => &[],
+    };
+    mask_of(nts)
 }
 
 /// Index of the tensor-core kernel in [`mm_kernel_names`].
@@ -187,6 +182,11 @@ pub fn row_default_mask(format: Format) -> u32 {
         Format::NVFP4 => &[2, 4, 5, 6, 7],
         _ => &[],
     };
+    mask_of(nts)
+}
+
+/// A token-count mask (bit `n - 1` for each n) from its token counts.
+fn mask_of(nts: &[u32]) -> u32 {
     nts.iter().fold(0, |m, &n| m | 1 << (n - 1))
 }
 
@@ -559,10 +559,9 @@ mod tests {
             if let Some(n) = &names[MMA_KERNEL] {
                 assert_eq!(n, &format!("qk_mma_{}", stem(f)));
             }
-            let d = mma_default_nt(f);
-            assert!(d == 0 || (has_mma(f) && d as usize <= MAX_NT), "{f}: default {d}");
             let m = mma_default_mask(f);
-            assert!(m <= 0xff && (m == 0) == (d == 0) && (m == 0 || m.trailing_zeros() + 1 == d), "{f}: mask {m:#x}");
+            assert!(m == 0 || has_mma(f), "{f}: default mask {m:#x}");
+            assert!(m <= 0xff, "{f}: default mask {m:#x}");
         }
     }
 
