@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [abc] [dout]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [abc] [dout]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -79,6 +79,13 @@ cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
   for v in "${vs[@]}"; do o=${v%%|*}; f=${v##*|}; echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f" >> "$R/sweep.md"
     QKERN_CUDA_NVRTC_OPTS="$o" timeout 90 $C/cuda_bench --gib 1 --iters 10 --kernels-only --formats "$f" 2>&1 | grep -E '^\||regs|rror' >> "$R/sweep.md"
   done; cat "$R/sweep.md" ;;
+# cudasweep at every NT 1..8 (cuda_bench --mma-sweep: lanes / tensor cores, two threads / one thread
+# per row), one cuda_bench per CUDA_SWEEP variant ("opts|formats;..."), in that order.
+ntsweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"
+  for v in "${vs[@]}"; do o=${v%%|*}; f=${v##*|}; echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f" >> "$R/ntsweep.md"
+    QKERN_CUDA_NVRTC_OPTS="$o" timeout ${NTSWEEP_TIMEOUT:-150} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --no-cublas --mma-sweep \
+      --formats "$f" 2>&1 | grep -E 'NT 1..8|^\| (q|iq|nv)|regs|rror' >> "$R/ntsweep.md"
+  done; cat "$R/ntsweep.md" ;;
 # The tensor-core kernels against the lane kernels at every NT 1..8 (their default thresholds).
 mmant) timeout ${CUDA_BENCH_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --mma-sweep \
     --formats ${MMA_FORMATS:-q4_K,q5_K,q6_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q5_1} > "$R/mmant.md" 2>&1

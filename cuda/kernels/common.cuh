@@ -134,9 +134,14 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 #ifndef QK_MINB_R
 #define QK_MINB_R 2  // one-thread-per-row kernels (mm_common.cuh mmr_body): resident 256-thread CTAs asked of ptxas
 #endif
+#ifndef QK_MINB_R1
+#define QK_MINB_R1 4  // the same at NT 1: the row kernels fit 64 registers without spilling (iq4_nl's took 96 with 2
+                      // CTAs, 21 % occupancy); H100 session 20 run3, kernel-only GB/s with 2 / 4: q5_1 2685 / 2847,
+                      // iq4_nl 2595 / 2717, nvfp4 2581 / 2572
+#endif
 #ifndef QK_MINB_R12
-#define QK_MINB_R12 QK_MINB_R  // the same at NT 1 and 2 (iq4_nl's NT 1 row kernel takes 88 registers with 2: 25 %
-                               // occupancy; ptxas fits it in 64 with 4, no spill, as q5_1's, nvfp4's, q8_0's; not measured)
+#define QK_MINB_R12 QK_MINB_R  // the same at NT 2 (with 4: iq4_nl 2375 -> 1729, nvfp4 2243 -> 1971, q5_1 2256 -> 2538
+                               // GB/s, H100 session 20 run3)
 #endif
 #ifndef QK_MINB_C
 #define QK_MINB_C QK_MINB_R  // the row kernels with constant-bank activations (qk_mmc_*; not measured)

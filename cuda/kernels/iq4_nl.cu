@@ -13,19 +13,34 @@ struct UnitIq4Nl {
     static const u32 UNITS_PER_BLOCK = 1;
     static const u32 BODY = 16;  // bytes of a block in the body region (the row kernels' prefetch)
     static const u32 PF_R = QK_PF_R_NL;  // the row kernels' L2 prefetch distance (mm_common.cuh mmr_pf)
-    template <int NTM, class AS = ActG>
-    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
-                            float*) {
-        const u32 nb = A.nb, capw = J.capw;
-        const u64 k = qk_wblk(J.rows, nb, row, b);
+    // The row kernels' one-ahead loads (mm_common.cuh MMR_PIPE) at NT 1, 2, 4 (the row kernels
+    // run at NT 1-4): H100 session 20 run3, kernel-only GB/s without / with: 2493 / 2595 (2717
+    // with 4 CTAs, QK_MINB_R1), 2308 / 2375, 1826 / 1721, 1686 / 1744.
+    static const u32 PIPE_R = 0x0bu;
+    // The block's 16 repacked nibble bytes (both halves) and its fp16 d, for the row kernels'
+    // one-ahead loads.
+    struct Raw {
+        uint4 q;
+        u32 d16;
+    };
+    static QK_MEMBER Raw load(const MmArgs& A, const MmJob& J, u32 row, u32 b) {
+        const u64 k = qk_wblk(J.rows, A.nb, row, b);
+        Raw r;
+        r.q = ld128((const u8*)J.w + k * 16u);
+        r.d16 = qk_ld((const u16*)J.wd + k);
+        return r;
+    }
+    // Half h of block b from its 8 nibble bytes `qq` (layout.rs `nibble_pack`) and its fp16 d.
+    template <int NTM, class AS>
+    static QK_MEMBER void core(const MmArgs& A, const MmJob& J, uint2 qq, u32 d16, u32 b, u32 h, i32 (*isum)[NTM],
+                               float* d) {
+        const u32 capw = J.capw;
         u32 kv[4];
         for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
-        // The nibble repack (layout.rs `nibble_pack`): this thread's 16 nibbles, 8 bytes.
-        const uint2 qq = ld64((const u8*)J.w + k * 16u + 8u * h);
         u32 v4[4];
         qk_lut16x2(qq.x, kv, &v4[0], &v4[1]);
         qk_lut16x2(qq.y, kv, &v4[2], &v4[3]);
-        const float dx = qk_h2f(qk_ld((const u16*)J.wd + k));
+        const float dx = qk_h2f((u16)d16);
         float da[NTM];
         AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
 #pragma unroll
@@ -36,6 +51,21 @@ struct UnitIq4Nl {
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], dx);
+    }
+    template <int NTM, class AS = ActG>
+    static QK_MEMBER void unit_raw(const MmArgs& A, const MmJob& J, const Raw& r, u32 b, u32 h, i32 (*isum)[NTM],
+                                   float* d, float*) {
+        uint2 qq;
+        qq.x = h ? r.q.z : r.q.x;
+        qq.y = h ? r.q.w : r.q.y;
+        core<NTM, AS>(A, J, qq, r.d16, b, h, isum, d);
+    }
+    template <int NTM, class AS = ActG>
+    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
+                            float*) {
+        const u64 k = qk_wblk(J.rows, A.nb, row, b);
+        // The nibble repack (layout.rs `nibble_pack`): this thread's 16 nibbles, 8 bytes.
+        core<NTM, AS>(A, J, ld64((const u8*)J.w + k * 16u + 8u * h), qk_ld((const u16*)J.wd + k), b, h, isum, d);
     }
 };
 

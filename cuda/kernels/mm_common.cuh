@@ -468,10 +468,11 @@ QK_DEV void mmk_body(const MmArgs& A) {
 // and odd accumulators and its scalar tail; MmSumms: q5_1's summs chain), hsum_float_8 in-thread
 // in the same order ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 template <class U, int NTM, class AS>
-QK_DEV void mm_row_half(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, float (*acc)[8], float* m) {
+QK_DEV void mm_row_half(const MmArgs& A, const MmJob& J, const typename U::Raw& w, u32 u, u32 h, float (*acc)[8],
+                        float* m) {
     i32 isum[4][NTM];
     float d[NTM];
-    U::template unit<NTM, AS>(A, J, row, u, h, isum, d, m);
+    U::template unit_raw<NTM, AS>(A, J, w, u, h, isum, d, m);
 #pragma unroll
     for (int t = 0; t < NTM; ++t)
 #pragma unroll
@@ -517,6 +518,20 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
     qk_prefetch_l2((const u8*)J.w + qk_wblk(J.rows, nb, row, b + PF) * U::BODY);
 }
 
+// The row kernels' weights one unit ahead, at the token counts of the format's U::PIPE_R mask
+// (bit NT - 1; QK_PIPE_R=n, where given: every NT up to n, 0: none): each iteration loads the
+// next unit's weight words (`U::Raw`, `U::load`) into registers before it runs the current one
+// (`U::unit_raw`), so a load's latency is hidden behind a whole unit of work instead of
+// stalling the unit that needs it (Nsight Compute, H100 session 20: the row kernels at 21-23 %
+// occupancy, 63 % of their stalls on the L1TEX scoreboard). Same words, same arithmetic: the
+// same bits. It costs 8-17 registers, and where those push ptxas into spills or fewer CTAs it
+// loses, so the masks are measured per format and NT (each Unit's PIPE_R).
+#ifdef QK_PIPE_R
+#define MMR_PIPE(U, ntm) ((ntm) <= QK_PIPE_R)
+#else
+#define MMR_PIPE(U, ntm) (((U::PIPE_R >> ((ntm) - 1)) & 1u) != 0u)
+#endif
+
 template <class U, int CH, int NTM, class AS>
 QK_DEV void mmr_body(const MmArgs& A) {
     const u32 bid = qk_bid(), tid = qk_tid();
@@ -538,14 +553,33 @@ QK_DEV void mmr_body(const MmArgs& A) {
         for (int t = 0; t < NTM; ++t)
 #pragma unroll
             for (int i = 0; i < 8; ++i) acc2[t][i] = 0.0f;
+        const u32 pairs = units / 2u;
+        typename U::Raw w0 = {}, w1 = {};
+        if (MMR_PIPE(U, NTM) && pairs > 0u) {
+            w0 = U::load(A, J, row, 0u);
+            w1 = U::load(A, J, row, 1u);
+        }
 QK_UNROLL(1)
-        for (u32 p = 0; p < units / 2u; ++p) {
+        for (u32 p = 0; p < pairs; ++p) {
             mmr_pf<U>(J, A.nb, row, 2u * p);
             mmr_pf<U>(J, A.nb, row, 2u * p + 1u);
-            mm_row_half<U, NTM, AS>(A, J, row, 2u * p, 0u, acc, nullptr);
-            mm_row_half<U, NTM, AS>(A, J, row, 2u * p, 1u, acc, nullptr);
-            mm_row_half<U, NTM, AS>(A, J, row, 2u * p + 1u, 0u, acc2, nullptr);
-            mm_row_half<U, NTM, AS>(A, J, row, 2u * p + 1u, 1u, acc2, nullptr);
+            typename U::Raw n0, n1;
+            const u32 np = p + 1u < pairs ? p + 1u : p;  // the last pair loads itself again (no branch)
+            if (MMR_PIPE(U, NTM)) {
+                n0 = U::load(A, J, row, 2u * np);
+                n1 = U::load(A, J, row, 2u * np + 1u);
+            } else {
+                w0 = U::load(A, J, row, 2u * p);
+                w1 = U::load(A, J, row, 2u * p + 1u);
+            }
+            mm_row_half<U, NTM, AS>(A, J, w0, 2u * p, 0u, acc, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, w0, 2u * p, 1u, acc, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, w1, 2u * p + 1u, 0u, acc2, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, w1, 2u * p + 1u, 1u, acc2, nullptr);
+            if (MMR_PIPE(U, NTM)) {
+                w0 = n0;
+                w1 = n1;
+            }
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
@@ -571,12 +605,20 @@ QK_UNROLL(1)
         float summs[NTM];
 #pragma unroll
         for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
+        typename U::Raw w = {};
+        if (MMR_PIPE(U, NTM) && units > 0u) w = U::load(A, J, row, 0u);
 QK_UNROLL(1)
         for (u32 u = 0; u < units; ++u) {
             float m = 0.0f;
             if (u % U::UNITS_PER_BLOCK == 0u) mmr_pf<U>(J, A.nb, row, u / U::UNITS_PER_BLOCK);
-            mm_row_half<U, NTM, AS>(A, J, row, u, 0u, acc, &m);
-            mm_row_half<U, NTM, AS>(A, J, row, u, 1u, acc, &m);
+            typename U::Raw n;
+            if (MMR_PIPE(U, NTM))
+                n = U::load(A, J, row, u + 1u < units ? u + 1u : u);  // the last unit loads itself again (no branch)
+            else
+                w = U::load(A, J, row, u);
+            mm_row_half<U, NTM, AS>(A, J, w, u, 0u, acc, &m);
+            mm_row_half<U, NTM, AS>(A, J, w, u, 1u, acc, &m);
+            if (MMR_PIPE(U, NTM)) w = n;
             if (CH == MmSumms) {
                 float sa[NTM];
                 AS::template f32s<NTM>(J, J.a_x, (u64)u * J.capw, sa);
@@ -596,7 +638,7 @@ QK_UNROLL(1)
 // qk_mmr_*: activations from global memory; qk_mmc_*: from the constant bank (ActC).
 #define MMR_KERNEL_1(fmt, U, CH, NTM)                                                                 \
     QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }                 \
-    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_R12 : QK_MINB_R) \
+    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, (NTM) == 1 ? QK_MINB_R1 : (NTM) == 2 ? QK_MINB_R12 : QK_MINB_R) \
     QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActC>(A); }                 \
     QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
 
@@ -997,11 +1039,14 @@ QK_DEV void mma_finish(const MmArgs& A, const MmaCtx& c, float (*acc)[8], float 
 #ifndef QK_PF_MMA_Q5K
 #define QK_PF_MMA_Q5K 2
 #endif
+// q6_K and iq4_xs retuned on their tiled layout (H100, NT 8, benches/results/2026-12-05-session20
+// run1 `sweep.md`, run3 `ntsweep.md`): q6_K 1343 with (2, 2), 1376 with (2, 0), 1546 with (1, 2),
+// 1847 with (1, 0); iq4_xs 1488 with (2, 2), 1573 with (2, 0), 1543 with (1, 2), 1456 with (1, 0).
 #ifndef QK_MINB_MMA_Q6K
-#define QK_MINB_MMA_Q6K 2
+#define QK_MINB_MMA_Q6K 1
 #endif
 #ifndef QK_PF_MMA_Q6K
-#define QK_PF_MMA_Q6K 2
+#define QK_PF_MMA_Q6K 0
 #endif
 #ifndef QK_MINB_MMA_IQ
 #define QK_MINB_MMA_IQ 2  // the IQ2/IQ3 formats (iq2_xxs NT 8: 829 GB/s against 706 with 1, run4)
@@ -1013,7 +1058,7 @@ QK_DEV void mma_finish(const MmArgs& A, const MmaCtx& c, float (*acc)[8], float 
 #define QK_MINB_MMA_IQ4XS 2
 #endif
 #ifndef QK_PF_MMA_IQ4XS
-#define QK_PF_MMA_IQ4XS 2
+#define QK_PF_MMA_IQ4XS 0
 #endif
 #ifndef QK_MINB_MMA_Q51
 #define QK_MINB_MMA_Q51 2  // q5_1 (off by default, args::mma_default_mask): NT 8 786 GB/s; 720 with 1

@@ -46,6 +46,33 @@ struct UnitNvfp4 {
     static const u32 UNITS_PER_BLOCK = 2;
     static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels' prefetch)
     static const u32 PF_R = QK_PF_R_NV;  // the row kernels' L2 prefetch distance (mm_common.cuh mmr_pf)
+    // The row kernels' one-ahead loads (mm_common.cuh MMR_PIPE) at NT 1-5: H100 session 20 run3,
+    // kernel-only GB/s without / with, NT 1..8: 2544 / 2581, 2222 / 2243, 1758 / 1878, 1667 /
+    // 1693, 1463 / 1562, 1171 / 1052, 1126 / 1117, 908 / 872.
+    static const u32 PIPE_R = 0x1fu;
+    // Step u's two sub-blocks (thread h's at 16h + 8 (u & 1)) and the block's scale word, for
+    // the row kernels' one-ahead loads.
+    struct Raw {
+        uint2 q[2];
+        u32 sc;
+    };
+    static QK_MEMBER Raw load(const MmArgs& A, const MmJob& J, u32 row, u32 u) {
+        const u64 k = qk_wblk(J.rows, A.nb, row, u / 2);
+        const u8* body = (const u8*)J.w + k * 32u + 8u * (u & 1u);
+        Raw r;
+        r.q[0] = ld64(body);
+        r.q[1] = ld64(body + 16u);
+        r.sc = qk_ld((const u32*)J.wd + k);
+        return r;
+    }
+    template <int NTM, class AS = ActG>
+    static QK_MEMBER void unit_raw(const MmArgs& A, const MmJob& J, const Raw& r, u32 u, u32 h, i32 (*isum)[NTM],
+                                   float* d, float*) {
+        u32 kv[4];
+        nvfp4_table(A, kv);
+        const uint2 q = h ? r.q[1] : r.q[0];
+        nvfp4_step<NTM, AS>(J, u, h, q.x, q.y, r.sc, kv, isum, d);
+    }
     template <int NTM, class AS = ActG>
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 u, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {

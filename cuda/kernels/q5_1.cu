@@ -12,17 +12,31 @@ struct UnitQ5_1 {
     static const u32 UNITS_PER_BLOCK = 1;
     static const u32 BODY = 24;  // bytes of a block in the body region (the row kernels' prefetch)
     static const u32 PF_R = QK_PF_R_Q51;  // the row kernels' L2 prefetch distance (mm_common.cuh mmr_pf)
+    // The row kernels' one-ahead loads (mm_common.cuh MMR_PIPE) at NT 1, 6, 7: H100 session 20
+    // run3, kernel-only GB/s without / with, NT 1..8: 2717 / 2685 (2847 with 4 CTAs, QK_MINB_R1),
+    // 2646 / 2256, 2205 / 2175, 2150 / 2132, 2044 / 1291, 1319 / 1367, 1317 / 1434, 1108 / 1016.
+    static const u32 PIPE_R = 0x61u;
+    // The block's 24 bytes (d, m | qh, then the 16 qs bytes), for the row kernels' one-ahead loads.
+    struct Raw {
+        uint2 hd, q0, q1;
+    };
+    static QK_MEMBER Raw load(const MmArgs& A, const MmJob& J, u32 row, u32 b) {
+        const u8* blk = (const u8*)J.w + qk_wblk(J.rows, A.nb, row, b) * 24u;
+        Raw r;
+        r.hd = ld64(blk);
+        r.q0 = ld64(blk + 8);
+        r.q1 = ld64(blk + 16);
+        return r;
+    }
     // `*m`: the block's fp16 m as f32 (for summs).
     template <int NTM, class AS = ActG>
-    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
-                            float* m) {
-        const u32 nb = A.nb, capw = J.capw;
-        const u8* blk = (const u8*)J.w + qk_wblk(J.rows, nb, row, b) * 24u;
-        const uint2 hd = ld64(blk);  // d, m | qh
+    static QK_MEMBER void unit_raw(const MmArgs&, const MmJob& J, const Raw& r, u32 b, u32 h, i32 (*isum)[NTM],
+                                   float* d, float* m) {
+        const u32 capw = J.capw;
+        const uint2 hd = r.hd;  // d, m | qh
         const float dx = qk_h2f((u16)(hd.x & 0xffffu));
         *m = qk_h2f((u16)(hd.x >> 16));
-        const uint2 q0 = ld64(blk + 8), q1 = ld64(blk + 16);
-        const u32 qw[4] = {q0.x, q0.y, q1.x, q1.y};
+        const u32 qw[4] = {r.q0.x, r.q0.y, r.q1.x, r.q1.y};
         float da[NTM];
         AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
         i32 q[4];
@@ -39,6 +53,11 @@ struct UnitQ5_1 {
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dx, da[t]);
+    }
+    template <int NTM, class AS = ActG>
+    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
+                            float* m) {
+        unit_raw<NTM, AS>(A, J, load(A, J, row, b), b, h, isum, d, m);
     }
 };
 

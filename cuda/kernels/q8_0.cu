@@ -13,14 +13,29 @@ struct UnitQ8_0 {
     static const u32 UNITS_PER_BLOCK = 1;
     static const u32 BODY = 32;  // bytes of a block in the body region (the row kernels' prefetch)
     static const u32 PF_R = QK_PF_R_Q8;  // the row kernels' L2 prefetch distance (mm_common.cuh mmr_pf)
-    template <int NTM, class AS = ActG>
-    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
-                            float*) {
-        const u32 nb = A.nb, capw = J.capw;
-        const u64 k = qk_wblk(J.rows, nb, row, b);
-        const uint4 wq = ld128((const u8*)J.w + k * 32u + 16u * h);
+    // The row kernels' one-ahead loads (mm_common.cuh MMR_PIPE) at NT 7 (the row kernels run
+    // from NT 4): H100 session 20 run3, kernel-only GB/s without / with, NT 4..8: 2703 / 2633,
+    // 2641 / 2545, 2496 / 2012, 1790 / 1853, 1851 / 1573.
+    static const u32 PIPE_R = 0x40u;
+    // The whole block's weight words (both halves), for the row kernels' one-ahead loads.
+    struct Raw {
+        uint4 q[2];
+        u32 d16;
+    };
+    static QK_MEMBER Raw load(const MmArgs& A, const MmJob& J, u32 row, u32 b) {
+        const u64 k = qk_wblk(J.rows, A.nb, row, b);
+        Raw r;
+        r.q[0] = ld128((const u8*)J.w + k * 32u);
+        r.q[1] = ld128((const u8*)J.w + k * 32u + 16u);
+        r.d16 = qk_ld((const u16*)J.wd + k);
+        return r;
+    }
+    // Half h of block b from its 16 quant bytes `wq` and its fp16 d.
+    template <int NTM, class AS>
+    static QK_MEMBER void core(const MmJob& J, uint4 wq, u32 d16, u32 b, u32 h, i32 (*isum)[NTM], float* d) {
+        const u32 capw = J.capw;
         const i32 wv[4] = {(i32)wq.x, (i32)wq.y, (i32)wq.z, (i32)wq.w};
-        const float dw = qk_h2f(qk_ld((const u16*)J.wd + k));
+        const float dw = qk_h2f((u16)d16);
         float da[NTM];
         AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
 #pragma unroll
@@ -31,6 +46,17 @@ struct UnitQ8_0 {
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(dw, da[t]);
+    }
+    template <int NTM, class AS = ActG>
+    static QK_MEMBER void unit_raw(const MmArgs&, const MmJob& J, const Raw& r, u32 b, u32 h, i32 (*isum)[NTM],
+                                   float* d, float*) {
+        core<NTM, AS>(J, h ? r.q[1] : r.q[0], r.d16, b, h, isum, d);
+    }
+    template <int NTM, class AS = ActG>
+    static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
+                            float*) {
+        const u64 k = qk_wblk(J.rows, A.nb, row, b);
+        core<NTM, AS>(J, ld128((const u8*)J.w + k * 32u + 16u * h), qk_ld((const u16*)J.wd + k), b, h, isum, d);
     }
 };
 

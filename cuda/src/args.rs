@@ -134,13 +134,19 @@ pub fn has_mma(format: Format) -> bool {
 /// kernel with per-row pointers again 1340 at every NT (run5), so from 6; iq4_xs NT 3 1099 /
 /// 1493, NT 4 1951 / 1490, NT 5 1483 / 1487, NT 8 730 / 1479, so at 3 and from 5 (its
 /// three-token lane kernel spills), not at 4.
+///
+/// Session 20 retuned those two tensor-core kernels for the tiled layout: q6_K's on one
+/// 256-thread CTA an SM without the L2 prefetch (`QK_MINB_MMA_Q6K` 1, `QK_PF_MMA_Q6K` 0),
+/// iq4_xs's without the prefetch (H100, benches/results/2026-12-05-session20 run3
+/// `ntsweep.md`, lanes / tensor cores): q6_K NT 2 2533 / 1907, NT 3 1500 / 1895, NT 4 1801 /
+/// 1877, NT 5 1469 / 1871, NT 8 1160 / 1847, so from 3; iq4_xs NT 3 1103 / 1576, NT 4 1943 /
+/// 1569, NT 5 1485 / 1565, NT 8 731 / 1558, as before.
 pub fn mma_default_mask(format: Format) -> u32 {
     let nts: &[u32] = match format {
         Format::IQ2_XS | Format::IQ3_S => &[2, 3, 4, 5, 6, 7, 8],
-        Format::Q4_K | Format::Q5_K | Format::IQ2_XXS | Format::IQ2_S => &[3, 4, 5, 6, 7, 8],
+        Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_XXS | Format::IQ2_S => &[3, 4, 5, 6, 7, 8],
         Format::IQ4_XS => &[3, 5, 6, 7, 8],
         Format::IQ3_XXS => &[4, 5, 6, 7, 8],
-        Format::Q6_K => &[6, 7, 8],
         _ => &[],
     };
     mask_of(nts)
@@ -684,8 +690,8 @@ mod tests {
         let iq4: Vec<usize> = (1..=8).map(|n| pick(Format::IQ4_XS, n)).collect();
         assert_eq!(iq4[..4], [mm_kernel_index(1, 1), mm_kernel_index(2, 1), MMA_KERNEL, mm_kernel_index(4, 1)]);
         assert!(iq4[4..].iter().all(|&k| k == MMA_KERNEL));
-        assert_eq!(pick(Format::Q6_K, 5), mm_kernel_index(5, 1));
-        assert_eq!(pick(Format::Q6_K, 6), MMA_KERNEL);
+        assert_eq!(pick(Format::Q6_K, 2), mm_kernel_index(2, 1));
+        assert_eq!(pick(Format::Q6_K, 3), MMA_KERNEL);
         assert_eq!(pick(Format::Q4_K, 4), MMA_KERNEL);
     }
 }
