@@ -177,7 +177,9 @@ pub fn has_row(format: Format) -> bool {
 /// 3459 / 3742, NT 4 1926 / 2468, NT 7 1152 / 1388, NT 8 1056 / 1192); q8_0 NT 4-8 (NT 4 2767 /
 /// 3356, NT 8 1718 / 2094; NT 1-3 slower: 4196 / 3716, 3602 / 3522 at NT 3); iq4_nl NT 1-4 (NT
 /// 2 1900 / 2474, NT 4 1583 / 1705; from NT 5 slower: its even and odd accumulators double the
-/// registers); nvfp4 NT 2 and 4-7 (NT 2 2259 / 2365, NT 7 1077 / 1196; NT 1, 3, 8 slower).
+/// registers); nvfp4 NT 2 and 4-7 (NT 2 2259 / 2365, NT 7 1077 / 1196; NT 1, 3, 8 slower),
+/// and since session 20's one-ahead weight loads (mm_common.cuh `MMR_PIPE`) also NT 1 and 3
+/// (H100, benches/results/2026-12-05-session20 run3: NT 1 2469 / 2581, NT 3 1698 / 1878).
 /// Session 13 (run3) had q5_1 slower on one thread at NT 7-8 and nvfp4 at NT 6-7, before the
 /// job copy.
 pub fn row_default_mask(format: Format) -> u32 {
@@ -185,7 +187,7 @@ pub fn row_default_mask(format: Format) -> u32 {
         Format::Q5_1 => &[1, 2, 3, 4, 5, 6, 7, 8],
         Format::Q8_0 => &[4, 5, 6, 7, 8],
         Format::IQ4_NL => &[1, 2, 3, 4],
-        Format::NVFP4 => &[2, 4, 5, 6, 7],
+        Format::NVFP4 => &[1, 2, 3, 4, 5, 6, 7],
         _ => &[],
     };
     mask_of(nts)
