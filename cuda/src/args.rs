@@ -178,8 +178,9 @@ pub fn has_row(format: Format) -> bool {
 /// 3356, NT 8 1718 / 2094; NT 1-3 slower: 4196 / 3716, 3602 / 3522 at NT 3); iq4_nl NT 1-4 (NT
 /// 2 1900 / 2474, NT 4 1583 / 1705; from NT 5 slower: its even and odd accumulators double the
 /// registers); nvfp4 NT 2 and 4-7 (NT 2 2259 / 2365, NT 7 1077 / 1196; NT 1, 3, 8 slower),
-/// and since session 20's one-ahead weight loads (mm_common.cuh `MMR_PIPE`) also NT 1 and 3
-/// (H100, benches/results/2026-12-05-session20 run3: NT 1 2469 / 2581, NT 3 1698 / 1878).
+/// and since session 20's one-ahead weight loads (mm_common.cuh `MMR_PIPE`) also NT 1 (H100,
+/// benches/results/2026-12-05-session20 run3 / run4, two machine sessions: NT 1 2469 / 2581,
+/// 2562 / 2592; NT 3 went both ways, 1698 / 1878 and 2053 / 1893, and stays with two threads).
 /// Session 13 (run3) had q5_1 slower on one thread at NT 7-8 and nvfp4 at NT 6-7, before the
 /// job copy.
 pub fn row_default_mask(format: Format) -> u32 {
@@ -187,7 +188,7 @@ pub fn row_default_mask(format: Format) -> u32 {
         Format::Q5_1 => &[1, 2, 3, 4, 5, 6, 7, 8],
         Format::Q8_0 => &[4, 5, 6, 7, 8],
         Format::IQ4_NL => &[1, 2, 3, 4],
-        Format::NVFP4 => &[1, 2, 3, 4, 5, 6, 7],
+        Format::NVFP4 => &[1, 2, 4, 5, 6, 7],
         _ => &[],
     };
     mask_of(nts)
@@ -200,16 +201,20 @@ fn mask_of(nts: &[u32]) -> u32 {
 
 /// The token counts (a mask as [`row_default_mask`]) at which a 32-element format runs its
 /// one-thread-per-row kernel with the activations in the constant bank (`qk_mmc_*`,
-/// `QKERN_CUDA_CACT_NT=n`: n and above). None: in sm_90 SASS the activation words arrive by
-/// uniform loads (ULDC.64) as the IDP operands, leaving the L1 to the weights (q8_0 at NT 8: 4
-/// LDG a block instead of 24), but on the H200 they measured slower than the kernel each
-/// token count takes by default everywhere but at q8_0 NT 8 (2103 against 2057 GB/s) and q5_1
-/// NT 6 (1504 against 1472), within 3 % (benches/results/2026-12-05-h200-session16 run2
-/// `cact.txt`; q8_0 NT 2-4 818-1515 against 3027-4163, q5_1 NT 1-4 855-2475 against
-/// 2178-3513; the copy into the bank before each launch, ordered on the stream, is part of
-/// every call).
-pub fn cact_default_mask(_format: Format) -> u32 {
-    0
+/// `QKERN_CUDA_CACT_NT=n`: n and above). In sm_90 SASS the activation words arrive by uniform
+/// loads (ULDC.64) as the IDP operands, leaving the L1 to the weights (q8_0 at NT 8: 4 LDG a
+/// block instead of 24). Only q8_0 at NT 8 takes them: the one cell that measured faster on
+/// both cards, 2103 against 2057 GB/s on the H200 (benches/results/2026-12-05-h200-session16
+/// run2 `cact.txt`) and 2090 / 2125 against 1851 / 1884 on H100s (session 20 run3 / run4
+/// `ntsweep.md`). Elsewhere they went both ways between the cards (q5_1 NT 8: 990 against 1183
+/// on the H200, 1462 against 1107 on an H100) or lost (q8_0 NT 2-4 818-1515 against
+/// 3027-4163, q5_1 NT 1-4 855-2475 against 2178-3513, H200). The copy into the bank before a
+/// launch whose activations changed, ordered on the stream, is part of the call.
+pub fn cact_default_mask(format: Format) -> u32 {
+    match format {
+        Format::Q8_0 => mask_of(&[8]),
+        _ => 0,
+    }
 }
 
 /// The mask of [`row_default_mask`] for "from `n` tokens on" (0: never).
@@ -633,6 +638,27 @@ mod tests {
         big.a_len = CACT_BYTES;
         assert!(plan(Format::Q8_0, &[big], 8, 0, 0)[0].2.is_some());
         assert_eq!(plan(Format::Q8_0, &[one], 8, 0, rows as u64 + 1)[0].2, None);
+        // the defaults: q8_0 stages the bank at 8 tokens alone, no other format at any
+        let dflt = |f: Format, nt: u32| {
+            let k = PlanKnobs {
+                cact_mask: cact_default_mask(f),
+                row_mask: row_default_mask(f),
+                mma_mask: mma_default_mask(f),
+                ..Default::default()
+            };
+            let mut v = Vec::new();
+            plan_matmul::<()>(f, 4096, 0, [job(rows, nt)], k, |l, _| {
+                v.push(l.kernel);
+                Ok(())
+            })
+            .unwrap();
+            v[0]
+        };
+        assert_eq!(dflt(Format::Q8_0, 8), cact_kernel_index(8));
+        assert_eq!(dflt(Format::Q8_0, 7), row_kernel_index(7));
+        for f in [Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
+            assert!((1..=8).all(|nt| dflt(f, nt) != cact_kernel_index(nt)), "{f:?}");
+        }
         assert_eq!(plan(Format::Q4_K, &[one], 8, 0, 0)[0].2, None);
     }
 
