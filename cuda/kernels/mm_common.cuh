@@ -636,10 +636,11 @@ QK_UNROLL(1)
 }
 
 // qk_mmr_*: activations from global memory; qk_mmc_*: from the constant bank (ActC).
-#define MMR_KERNEL_1(fmt, U, CH, NTM)                                                                 \
-    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }                 \
-    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, (NTM) == 1 ? QK_MINB_R1 : (NTM) == 2 ? QK_MINB_R12 : QK_MINB_R) \
-    QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActC>(A); }                 \
+#define MMR_MINB(NTM) ((NTM) == 1 ? QK_MINB_R1 : (NTM) == 2 ? QK_MINB_R12 : QK_MINB_R)
+#define MMR_KERNEL_1(fmt, U, CH, NTM)                                                              \
+    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }              \
+    QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, MMR_MINB(NTM))                   \
+    QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActC>(A); }              \
     QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
