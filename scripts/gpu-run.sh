@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [abc] [dout]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [abc] [dout]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -19,6 +19,15 @@ for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib /usr/local/cuda/lib64
 steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
+# cuda_bench --mma-sweep (every NT 1..8 of every kernel family) once per "opts|formats" variant of
+# $1 (';'-separated), the NVRTC defines in QKERN_CUDA_NVRTC_OPTS, into $R/ntsweep.md.
+ntsweep_run() {
+  IFS=';' read -ra vs <<< "$1"
+  for v in "${vs[@]}"; do o=${v%%|*}; f=${v##*|}; echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f" >> "$R/ntsweep.md"
+    QKERN_CUDA_NVRTC_OPTS="$o" timeout ${NTSWEEP_TIMEOUT:-150} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --no-cublas --mma-sweep \
+      --formats "$f" 2>&1 | grep -E 'NT 1..8|^\| (q|iq|nv)|regs|rror' >> "$R/ntsweep.md"
+  done
+}
 for s in $steps; do case $s in
 parity)
   { QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
@@ -81,11 +90,13 @@ cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
   done; cat "$R/sweep.md" ;;
 # cudasweep at every NT 1..8 (cuda_bench --mma-sweep: lanes / tensor cores, two threads / one thread
 # per row), one cuda_bench per CUDA_SWEEP variant ("opts|formats;..."), in that order.
-ntsweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"
-  for v in "${vs[@]}"; do o=${v%%|*}; f=${v##*|}; echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f" >> "$R/ntsweep.md"
-    QKERN_CUDA_NVRTC_OPTS="$o" timeout ${NTSWEEP_TIMEOUT:-150} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --no-cublas --mma-sweep \
-      --formats "$f" 2>&1 | grep -E 'NT 1..8|^\| (q|iq|nv)|regs|rror' >> "$R/ntsweep.md"
-  done; cat "$R/ntsweep.md" ;;
+ntsweep) ntsweep_run "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"; cat "$R/ntsweep.md" ;;
+# ntsweep with session 20's H100 retuning against the knobs it replaced, for a card it has not
+# run on (about 4 minutes): the row kernels' one-ahead loads and NT 1 budget, q6_K's and iq4_xs's
+# tensor-core budget and prefetch, and the untried IQ2/IQ3 tensor-core prefetch and budget.
+retune) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s
+  ntsweep_run "-DQK_PIPE_R=0 -DQK_MINB_R1=2|q8_0,q5_1,iq4_nl,nvfp4;|q8_0,q5_1,iq4_nl,nvfp4,q6_K,iq4_xs;-DQK_MINB_MMA_Q6K=2 -DQK_PF_MMA_Q6K=2 -DQK_PF_MMA_IQ4XS=2|q6_K,iq4_xs;|$IQ;-DQK_PF_MMA_IQ=0|$IQ;-DQK_MINB_MMA_IQ=1 -DQK_PF_MMA_IQ=0|$IQ"
+  grep -E '^##|NT 1..8' "$R/ntsweep.md" ;;
 # The tensor-core kernels against the lane kernels at every NT 1..8 (their default thresholds).
 mmant) timeout ${CUDA_BENCH_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --mma-sweep \
     --formats ${MMA_FORMATS:-q4_K,q5_K,q6_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q5_1} > "$R/mmant.md" 2>&1
