@@ -110,7 +110,10 @@ MM_KERNELS_L4(q6_k, mm_q6_k, 4)
 // and the bsums loaded where used, not with the block's other loads, so that ptxas spills 32
 // bytes instead of 184 (sm_90 ptxas; session 10 measured (2, 2) at 1869 GB/s NT 8 against
 // 1949 for (1, 2) with 184 bytes spilled). With LAZY, 2 CTAs measured 1712 GB/s at NT 8
-// against 1524 for 1 CTA (H200, benches/results/2026-12-05-h200-session16 run3): the default.
+// against 1524 for 1 CTA (H200, benches/results/2026-12-05-h200-session16 run3), on the
+// row-major layout. On the tiled layout 1 CTA without LAZY and without the L2 prefetch
+// measured fastest (H100, NT 8: 1847 against 1376 for 2 CTAs, benches/results/
+// 2026-12-05-session20 run3), so LAZY is off by default (mm_common.cuh QK_MINB_MMA_Q6K).
 template <int PF, bool LAZY>
 QK_DEV void mma_q6_k_body(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
