@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [iqnt] [ab] [abc] [dout]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -97,6 +97,18 @@ ntsweep) ntsweep_run "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"; cat "$R/ntsweep.m
 retune) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s
   ntsweep_run "-DQK_PIPE_R=0 -DQK_MINB_R1=2|q8_0,q5_1,iq4_nl,nvfp4;|q8_0,q5_1,iq4_nl,nvfp4,q6_K,iq4_xs;-DQK_MINB_MMA_Q6K=2 -DQK_PF_MMA_Q6K=2 -DQK_PF_MMA_IQ4XS=2|q6_K,iq4_xs;|$IQ;-DQK_PF_MMA_IQ=0|$IQ;-DQK_MINB_MMA_IQ=1 -DQK_PF_MMA_IQ=0|$IQ"
   grep -E '^##|NT 1..8' "$R/ntsweep.md" ;;
+# q8_K activations as words (the default) against quads (QKERN_CUDA_Q8K=quads, session 21: the
+# 256-element formats' lane kernels load a token's 4 lanes at once; sm_90 block loops 10-32 %
+# shorter at NT 1 and 16-24 loads fewer, iq4_xs's lanes worse from NT 4): the bits with quads
+# (t_cuda_gpu, qkern parity), then cuda_bench --mma-sweep (every NT, lanes and tensor cores, so
+# the layouts' thresholds can be placed) words, quads, words, quads (CQ8K_REPS rounds).
+cq8k) { QKERN_CUDA_Q8K=quads QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
+    QKERN_CUDA_Q8K=quads timeout 120 $C/qkern parity --backend cuda | tail -3; } > "$R/cq8k_parity.log" 2>&1
+  grep -E "test result|FAILED|panicked|bit|differ" "$R/cq8k_parity.log" | head -20
+  for i in $(seq ${CQ8K_REPS:-2}); do for lay in words quads; do echo "## QKERN_CUDA_Q8K=$lay ($i)" >> "$R/cq8k.md"
+    QKERN_CUDA_Q8K=$lay timeout ${CQ8K_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --no-cublas --mma-sweep \
+      --formats ${CQ8K_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s} 2>&1 | grep -E 'NT 1..8|^\| (q|iq)|rror' >> "$R/cq8k.md"
+  done; done; cat "$R/cq8k.md" ;;
 # The tensor-core kernels against the lane kernels at every NT 1..8 (their default thresholds).
 mmant) timeout ${CUDA_BENCH_TIMEOUT:-200} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --mma-sweep \
     --formats ${MMA_FORMATS:-q4_K,q5_K,q6_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q5_1} > "$R/mmant.md" 2>&1

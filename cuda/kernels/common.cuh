@@ -428,11 +428,17 @@ QK_DEV u8 ld8(const u8* p) { return qk_ld(p); }
 
 #define QK_MAX_JOBS 16
 
+// The q8_K quant words' device layout (mm_common.cuh q8k_at): 0 words, 1 quads. The host passes
+// it to NVRTC (layout.rs `Q8kLayout::define`), so that its ActLayout and the kernels agree.
+#ifndef QK_Q8K_QUAD
+#define QK_Q8K_QUAD 0
+#endif
+
 // One matmul job: rows of one weight matrix against `nt` (<= the kernel's NTM) tokens.
 struct MmJob {
     u64 w;     // weight bodies, row 0 (device layout, see layout.rs)
     u64 wd;    // the fp16 `d` array for formats stored split (0 otherwise)
-    u64 a_qs;  // activation int8 quants of token 0: q8_0/q8_1 quads [cols/16][capw], q8_K words [cols/4][capw]
+    u64 a_qs;  // activation int8 quants of token 0: q8_0/q8_1 quads [cols/16][capw], q8_K words [cols/4][capw] or quads (QK_Q8K_QUAD)
     u64 a_d;   // activation f32 scales of token 0: [token][blocks]
     u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16]
     u64 out;   // f32 out[t * rows + r]

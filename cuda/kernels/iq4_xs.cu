@@ -51,6 +51,17 @@ QK_UNROLL(QK_UNROLL_IQ)
             u32 v[4];  // lanes 2h, 2h + 1 (low nibbles), 2h + 4, 2h + 5 (high nibbles)
             qk_lut16x2(q.x, kv, &v[0], &v[2]);
             qk_lut16x2(q.y, kv, &v[1], &v[3]);
+            if (QK_Q8K_QUAD) {
+                // the lane pairs' q8 words: one 8-byte load a token each
+                u32 av[4][NTM];
+                ld_q8k2<NTM>(aq, 16u * b + 2u * ib, 2u * h, capw, av);
+                ld_q8k2<NTM>(aq, 16u * b + 2u * ib + 1u, 2u * h, capw, av + 2);
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+#pragma unroll
+                    for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[k][t], 0);
+                continue;
+            }
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 u32 av[NTM];
@@ -119,7 +130,7 @@ QK_DEV void mma_iq4_xs_body(const MmArgs& A) {
     const u8* w = (const u8*)J.w + w0 * 136u;
     const u32 ws = qk_wstep(J.rows, c.row[0]) * 136u, o1 = (u32)(qk_wrow0(nb, c.row[1]) - w0) * 136u;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
+    const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
     const i32 cz[4] = {0, 0, 0, 0};
     float acc[4][8];
     mma_zero(acc);
@@ -158,7 +169,9 @@ QK_UNROLL(1)
 #pragma unroll
             for (int o = 0; o < 2; ++o) {
                 const int l = j + 4 * o;
-                const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
+                const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
+                const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
+                                   QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 8u, wl, capw)) : qk_ld(ab + (u64)(32 + l) * capw)};
                 i32 t[4];
                 qk_mma_s8s8(ah[o], bv, cz, t);
 #pragma unroll

@@ -64,6 +64,42 @@ QK_DEV void kq_lanes(float (*acc)[4], const u8* qs, uint4 qhv, u32 u0, u32 u1, f
 #pragma unroll
     for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
     const i32 bias0 = !Q5 && s == 0 ? QK_BIAS : 0;
+    if (QK_Q8K_QUAD) {
+        // Pair at a time: its 4 lanes' q8 words of each sub-block in one load a token
+        // (ld_q8k4), the lane sums kept for all 4 lanes; the same integers, the same chains.
+        i32 isum[4][NTM];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[i][t] = bias0;
+#pragma unroll
+        for (int k = 0; k < 4 / S; ++k) {
+            const u32 j = (u32)(k * S) + s;
+            // the low sub-block (low nibbles, 2j), then the high one (2j + 1): fewer live words
+#pragma unroll
+            for (int n = 0; n < 2; ++n) {
+                u32 av[4][NTM];
+                ld_q8k4<NTM>(aq, 16u * b + 4u * j + 2u * (u32)n + h, capw, av);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const u32 qw = q4w(qv[k], i), qhw = q4w(qhv, i);
+                    const i32 x = Q5 ? (i32)(((qw >> (4 * n)) & 0x0f0f0f0fu) | (((qhw >> (2u * j + (u32)n)) & 0x01010101u) << 4))
+                                     : (i32)((qw >> (4 * n)) & 0x0f0f0f0fu);
+                    const i32 sc = n ? sh[k] : sl[k];
+#pragma unroll
+                    for (int t = 0; t < NTM; ++t) isum[i][t] += sc * qk_dp4a(x, (i32)av[i][t], 0);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                const i32 v = mm_reduce_w<S>(isum[i][t]);
+                acc[t][i] = qk_fma(d[t], Q5 ? qk_i2f(v) : qk_unbias(v), acc[t][i]);
+            }
+        return;
+    }
     const u8* ab = (const u8*)act_at((const u8*)aq, 64u * b + 16u * s + 4u * h, 4u * capw);  // word 4h of pair s
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -122,7 +158,7 @@ QK_DEV void kq_mma(const MmArgs& A) {
     const u8* w = (const u8*)J.w + w0 * BB;
     const u32 ws = qk_wstep(J.rows, c.row[0]) * BB, o1 = (u32)(qk_wrow0(nb, c.row[1]) - w0) * BB;
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
+    const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
     const float* ad = (const float*)J.a_d;
     const i16* bs = (const i16*)J.a_x;
     const u32* tk = c.tk;
@@ -168,7 +204,9 @@ QK_UNROLL(1)
         const u32* ab = aq + (u64)(64u * b + 16u * q) * capw;  // q8 words of sub-blocks 2q, 2q + 1
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
-            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(8 + l) * capw)};
+            const u32 qd = 16u * b + 4u * q + (u32)(l >> 2), wl = (u32)(l & 3);
+            const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
+                               QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 2u, wl, capw)) : qk_ld(ab + (u64)(8 + l) * capw)};
             u32 alo[4], ahi[4];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {

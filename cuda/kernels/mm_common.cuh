@@ -100,6 +100,70 @@ QK_DEV void ld_tok_f(const float* p, float* f) {
     for (int t = 0; t < NTM; ++t) f[t] = qk_u2f(w[t]);
 }
 
+// ---- q8_K quant words on the device (layout.rs `Q8kLayout`, which passes QK_Q8K_QUAD to
+// NVRTC so that the host's layout and the kernels' always agree):
+// - 0 (words): word e4 (elements 4 e4..4 e4 + 3) of token t at e4 * capw + t, so that one
+//   16-byte load brings 4 tokens' word e4;
+// - 1 (quads): words 4q..4q + 3 of token t at (q * capw + t) * 4 (as the q8_0 / q8_1 quads),
+//   so that one 16-byte load brings a token's 4 consecutive words, the 4 lanes a thread of the
+//   L4-lane kernels owns (16 loads a block become 4 at NT 1) and a tensor-core thread's words
+//   of one token sit at immediate offsets from one address.
+// Kernels that read q8_K words keep their word-layout text as it was (same SASS) and take the
+// quad reads beside it. (QK_Q8K_QUAD's default is in common.cuh.)
+constexpr u32 Q8K_TS = QK_Q8K_QUAD ? 4u : 1u;  // words from a token's word e4 to the next token's
+
+// Word 4 qd + w (quad qd, w < 4) of token 0 (aq: the job's q8_K words, or those + Q8K_TS * a
+// token column). The quad index is the caller's, so that no address splits a word index.
+QK_DEV const u32* q8k_at(const u32* aq, u32 qd, u32 w, u32 capw) {
+    return QK_Q8K_QUAD ? act_at((const u8*)aq, qd, 16u * capw) + w : act_at((const u8*)aq, 4u * qd + w, 4u * capw);
+}
+// One word of NTM consecutive tokens (p = q8k_at(..)).
+template <int NTM>
+QK_DEV void ld_q8k(const u32* p, u32* w) {
+    if (QK_Q8K_QUAD) {
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) w[t] = qk_ld(p + 4 * t);
+    } else {
+        ld_tok<NTM>(p, w);
+    }
+}
+// Quad qd (words 4 qd..4 qd + 3) of NTM consecutive tokens: w[i][t] is word 4 qd + i of token
+// t. Quads: one 16-byte load a token; words: one ld_tok a word.
+template <int NTM>
+QK_DEV void ld_q8k4(const u32* aq, u32 qd, u32 capw, u32 (*w)[NTM]) {
+    if (QK_Q8K_QUAD) {
+        const uint4* p = (const uint4*)q8k_at(aq, qd, 0u, capw);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            const uint4 v = qk_ld(p + t);
+            w[0][t] = v.x;
+            w[1][t] = v.y;
+            w[2][t] = v.z;
+            w[3][t] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ld_tok<NTM>(q8k_at(aq, qd, (u32)i, capw), w[i]);
+    }
+}
+// Words 4 qd + wo, 4 qd + wo + 1 (wo 0 or 2) of NTM consecutive tokens: w[i][t] is word
+// 4 qd + wo + i of token t.
+template <int NTM>
+QK_DEV void ld_q8k2(const u32* aq, u32 qd, u32 wo, u32 capw, u32 (*w)[NTM]) {
+    if (QK_Q8K_QUAD) {
+        const uint2* p = (const uint2*)q8k_at(aq, qd, wo, capw);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            const uint2 v = qk_ld(p + 2 * t);
+            w[0][t] = v.x;
+            w[1][t] = v.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) ld_tok<NTM>(q8k_at(aq, qd, wo + (u32)i, capw), w[i]);
+    }
+}
+
 // ---- Where a kernel reads its activations from: global memory (ActG: the job's pointers) or
 // the module's constant bank (ActC: qk_cact holds a copy of the whole activation buffer that
 // starts at J.a_cb, made by the host before the launch, so a region's bank offset is its
@@ -321,6 +385,15 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
 // 64b + 8ib + 4h + i of token t), sg[i] being lane 4h + i's signed grid bytes.
 template <int NTM>
 QK_DEV void mm_l4_dot(i32 (*isum)[NTM], const i32* sg, i32 ls, const u32* aq, u32 capw, u32 b, u32 ib, u32 h) {
+    if (QK_Q8K_QUAD) {
+        u32 av[4][NTM];
+        ld_q8k4<NTM>(aq, 16u * b + 2u * ib + h, capw, av);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[i][t], 0);
+        return;
+    }
     const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -1135,7 +1208,7 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
+    const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
     float acc[4][8];
     mma_zero(acc);
 QK_UNROLL(1)
@@ -1164,7 +1237,9 @@ QK_UNROLL(1)
         const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
-            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(32 + l) * capw)};
+            const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
+            const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
+                               QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 8u, wl, capw)) : qk_ld(ab + (u64)(32 + l) * capw)};
             u32 v[4], m[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {

@@ -111,13 +111,27 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
         const uint4 qv = ld128(blk + 16u + 32u * s + 16u * h);  // lanes 4h..4h+3 of pair s
         const i32 sl = (i32)kq_byte(u0, u1, 2u * s), sh = (i32)kq_byte(u0, u1, 2u * s + 1u);
         const bool store = base + tid < items;
+        // Quads (QK_Q8K_QUAD): the pair's lanes 4h..4h+3 of both sub-blocks, one load a token each.
+        u32 qlo[QK_Q8K_QUAD ? 4 : 1][NTM], qhi[QK_Q8K_QUAD ? 4 : 1][NTM];
+        if (QK_Q8K_QUAD) {
+            ld_q8k4<NTM>(aq, 16u * b + 4u * s + h, capw, qlo);
+            ld_q8k4<NTM>(aq, 16u * b + 4u * s + 2u + h, capw, qhi);
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const u32 qw = q4w(qv, i);
             const u32* a = aq + (u64)(64u * b + 16u * s + 4u * h + (u32)i) * capw;
             u32 alo[NTM], ahi[NTM];
-            ld_tok<NTM>(a, alo);
-            ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+            if (QK_Q8K_QUAD) {
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) {
+                    alo[t] = qlo[QK_Q8K_QUAD ? i : 0][t];
+                    ahi[t] = qhi[QK_Q8K_QUAD ? i : 0][t];
+                }
+            } else {
+                ld_tok<NTM>(a, alo);
+                ld_tok<NTM>(a + 8u * (u64)capw, ahi);
+            }
 #pragma unroll
             for (int t = 0; t < NTM; ++t) {
                 i32 v = sl * qk_dp4a((i32)(qw & 0x0f0f0f0fu), (i32)alo[t], 0) +

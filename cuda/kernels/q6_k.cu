@@ -57,18 +57,42 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         // One lane at a time (fewer live registers): its sum over the sub-blocks, minus its
         // q8sclsub (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]) << 5, then its
         // float chain step.
+        const auto quant = [&](int k8, int i) {
+            const u32 k = ((u32)(k8 * S) + c.s) & 3u;
+            const u32 qlw = q4w(qlv[k8], i);
+            const u32 qhw = q4w(qhv[k8], i);
+            return (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
+        };
+        // Quads (QK_Q8K_QUAD): a sub-block at a time, its 4 lanes' q8 words in one load a token,
+        // the sums of all 4 lanes kept; the same integers.
+        i32 isq[QK_Q8K_QUAD ? 4 : 1][NTM];
+        if (QK_Q8K_QUAD) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) isq[i][t] = 0;
+#pragma unroll
+            for (int k8 = 0; k8 < 8 / S; ++k8) {
+                const u32 is = (u32)(k8 * S) + c.s;
+                u32 av[4][NTM];
+                ld_q8k4<NTM>(aq, 16u * b + 2u * is + h, capw, av);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const i32 qq = quant(k8, i);
+#pragma unroll
+                    for (int t = 0; t < NTM; ++t) isq[i][t] += sc[k8] * qk_dp4a(qq, (i32)av[i][t], 0);
+                }
+            }
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             i32 isum[NTM];
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[t] = 0;
+            for (int t = 0; t < NTM; ++t) isum[t] = QK_Q8K_QUAD ? isq[QK_Q8K_QUAD ? i : 0][t] : 0;
 #pragma unroll
-            for (int k8 = 0; k8 < 8 / S; ++k8) {
+            for (int k8 = 0; k8 < (QK_Q8K_QUAD ? 0 : 8 / S); ++k8) {
                 const u32 is = (u32)(k8 * S) + c.s;
-                const u32 k = is & 3u;
-                const u32 qlw = q4w(qlv[k8], i);
-                const u32 qhw = q4w(qhv[k8], i);
-                const i32 qq = (i32)(((k < 2 ? qlw : qlw >> 4) & 0x0f0f0f0fu) | (((qhw >> (2u * k)) & 0x03030303u) << 4));
+                const i32 qq = quant(k8, i);
                 u32 av[NTM];
                 if (QK_ACT_AT_Q6K)
                     ld_tok<NTM>(act_at(ab, 8u * (u32)(k8 * S) + (u32)i, 4u * capw), av);
@@ -127,7 +151,7 @@ QK_DEV void mma_q6_k_body(const MmArgs& A) {
     const u8* w[2] = {(const u8*)J.w + w0[0] * 208u, (const u8*)J.w + w0[1] * 208u};
     const u16* wd[2] = {(const u16*)J.wd + w0[0], (const u16*)J.wd + w0[1]};
     const u32 capw = J.capw;
-    const u32* aq = (const u32*)J.a_qs + c.acol;  // token column g of B
+    const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
     const i16* bs = (const i16*)J.a_x;
     const u32* tk = c.tk;
     const i32 cz[4] = {0, 0, 0, 0};
@@ -167,7 +191,9 @@ QK_UNROLL(1)
                     ld_body<4, 16>(body[h] + 64u * j + 32u * k + 16u, ql[h] + 4);
                     ld_body<4, 16>(body[h] + 128u + 32u * j + 16u, qh[h] + 4);
                 }
-            const u32 bv[2] = {qk_ld(ab + (u64)l * capw), qk_ld(ab + (u64)(16 + l) * capw)};
+            const u32 qd = 16u * b + 2u * (4u * j + k) + (u32)(l >> 2), wl = (u32)(l & 3);
+            const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
+                               QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 4u, wl, capw)) : qk_ld(ab + (u64)(16 + l) * capw)};
             const int half = l >> 2;
             u32 qa[2], qb[2];
 #pragma unroll

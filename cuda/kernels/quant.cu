@@ -10,7 +10,7 @@
 //
 // Output layout (layout.rs `ActLayout`, token-interleaved): q8_0 / q8_1 quant quads
 // [cols/16][capw] (16 bytes), d as fp16 and f32 [blocks][capw], q8_1 also s (fp16 and f32);
-// q8_K quant words [cols/4][capw], d f32 [blocks][capw] and bsums i16 [t][blocks][16].
+// q8_K quant words [cols/4][capw] (QK_Q8K_QUAD: quads [cols/16][capw], as q8_0's), d f32 [blocks][capw] and bsums i16 [t][blocks][16].
 
 #include "common.cuh"
 
@@ -120,12 +120,15 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
                 idx = oi;
             }
         }
-        u32* qs = (u32*)A.qs + (u64)(64u * b + 2u * lane) * A.capw + t;
+        // words 2 lane, 2 lane + 1 of the block (mm_common.cuh QK_Q8K_QUAD: qs[0], qs[wn])
+        u32* qs = QK_Q8K_QUAD ? (u32*)A.qs + ((u64)(16u * b + lane / 2u) * A.capw + t) * 4u + 2u * (lane & 1u)
+                              : (u32*)A.qs + (u64)(64u * b + 2u * lane) * A.capw + t;
+        const u64 wn = QK_Q8K_QUAD ? 1u : A.capw;
         i16* bs = (i16*)A.x16 + (u64)i * 16u;
         const u64 si = (u64)b * A.capw + t;
         if (amax == 0.0f) {
             qs[0] = 0;
-            qs[A.capw] = 0;
+            qs[wn] = 0;
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
             if (lane == 0) ((float*)A.d32)[si] = 0.0f;
             continue;
@@ -142,7 +145,7 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
             else w1 |= ((u32)q8 & 0xffu) << (8 * (j - 4));
         }
         qs[0] = w0;
-        qs[A.capw] = w1;
+        qs[wn] = w1;
         s += qk_shfl_xor_i(s, 1);
         if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
         if (lane == 0) ((float*)A.d32)[si] = qk_div(1.0f, iscale);

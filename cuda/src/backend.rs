@@ -477,6 +477,9 @@ impl CudaBackend {
             if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", qkern_formats::env::switch)? {
                 b.set_kq_two_phase(on);
             }
+            // QKERN_CUDA_Q8K=words|quads: read once per process by the layouts and the NVRTC
+            // options alike (Q8kLayout::current); refused here when unknown.
+            crate::layout::Q8kLayout::from_env()?;
             Ok(b)
         })
     }
@@ -756,7 +759,8 @@ impl CudaBackend {
     /// tokens of `cols` elements.
     pub fn alloc_acts(&self, format: Format, cols: usize, capacity: usize) -> Result<CudaActs> {
         let layout = ActLayout::new(format, cols, capacity)?;
-        if cols > u32::MAX as usize / 2 || capacity > u32::MAX as usize {
+        // capw * 16 (a q8_0 / q8_1 / q8_K-quad row of quads) is a u32 in the kernels
+        if cols > u32::MAX as usize / 2 || capacity > (u32::MAX / 16 - 3) as usize {
             return Err(invalid("activation buffer too large for the CUDA kernels"));
         }
         self.bind()?;

@@ -132,11 +132,12 @@ pub fn big_shared(arch: &str) -> bool {
     matches!(arch, "sm_80" | "sm_87" | "sm_90" | "sm_100" | "sm_103")
 }
 
-/// NVRTC options: C++17, the IQ tables' shared-memory budget of `arch` ([`big_shared`]), plus
+/// NVRTC options: C++17, the q8_K activation layout ([`crate::layout::Q8kLayout::current`]), the
+/// IQ tables' shared-memory budget of `arch` ([`big_shared`]), plus
 /// the words of `QKERN_CUDA_NVRTC_OPTS` (tuning experiments, e.g. `-DQK_UNROLL_K=4
 /// --maxrregcount=64`; read once per process; bits never depend on them).
 fn extra_options(arch: &str) -> Vec<String> {
-    let mut v = vec!["--std=c++17".to_string()];
+    let mut v = vec!["--std=c++17".to_string(), crate::layout::Q8kLayout::current().define()];
     if !big_shared(arch) {
         v.extend(["-DQK_GRID_WORDS=2048".to_string(), "-DQK_SIGN_WORDS=1024".to_string()]);
     }

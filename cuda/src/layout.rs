@@ -186,18 +186,69 @@ fn align(x: usize) -> usize {
     x.div_ceil(ALIGN) * ALIGN
 }
 
+/// How the q8_K quant words of an activation buffer are interleaved by token (kernels/common.cuh
+/// `QK_Q8K_QUAD`): the host builds every [`ActLayout`] and the NVRTC options of the process from
+/// the same value ([`Q8kLayout::current`], [`Q8kLayout::define`]), so the two always agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Q8kLayout {
+    /// Word `e4` of token `t` at word `e4 * capw + t`: one 16-byte load brings 4 tokens' word.
+    Words,
+    /// Words `4q..4q + 3` of token `t` at quad `q * capw + t`, as the q8_0 / q8_1 quads: one
+    /// 16-byte load brings the 4 consecutive words (lanes) a thread of the 256-element formats'
+    /// lane kernels owns.
+    Quads,
+}
+
+impl Q8kLayout {
+    /// The layout the kernels were timed with (`QKERN_CUDA_Q8K` overrides it).
+    pub const DEFAULT: Q8kLayout = Q8kLayout::Words;
+
+    /// `words` or `quads`.
+    pub fn parse(s: &str) -> Option<Q8kLayout> {
+        match s {
+            "words" => Some(Q8kLayout::Words),
+            "quads" => Some(Q8kLayout::Quads),
+            _ => None,
+        }
+    }
+
+    /// `QKERN_CUDA_Q8K` (`words` or `quads`), or [`Q8kLayout::DEFAULT`] where unset; an unknown
+    /// value is an error.
+    pub fn from_env() -> Result<Q8kLayout, qkern_formats::env::EnvError> {
+        Ok(qkern_formats::env::knob("QKERN_CUDA_Q8K", "words or quads", Q8kLayout::parse)?
+            .unwrap_or(Q8kLayout::DEFAULT))
+    }
+
+    /// The process's layout: [`Q8kLayout::from_env`], read once (kernels are compiled once per
+    /// process). An unknown value reads as the default here; the backend refuses it when it
+    /// starts, so no kernel runs with it.
+    pub fn current() -> Q8kLayout {
+        static L: std::sync::OnceLock<Q8kLayout> = std::sync::OnceLock::new();
+        *L.get_or_init(|| Q8kLayout::from_env().unwrap_or(Q8kLayout::DEFAULT))
+    }
+
+    /// The NVRTC (and emulator) option that builds the kernels for this layout.
+    pub fn define(self) -> String {
+        format!("-DQK_Q8K_QUAD={}", (self == Q8kLayout::Quads) as u32)
+    }
+}
+
 /// Region offsets of an activation buffer. Token-interleaved, in units of [`ActLayout::quant_unit`]
 /// bytes: q8_0 / q8_1 quant quad `q` (16 bytes, elements `16*q..16*q+16`) of token t is quad
 /// `q * capw + t` of the `qs` region, so that a matmul thread of their weight formats, which
 /// owns 4 consecutive lanes (words) of a block, reads them with one 16-byte load per token;
 /// q8_K quant word `e4` (elements `4*e4..4*e4+4`) is word `e4 * capw + t`, so that one 16-byte
 /// load brings 4 tokens' words (its kernels, iq4_xs's word pairs and the K-quants' lane-at-a-
-/// time loops, measured faster so: benches/results/2026-12-04-h200-session7/NOTES.md). Token
+/// time loops, measured faster so: benches/results/2026-12-04-h200-session7/NOTES.md), or in
+/// quads as q8_0's ([`Q8kLayout`]: since session 10 those kernels' threads own 4 consecutive
+/// lanes too). Token
 /// t's scale of block `b` is element `b * capw + t` of the `d` regions; q8_K `bsums` stay per
 /// token (`[t][blocks][16]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActLayout {
     pub format: Format,
+    /// The q8_K words' interleave (q8_0 and q8_1 are always in quads).
+    pub q8k: Q8kLayout,
     pub cols: usize,
     pub capacity: usize,
     /// Token stride: capacity rounded up to a multiple of 4.
@@ -216,7 +267,13 @@ pub struct ActLayout {
 }
 
 impl ActLayout {
+    /// The layout of this process's kernels ([`Q8kLayout::current`]).
     pub fn new(format: Format, cols: usize, capacity: usize) -> Result<ActLayout, ShapeError> {
+        Self::with_q8k(format, cols, capacity, Q8kLayout::current())
+    }
+
+    /// With the q8_K words as `q8k` says.
+    pub fn with_q8k(format: Format, cols: usize, capacity: usize, q8k: Q8kLayout) -> Result<ActLayout, ShapeError> {
         if !format.is_activation() {
             return Err(ShapeError::Role { format, role: "activation" });
         }
@@ -258,18 +315,23 @@ impl ActLayout {
                 }
             }
         }
-        Ok(ActLayout { format, cols, capacity, capw, blocks, qs, d16, d32, x16, x32, total: at })
+        Ok(ActLayout { format, q8k, cols, capacity, capw, blocks, qs, d16, d32, x16, x32, total: at })
     }
 
     /// Bytes of one token's quants that stay together in the `qs` region: 16 (quads) for q8_0
-    /// and q8_1, 4 (words) for q8_K.
+    /// and q8_1, 4 (words) or 16 for q8_K, as `q8k` says.
+    pub fn unit_of(format: Format, q8k: Q8kLayout) -> usize {
+        if format == Format::Q8_K && q8k == Q8kLayout::Words { 4 } else { 16 }
+    }
+
+    /// [`ActLayout::unit_of`] with this process's q8_K layout ([`Q8kLayout::current`]).
     pub fn quant_unit(format: Format) -> usize {
-        if format == Format::Q8_K { 4 } else { 16 }
+        Self::unit_of(format, Q8kLayout::current())
     }
 
     /// Byte offset of quant word `e4` (elements 4 e4..4 e4 + 4) of token `t`.
     fn qword(&self, t: usize, e4: usize) -> usize {
-        let u = Self::quant_unit(self.format);
+        let u = Self::unit_of(self.format, self.q8k);
         let per = u / 4; // words per unit
         self.qs + u * ((e4 / per) * self.capw + t) + 4 * (e4 % per)
     }
@@ -470,10 +532,26 @@ mod tests {
     }
 
     #[test]
+    fn q8k_quads_sit_as_q8_0s() {
+        let (cols, cap) = (512, 5);
+        let w = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Words).unwrap();
+        let q = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Quads).unwrap();
+        assert_eq!((w.capw, w.total), (q.capw, q.total));
+        for (t, e4) in [(0, 0), (1, 0), (0, 1), (3, 6), (4, 127)] {
+            assert_eq!(w.qword(t, e4), 4 * (e4 * w.capw + t));
+            assert_eq!(q.qword(t, e4), 16 * ((e4 / 4) * q.capw + t) + 4 * (e4 % 4));
+        }
+        assert_eq!(Q8kLayout::Words.define(), "-DQK_Q8K_QUAD=0");
+        assert_eq!(Q8kLayout::Quads.define(), "-DQK_Q8K_QUAD=1");
+        assert_eq!(Q8kLayout::parse("quads"), Some(Q8kLayout::Quads));
+        assert_eq!(Q8kLayout::parse("quad"), None);
+    }
+
+    #[test]
     fn act_roundtrip() {
-        for f in Format::ACTIVATIONS {
+        for (f, q8k) in Format::ACTIVATIONS.into_iter().flat_map(|f| [(f, Q8kLayout::Words), (f, Q8kLayout::Quads)]) {
             let cols = 512;
-            let l = ActLayout::new(f, cols, 3).unwrap();
+            let l = ActLayout::with_q8k(f, cols, 3, q8k).unwrap();
             let rb = f.row_bytes(cols).unwrap();
             let mut bytes: Vec<u8> = (0..2 * rb).map(|i| (i * 13 + 1) as u8).collect();
             // keep fp16 scales finite-ish is not needed: bits are copied

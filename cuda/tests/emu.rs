@@ -4,7 +4,8 @@
 //! grouped launches) and dequantize (f32, f16, bf16). Needs a C++ compiler (`CXX`, `c++`,
 //! `g++` or `clang++`); skips with a message otherwise. No GPU involved. `QKERN_EMU_DEFINES`
 //! (`-DNAME=VALUE` words, as `QKERN_CUDA_NVRTC_OPTS` gives NVRTC) builds the kernels with other
-//! values of their compile-time knobs (scripts/test.sh runs the off switches this way).
+//! values of their compile-time knobs (scripts/test.sh runs the off switches this way);
+//! `QKERN_CUDA_Q8K=quads` runs them all on the other q8_K activation layout.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -33,8 +34,10 @@ fn emu() -> Option<&'static Emu> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .chain([dir.join("emu/emu.cpp")])
             .collect();
-        let defines: Vec<String> =
-            std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from).collect();
+        // The q8_K layout of this process's ActLayouts (QKERN_CUDA_Q8K), as the backend passes it.
+        let defines: Vec<String> = std::iter::once(qkern_cuda::layout::Q8kLayout::current().define())
+            .chain(std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from))
+            .collect();
         if let Some(bad) = defines.iter().find(|d| !d.starts_with("-D")) {
             panic!("QKERN_EMU_DEFINES: {bad:?} is not a -DNAME[=VALUE] option");
         }
