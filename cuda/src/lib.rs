@@ -20,6 +20,9 @@
 //!   uniform loads ([`args::PlanKnobs::cact_mask`], `QKERN_CUDA_CACT_NT`): the backend copies
 //!   the activation buffer into the bank before the launch (stream-ordered, skipped when the
 //!   bank already holds it).
+//! - q8_K activations lie in the device buffer as words interleaved by token, or as quads like
+//!   q8_0's ([`layout::Q8kLayout`], `QKERN_CUDA_Q8K`: one value per process, given to NVRTC
+//!   and to every [`layout::ActLayout`] alike).
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
 //!   backend; `matmul` allocates nothing once its output buffers have grown to size, and
