@@ -389,6 +389,22 @@ QK_DEV void qk_lut16x2(u32 w, const u32* t, u32* lo, u32* hi) {
     *hi = qk_perm(v[0], v[1], 0x7531u);
 }
 
+// The 8 nibbles of `w` (in element order, layout.rs `nibble_seq`) looked up in t[0..4]: `*a`
+// gets the values of nibbles 0-3, `*b` those of nibbles 4-7 (qk_lut16x2 without its two
+// separating permutes: 6 for 8 values).
+QK_DEV void qk_lut16x2n(u32 w, const u32* t, u32* a, u32* b) {
+    const u32 idx = w & 0x77777777u;
+    const u32 pick = 0x32103210u | ((w & 0x88888888u) >> 1);
+    u32 v[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const u32 sh = 16u * (u32)i;
+        v[i] = qk_perm(qk_perm(t[0], t[1], idx >> sh), qk_perm(t[2], t[3], idx >> sh), pick >> sh);
+    }
+    *a = v[0];
+    *b = v[1];
+}
+
 // Horizontal sum of the 8 lanes of a lane group (lanes l, l^4, l^2, l^1), in ggml's
 // `hsum_float_8` order ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); every lane gets the result
 // (the adds are commutative, so each lane computes the same bits).

@@ -5,8 +5,11 @@
 //   low (L < 4) or high nibbles of qs[16ib + 4(L&3)..+4] times q8, scaled by ls - 32;
 //   acc = fma(xd*yd, lane, acc); hsum unscaled.
 // Device layout: ggml's 136-byte blocks (d, scales_h, scales_l[4], qs[128]), tiled (layout.rs:
-// block b of a row at qk_wrow0 + b * qk_wstep, common.cuh). Word-pair thread
-// mapping (mm_common.cuh `MmCtxW`): lanes l and l + 4 read the two nibbles of one qs word.
+// block b of a row at qk_wrow0 + b * qk_wstep, common.cuh), each sub-block's 16 qs bytes with
+// their nibbles in element order (layout.rs `nibble_seq`): qs word k is lanes 2k, 2k + 1, looked
+// up without separating low and high nibbles (qk_lut16x2n). Thread mapping (mm_common.cuh
+// `MmCtxW`): thread h owns lanes 4h..4h+3 of its sub-blocks, 8 contiguous qs bytes and 4
+// consecutive q8 words (one 16-byte load a token with the q8_K quads); hsum as mm_hsum_b.
 
 #include "mm_common.cuh"
 
@@ -41,37 +44,33 @@ QK_UNROLL(QK_UNROLL_IQ)
         for (int k = 0; k < 4; ++k)
 #pragma unroll
             for (int t = 0; t < NTM; ++t) isum[k][t] = 0;
-        const u8* ab = (const u8*)act_at((const u8*)aq, 64u * b + 8u * c.s + 2u * h, 4u * capw);  // word 2h of sub-block s
+        const u8* ab = (const u8*)act_at((const u8*)aq, 64u * b + 8u * c.s + 4u * h, 4u * capw);  // word 4h of sub-block s
 #pragma unroll
         for (int i = 0; i < 8 / S; ++i) {
             const u32 ib = (u32)(i * S) + c.s;
             const i32 ls = (i32)(((sl >> (4u * ib)) & 0xfu) | (((sh >> (2u * ib)) & 3u) << 4)) - 32;
-            // blocks are 136 bytes, so every qs word pair is 8-byte aligned
+            // blocks are 136 bytes, so every qs word pair is 8-byte aligned; in element order
+            // (layout.rs nibble_seq) bytes 8h..8h+8 of the sub-block are lanes 4h..4h+3
             const uint2 q = ld64(blk + 8u + 16u * ib + 8u * h);
-            u32 v[4];  // lanes 2h, 2h + 1 (low nibbles), 2h + 4, 2h + 5 (high nibbles)
-            qk_lut16x2(q.x, kv, &v[0], &v[2]);
-            qk_lut16x2(q.y, kv, &v[1], &v[3]);
+            u32 v[4];  // lanes 4h..4h+3
+            qk_lut16x2n(q.x, kv, &v[0], &v[1]);
+            qk_lut16x2n(q.y, kv, &v[2], &v[3]);
+            u32 av[4][NTM];
             if (QK_Q8K_QUAD) {
-                // the lane pairs' q8 words: one 8-byte load a token each
-                u32 av[4][NTM];
-                ld_q8k2<NTM>(aq, 16u * b + 2u * ib, 2u * h, capw, av);
-                ld_q8k2<NTM>(aq, 16u * b + 2u * ib + 1u, 2u * h, capw, av + 2);
+                ld_q8k4<NTM>(aq, 16u * b + 2u * ib + h, capw, av);
+            } else {
 #pragma unroll
-                for (int k = 0; k < 4; ++k)
-#pragma unroll
-                    for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[k][t], 0);
-                continue;
+                for (int k = 0; k < 4; ++k) {
+                    if (QK_ACT_AT_IQ4XS)
+                        ld_tok<NTM>(act_at(ab, 8u * (u32)(i * S) + (u32)k, 4u * capw), av[k]);
+                    else
+                        ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib + 4u * h + (u32)k) * capw, av[k]);
+                }
             }
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                u32 av[NTM];
-                if (QK_ACT_AT_IQ4XS)
-                    ld_tok<NTM>(act_at(ab, 8u * (u32)(i * S) + mm_lane_w(0u, k), 4u * capw), av);
-                else
-                    ld_tok<NTM>(aq + (u64)(64u * b + 8u * ib + mm_lane_w(h, k)) * capw, av);
+            for (int k = 0; k < 4; ++k)
 #pragma unroll
-                for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[t], 0);
-            }
+                for (int t = 0; t < NTM; ++t) isum[k][t] += ls * qk_dp4a((i32)v[k], (i32)av[k][t], 0);
         }
         float da[NTM];
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
@@ -85,7 +84,7 @@ QK_UNROLL(QK_UNROLL_IQ)
 #pragma unroll
     for (int t = 0; t < NTM; ++t) {
         const float x[4] = {acc[0][t], acc[1][t], acc[2][t], acc[3][t]};
-        res[t] = mm_hsum_w(x);
+        res[t] = mm_hsum_b(x);
     }
 }
 MM_KERNELS_W(iq4_xs, mm_iq4_xs, 1)
@@ -99,7 +98,7 @@ MM_KERNELS_W(iq4_xs, mm_iq4_xs, 4)
 // of each scale come from two tables in shared memory (64 scales x 16 bytes each, built once
 // per CTA), so a slot's A words are the kvalue lookup (qk_lut16x2) of its nibbles in its
 // scale's lo and hi tables. K layout: thread q holds sub-blocks q (k = 4q..) and q + 4
-// (k = 16+4q..); lanes j and j + 4 are the low and high nibbles of qs word 4 ib + j.
+// (k = 16+4q..); lanes 2j and 2j + 1 are nibbles 0-3 and 4-7 of qs word 4 ib + j (element order).
 // (Session 13's kernel took the scale bit by bit, seven products a lane: 1158 against 1554
 // GB/s on the H100, benches/results/2026-12-05-h100-session15 run1.)
 template <int PF>
@@ -160,15 +159,15 @@ QK_UNROLL(1)
         const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            u32 al[2][4], ah[2][4];  // [low / high nibbles][slot]
+            u32 al[2][4], ah[2][4];  // [lane 2j / 2j + 1][slot]
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
-                qk_lut16x2(qw[k][j], tl[k], &al[0][k], &al[1][k]);
-                qk_lut16x2(qw[k][j], th[k], &ah[0][k], &ah[1][k]);
+                qk_lut16x2n(qw[k][j], tl[k], &al[0][k], &al[1][k]);
+                qk_lut16x2n(qw[k][j], th[k], &ah[0][k], &ah[1][k]);
             }
 #pragma unroll
             for (int o = 0; o < 2; ++o) {
-                const int l = j + 4 * o;
+                const int l = 2 * j + o;
                 const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
                 const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
                                    QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 8u, wl, capw)) : qk_ld(ab + (u64)(32 + l) * capw)};
@@ -193,8 +192,7 @@ QK_DEV float deq_iq4_xs(const u8* blk, u32, u32 e, const u32* tab) {
     const u32 hw = ld32(blk);
     const u32 ls = ((blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xfu) | ((((hw >> 16) >> (2 * ib)) & 3u) << 4);
     const float dl = qk_mul(qk_h2f((u16)(hw & 0xffffu)), (float)((i32)ls - 32));
-    const u32 qb = blk[8 + 16 * ib + (j % 16)];
-    const u32 n = j < 16 ? (qb & 0xfu) : (qb >> 4);
+    const u32 n = (blk[8 + 16 * ib + j / 2] >> (4 * (j % 2))) & 0xfu;  // element order (nibble_seq)
     return qk_mul(dl, (float)(i8)tab_byte(tab + TAB_IQ4NL, n));
 }
 DEQ_KERNEL_T(iq4_xs, deq_iq4_xs, 256, 136, 0, 1)

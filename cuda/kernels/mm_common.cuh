@@ -7,7 +7,7 @@
 // lane runs the same float chain `acc[t] = fma(d_b, (float)lane_b, acc[t])` over the blocks b
 // in order, which is the AVX2 kernel's per-lane sequence. The weights are read once for all NT
 // tokens. At the end the 8 lanes' accumulators are summed with one shuffle per lane pair in
-// `hsum_float_8` order (mm_hsum_b, mm_hsum_w).
+// `hsum_float_8` order (mm_hsum_b).
 //
 // Jobs: one launch runs up to QK_MAX_JOBS (weights, activations, out) triples of one format
 // and width (a layer's experts, or token chunks); CTAs [cta0, next cta0) belong to a job.
@@ -321,22 +321,12 @@ QK_DEV MmCtxW mm_ctx_w(const MmArgs& A) {
     return c;
 }
 
-// The lanes of thread h, in its accumulator order.
-QK_DEV u32 mm_lane_w(u32 h, int k) { return 2u * h + (u32)(k & 1) + 4u * (u32)(k >> 1); }
-
 // Sum of the S partial integer lane sums (threads 2s + h).
 template <int S>
 QK_DEV i32 mm_reduce_w(i32 v) {
     if (S >= 2) v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 2));
     if (S >= 4) v = (i32)((u32)v + (u32)qk_shfl_xor_i(v, 4));
     return v;
-}
-
-// hsum_float_8 of the lanes (2h, 2h + 1, 2h + 4, 2h + 5) of the thread pair h = 0, 1:
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the same bits in both threads.
-QK_DEV float mm_hsum_w(const float* x) {
-    const float a = qk_add(x[0], x[2]), b = qk_add(x[1], x[3]);
-    return qk_add(qk_add(a, qk_shfl_xor(a, 1)), qk_add(b, qk_shfl_xor(b, 1)));
 }
 
 template <int NTM>

@@ -7,7 +7,8 @@
 //! array (same block order). That keeps every 32-bit load aligned and adds no bytes. nvfp4
 //! is split too: 32-byte bodies (the sub-blocks in the order 0, 2, 1, 3: a row's thread h reads
 //! its two sub-blocks with one 16-byte load), then its four UE4M3 scales per block as a u32
-//! array. iq4_nl's bodies are nibble-repacked (`qkern_formats::repack::nibble_pack`). The other formats keep
+//! array. iq4_nl's bodies are nibble-repacked (`qkern_formats::repack::nibble_pack`), iq4_xs's
+//! sub-blocks put in element order (`nibble_seq`). The other formats keep
 //! ggml's blocks unchanged.
 //!
 //! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4), the K-quants (q4_K, q5_K, q6_K) and
@@ -23,7 +24,7 @@
 //! `[t][blocks]`; q8_1 adds `s` as fp16 and f32; q8_K stores `d` as f32 and `bsums` as
 //! i16 `[t][blocks][16]`.
 
-use qkern_formats::repack::{nibble_pack, nibble_unpack, nvfp4_reorder, nvfp4_unreorder};
+use qkern_formats::repack::{nibble_pack, nibble_seq, nibble_unpack, nibble_unseq, nvfp4_reorder, nvfp4_unreorder};
 use qkern_formats::{Format, ShapeError};
 
 /// How a weight format is laid out on the device.
@@ -45,7 +46,14 @@ pub struct WeightLayout {
     /// iq4_nl: the 16 nibble bytes of a body repacked so that each of a row's two threads
     /// reads its lanes' 16 nibbles as 8 contiguous bytes (`qkern_formats::repack::nibble_pack`).
     pub nibbles: bool,
+    /// iq4_xs: each sub-block's 16 `qs` bytes with their nibbles in element order
+    /// (`qkern_formats::repack::nibble_seq`): a qs word is two whole lanes, and a row's thread h
+    /// reads its lanes 4h..4h+3 as 8 contiguous bytes.
+    pub seq: bool,
 }
+
+/// Offset of `qs` in an iq4_xs block (after d, scales_h, scales_l[4]).
+const IQ4XS_QS: usize = 8;
 
 /// Rows per tile of the tiled formats (`QK_TILE` in kernels/common.cuh).
 pub const TILE: usize = 16;
@@ -92,8 +100,9 @@ impl WeightLayout {
             1
         };
         let nibbles = format == Format::IQ4_NL;
+        let seq = format == Format::IQ4_XS;
         let body = if split { bb - d_bytes } else { bb };
-        Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, nibbles })
+        Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, nibbles, seq })
     }
 
     /// Device bytes of `nblocks` blocks: bodies, then (split) the `d` array.
@@ -144,6 +153,12 @@ impl WeightLayout {
                 }
             } else {
                 body.copy_from_slice(blk);
+                if self.seq {
+                    for sb in body[IQ4XS_QS..].chunks_exact_mut(16) {
+                        let qs: [u8; 16] = (&*sb).try_into().expect("16 nibble bytes");
+                        nibble_seq(&qs, sb);
+                    }
+                }
             }
         }
         out
@@ -174,6 +189,11 @@ impl WeightLayout {
                 blk[o..o + db].copy_from_slice(&ds[db * k..db * (k + 1)]);
             } else {
                 blk.copy_from_slice(body);
+                if self.seq {
+                    for (d, q) in body[IQ4XS_QS..].chunks_exact(16).zip(blk[IQ4XS_QS..].chunks_exact_mut(16)) {
+                        nibble_unseq(d, q);
+                    }
+                }
             }
         }
         out

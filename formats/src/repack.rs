@@ -57,9 +57,64 @@ pub fn nvfp4_unreorder(dev: &[u8], qs: &mut [u8]) {
     }
 }
 
+/// The 16 `qs` bytes of a 32-element sub-block whose element j is the low nibble of `qs[j]`
+/// (j < 16) or the high nibble of `qs[j - 16]` (iq4_xs) with the 32 nibbles in element order:
+/// output byte m holds element 2m in its low nibble and element 2m + 1 in its high one. Word
+/// k then holds AVX2 lanes 2k (nibbles 0-3) and 2k + 1 (nibbles 4-7), so that a byte-permute
+/// lookup of its 8 nibbles yields the two lanes' values without the two permutes that separate
+/// low from high nibbles (CUDA's iq4_xs, `qk_lut16x2n`), and a thread owning lanes 4h..4h+3
+/// reads them as the 8 bytes `8h..8h+8`.
+///
+/// `qs` and `out` are 16 bytes.
+pub fn nibble_seq(qs: &[u8], out: &mut [u8]) {
+    let nib = |e: usize| if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 };
+    for (m, o) in out[..16].iter_mut().enumerate() {
+        *o = nib(2 * m) | (nib(2 * m + 1) << 4);
+    }
+}
+
+/// The inverse of [`nibble_seq`].
+pub fn nibble_unseq(dev: &[u8], qs: &mut [u8]) {
+    qs[..16].fill(0);
+    for e in 0..32 {
+        let n = (dev[e / 2] >> (4 * (e % 2))) & 15;
+        if e < 16 {
+            qs[e] |= n;
+        } else {
+            qs[e - 16] |= n << 4;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The element-order repack inverts exactly, and word k holds lanes 2k and 2k + 1.
+    #[test]
+    fn nibble_seq_roundtrips_in_element_order() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..1000 {
+            let qs: Vec<u8> = (0..16)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    s as u8
+                })
+                .collect();
+            let mut dev = [0u8; 16];
+            nibble_seq(&qs, &mut dev);
+            let mut back = [0u8; 16];
+            nibble_unseq(&dev, &mut back);
+            assert_eq!(&back[..], &qs[..]);
+            for e in 0..32 {
+                let want = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 };
+                let word = u32::from_le_bytes(dev[4 * (e / 8)..4 * (e / 8) + 4].try_into().unwrap());
+                assert_eq!((word >> (4 * (e % 8))) & 15, want as u32, "element {e} (lane {})", e / 4);
+            }
+        }
+    }
 
     /// The repack inverts exactly, and invocation h's 8 bytes hold exactly the nibbles of
     /// elements 16h..16h+16.
