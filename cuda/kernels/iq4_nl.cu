@@ -4,8 +4,9 @@
 //   the odd one into accum2 (acc = fma(dy*dx, lane, acc)), sumf = hsum_float_8(accum1 +
 //   accum2); an odd last block goes through the scalar tail `sumf += d * (sumi1 + sumi2)`,
 //   which gcc contracts into one fma.
-// Device layout: tiled (layout.rs) and split (bodies of 16 nibble bytes, nibble-repacked, then the fp16 d
-// array). Two threads per row: thread h takes the low (lanes 0-3) or high (lanes 4-7) nibbles, 8 bytes.
+// Device layout: tiled (layout.rs) and split (bodies of 16 nibble bytes in element order,
+// `nibble_seq`, then the fp16 d array). Two threads per row: thread h takes lanes 4h..4h+3, the 8
+// bytes 8h..8h+8 (qk_lut16x2n: 6 byte permutes for 8 values).
 
 #include "mm_common.cuh"
 
@@ -17,7 +18,7 @@ struct UnitIq4Nl {
     // run at NT 1-4): H100 session 20 run3, kernel-only GB/s without / with: 2493 / 2595 (2717
     // with 4 CTAs, QK_MINB_R1), 2308 / 2375, 1826 / 1721, 1686 / 1744.
     static const u32 PIPE_R = 0x0bu;
-    // The block's 16 repacked nibble bytes (both halves) and its fp16 d, for the row kernels'
+    // The block's 16 nibble bytes in element order (both halves) and its fp16 d, for the row kernels'
     // one-ahead loads.
     struct Raw {
         uint4 q;
@@ -30,16 +31,16 @@ struct UnitIq4Nl {
         r.d16 = qk_ld((const u16*)J.wd + k);
         return r;
     }
-    // Half h of block b from its 8 nibble bytes `qq` (layout.rs `nibble_pack`) and its fp16 d.
+    // Half h of block b from its 8 nibble bytes `qq` (layout.rs `nibble_seq`) and its fp16 d.
     template <int NTM, class AS>
     static QK_MEMBER void core(const MmArgs& A, const MmJob& J, uint2 qq, u32 d16, u32 b, u32 h, i32 (*isum)[NTM],
                                float* d) {
         const u32 capw = J.capw;
         u32 kv[4];
         for (int i = 0; i < 4; ++i) kv[i] = qk_ld((const u32*)A.tab + TAB_IQ4NL + i);
-        u32 v4[4];
-        qk_lut16x2(qq.x, kv, &v4[0], &v4[1]);
-        qk_lut16x2(qq.y, kv, &v4[2], &v4[3]);
+        u32 v4[4];  // lanes 4h..4h+3 (element order: word 2h + p is lanes 4h + 2p, + 1)
+        qk_lut16x2n(qq.x, kv, &v4[0], &v4[1]);
+        qk_lut16x2n(qq.y, kv, &v4[2], &v4[3]);
         const float dx = qk_h2f((u16)d16);
         float da[NTM];
         AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
@@ -64,7 +65,7 @@ struct UnitIq4Nl {
     static QK_MEMBER void unit(const MmArgs& A, const MmJob& J, u32 row, u32 b, u32 h, i32 (*isum)[NTM], float* d,
                             float*) {
         const u64 k = qk_wblk(J.rows, A.nb, row, b);
-        // The nibble repack (layout.rs `nibble_pack`): this thread's 16 nibbles, 8 bytes.
+        // Element order (layout.rs `nibble_seq`): this thread's 16 nibbles, 8 bytes.
         core<NTM, AS>(A, J, ld64((const u8*)J.w + k * 16u + 8u * h), qk_ld((const u16*)J.wd + k), b, h, isum, d);
     }
 };
@@ -110,10 +111,8 @@ MM_KERNELS_K(iq4_nl, UnitIq4Nl, MmPairs)
 MM_KERNELS_R(iq4_nl, UnitIq4Nl, MmPairs)
 
 QK_DEV float deq_iq4_nl(const u8* body, u32 d16, u32 e, const u32* tab) {
-    // The nibble repack: element e is nibble (e & 15) of half e >> 4 (word 2h + j / 2, j = the
-    // ggml qs word, at bits 8 (e & 3) + 4 (j & 1)).
-    const u32 hh = e >> 4, i = e & 15u, j = i >> 2;
-    const u32 n = (body[4u * (2u * hh + (j >> 1)) + (i & 3u)] >> (4u * (j & 1u))) & 0xfu;
+    // Element order (layout.rs `nibble_seq`): element e is nibble e & 1 of byte e / 2.
+    const u32 n = (body[e / 2u] >> (4u * (e & 1u))) & 0xfu;
     return qk_mul(qk_h2f(d16), (float)(i8)tab_byte(tab + TAB_IQ4NL, n));
 }
 DEQ_KERNEL_T(iq4_nl, deq_iq4_nl, 32, 16, 1, 1)

@@ -7,8 +7,8 @@
 //! array (same block order). That keeps every 32-bit load aligned and adds no bytes. nvfp4
 //! is split too: 32-byte bodies (the sub-blocks in the order 0, 2, 1, 3: a row's thread h reads
 //! its two sub-blocks with one 16-byte load), then its four UE4M3 scales per block as a u32
-//! array. iq4_nl's bodies are nibble-repacked (`qkern_formats::repack::nibble_pack`), iq4_xs's
-//! sub-blocks put in element order (`nibble_seq`). The other formats keep
+//! array. iq4_nl's bodies and iq4_xs's sub-blocks have their nibbles in element order
+//! (`qkern_formats::repack::nibble_seq`). The other formats keep
 //! ggml's blocks unchanged.
 //!
 //! The 32-element formats (q8_0, q5_1, iq4_nl, nvfp4), the K-quants (q4_K, q5_K, q6_K) and
@@ -24,7 +24,7 @@
 //! `[t][blocks]`; q8_1 adds `s` as fp16 and f32; q8_K stores `d` as f32 and `bsums` as
 //! i16 `[t][blocks][16]`.
 
-use qkern_formats::repack::{nibble_pack, nibble_seq, nibble_unpack, nibble_unseq, nvfp4_reorder, nvfp4_unreorder};
+use qkern_formats::repack::{nibble_seq, nibble_unseq, nvfp4_reorder, nvfp4_unreorder};
 use qkern_formats::{Format, ShapeError};
 
 /// How a weight format is laid out on the device.
@@ -43,12 +43,10 @@ pub struct WeightLayout {
     pub body: usize,
     /// Rows per tile (1: row-major).
     pub tile: usize,
-    /// iq4_nl: the 16 nibble bytes of a body repacked so that each of a row's two threads
-    /// reads its lanes' 16 nibbles as 8 contiguous bytes (`qkern_formats::repack::nibble_pack`).
-    pub nibbles: bool,
-    /// iq4_xs: each sub-block's 16 `qs` bytes with their nibbles in element order
-    /// (`qkern_formats::repack::nibble_seq`): a qs word is two whole lanes, and a row's thread h
-    /// reads its lanes 4h..4h+3 as 8 contiguous bytes.
+    /// iq4_nl and iq4_xs: each (sub-)block's 16 `qs` bytes with their nibbles in element order
+    /// (`qkern_formats::repack::nibble_seq`): a qs word is two whole lanes, looked up without
+    /// separating low and high nibbles, and a row's thread h reads its lanes 4h..4h+3 as 8
+    /// contiguous bytes.
     pub seq: bool,
 }
 
@@ -99,10 +97,9 @@ impl WeightLayout {
         } else {
             1
         };
-        let nibbles = format == Format::IQ4_NL;
-        let seq = format == Format::IQ4_XS;
+        let seq = matches!(format, Format::IQ4_NL | Format::IQ4_XS);
         let body = if split { bb - d_bytes } else { bb };
-        Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, nibbles, seq })
+        Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, seq })
     }
 
     /// Device bytes of `nblocks` blocks: bodies, then (split) the `d` array.
@@ -119,6 +116,12 @@ impl WeightLayout {
     /// through a row's blocks with 32-bit offsets inside its tile (common.cuh `qk_wstep`).
     pub fn tile_fits(&self, row_bytes: usize) -> bool {
         (self.tile as u64).saturating_mul(row_bytes as u64) <= u32::MAX as u64
+    }
+
+    /// Offset of the nibble bytes (`seq`) in a device body: iq4_nl's split body is its 16 qs
+    /// bytes; iq4_xs's block has d, scales_h and scales_l[4] first.
+    fn qs_offset(&self) -> usize {
+        if self.format == Format::IQ4_XS { IQ4XS_QS } else { 0 }
     }
 
     /// Whether the device bytes differ from ggml's (split or tiled).
@@ -147,17 +150,13 @@ impl WeightLayout {
                 if self.format == Format::NVFP4 {
                     nvfp4_reorder(&blk[4..], body);
                 }
-                if self.nibbles {
-                    let qs: [u8; 16] = body[..16].try_into().expect("16 nibble bytes");
-                    nibble_pack(&qs, body);
-                }
             } else {
                 body.copy_from_slice(blk);
-                if self.seq {
-                    for sb in body[IQ4XS_QS..].chunks_exact_mut(16) {
-                        let qs: [u8; 16] = (&*sb).try_into().expect("16 nibble bytes");
-                        nibble_seq(&qs, sb);
-                    }
+            }
+            if self.seq {
+                for sb in body[self.qs_offset()..].chunks_exact_mut(16) {
+                    let qs: [u8; 16] = (&*sb).try_into().expect("16 nibble bytes");
+                    nibble_seq(&qs, sb);
                 }
             }
         }
@@ -183,16 +182,16 @@ impl WeightLayout {
                 if self.format == Format::NVFP4 {
                     nvfp4_unreorder(body, &mut blk[4..]);
                 }
-                if self.nibbles {
-                    nibble_unpack(body, &mut blk[o + db..]);
-                }
                 blk[o..o + db].copy_from_slice(&ds[db * k..db * (k + 1)]);
             } else {
                 blk.copy_from_slice(body);
-                if self.seq {
-                    for (d, q) in body[IQ4XS_QS..].chunks_exact(16).zip(blk[IQ4XS_QS..].chunks_exact_mut(16)) {
-                        nibble_unseq(d, q);
-                    }
+            }
+            if self.seq {
+                // the qs bytes sit after d in ggml's block either way (iq4_nl: d, qs[16];
+                // iq4_xs: d, scales, qs[128])
+                let (qd, qg) = (self.qs_offset(), self.qs_offset() + if self.split { self.d_bytes } else { 0 });
+                for (d, q) in body[qd..].chunks_exact(16).zip(blk[qg..].chunks_exact_mut(16)) {
+                    nibble_unseq(d, q);
                 }
             }
         }
