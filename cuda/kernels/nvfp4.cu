@@ -4,8 +4,8 @@
 //   qs[8s + j], element j+8 the high nibble.
 // - dot: `ggml_vec_dot_nvfp4_q8_0` (AVX2): two 8-lane steps per block, one per q8_0 block k;
 //   lanes 0-3 use ue4m3(d[2k]) * dy, lanes 4-7 ue4m3(d[2k+1]) * dy: acc = fma(s, lane, acc).
-// Device layout: tiled (layout.rs) and split: 32-byte bodies (sub-blocks reordered), then the u32
-// scales. Two threads per row: in step k thread h owns lanes
+// Device layout: tiled (layout.rs) and split: 32-byte bodies (sub-blocks reordered, each with its
+// nibbles in element order: qk_lut16x2n), then the u32 scales. Two threads per row: in step k thread h owns lanes
 // 4h..4h+3, i.e. sub-block 2k+h, whose scale its 4 lanes share. A "unit" (of the two-phase
 // kernel) is one step (32 elements, one q8_0 activation block), two per nvfp4 block.
 
@@ -17,10 +17,11 @@ template <int NTM, class AS = ActG>
 QK_DEV void nvfp4_step(const MmJob& J, u32 u, u32 h, u32 qx, u32 qy, u32 scales, const u32* kv, i32 (*isum)[NTM],
                        float* d) {
     const u32 capw = J.capw, sb = 2u * (u & 1u) + h;
-    // lane 4h+i: word i & 1 of the sub-block, high nibbles for i >= 2
+    // lane 4h+i: nibbles 4 (i & 1).. of word i >> 1 of the sub-block (element order, layout.rs
+    // nibble_seq)
     u32 v4[4];
-    qk_lut16x2(qx, kv, &v4[0], &v4[2]);
-    qk_lut16x2(qy, kv, &v4[1], &v4[3]);
+    qk_lut16x2n(qx, kv, &v4[0], &v4[1]);
+    qk_lut16x2n(qy, kv, &v4[2], &v4[3]);
     const float ue = qk_ue4m3(scales >> (8u * sb));
     float da[NTM];
     AS::template f32s<NTM>(J, J.a_d, (u64)u * capw, da);
@@ -114,11 +115,12 @@ MM_KERNELS_B(nvfp4, mm_nvfp4)
 MM_KERNELS_K(nvfp4, UnitNvfp4, MmPlain)
 MM_KERNELS_R(nvfp4, UnitNvfp4, MmPlain)
 
-// Sub-block s sits at position 2 (s & 1) + (s >> 1) of the body; its scale is byte s of `dw`.
+// Sub-block s sits at position 2 (s & 1) + (s >> 1) of the body, element j at nibble j & 1 of
+// its byte j / 2; its scale is byte s of `dw`.
 QK_DEV float deq_nvfp4(const u8* body, u32 dw, u32 e, const u32* tab) {
     const u32 s = e / 16, j = e % 16;
-    const u32 byte = body[8 * (2 * (s & 1) + (s >> 1)) + (j & 7)];
-    const u32 n = j < 8 ? (byte & 0xfu) : (byte >> 4);
+    const u32 byte = body[8 * (2 * (s & 1) + (s >> 1)) + j / 2];  // element order (nibble_seq)
+    const u32 n = (byte >> (4 * (j & 1))) & 0xfu;
     return qk_mul((float)(i8)tab_byte(tab + TAB_FP4, n), qk_ue4m3((dw >> (8 * s)) & 0xffu));
 }
 DEQ_KERNEL_T(nvfp4, deq_nvfp4, 64, 32, 2, 1)

@@ -7,7 +7,7 @@
 //! array (same block order). That keeps every 32-bit load aligned and adds no bytes. nvfp4
 //! is split too: 32-byte bodies (the sub-blocks in the order 0, 2, 1, 3: a row's thread h reads
 //! its two sub-blocks with one 16-byte load), then its four UE4M3 scales per block as a u32
-//! array. iq4_nl's bodies and iq4_xs's sub-blocks have their nibbles in element order
+//! array. iq4_nl's bodies and iq4_xs's and nvfp4's sub-blocks have their nibbles in element order
 //! (`qkern_formats::repack::nibble_seq`). The other formats keep
 //! ggml's blocks unchanged.
 //!
@@ -43,9 +43,9 @@ pub struct WeightLayout {
     pub body: usize,
     /// Rows per tile (1: row-major).
     pub tile: usize,
-    /// iq4_nl and iq4_xs: each (sub-)block's 16 `qs` bytes with their nibbles in element order
-    /// (`qkern_formats::repack::nibble_seq`): a qs word is two whole lanes, looked up without
-    /// separating low and high nibbles, and a row's thread h reads its lanes 4h..4h+3 as 8
+    /// iq4_nl, iq4_xs and nvfp4: each (sub-)block's `qs` bytes with their nibbles in element
+    /// order (`qkern_formats::repack::nibble_seq`): a qs word is two whole lanes, looked up
+    /// without separating low and high nibbles, and a row's thread h reads its 4 lanes as 8
     /// contiguous bytes.
     pub seq: bool,
 }
@@ -97,7 +97,7 @@ impl WeightLayout {
         } else {
             1
         };
-        let seq = matches!(format, Format::IQ4_NL | Format::IQ4_XS);
+        let seq = matches!(format, Format::IQ4_NL | Format::IQ4_XS | Format::NVFP4);
         let body = if split { bb - d_bytes } else { bb };
         Ok(WeightLayout { format, split, d_offset, d_bytes, body, tile, seq })
     }
@@ -122,6 +122,11 @@ impl WeightLayout {
     /// bytes; iq4_xs's block has d, scales_h and scales_l[4] first.
     fn qs_offset(&self) -> usize {
         if self.format == Format::IQ4_XS { IQ4XS_QS } else { 0 }
+    }
+
+    /// Bytes of one `nibble_seq` span: an nvfp4 sub-block (8), else a 32-element (sub-)block.
+    fn seq_bytes(&self) -> usize {
+        if self.format == Format::NVFP4 { 8 } else { 16 }
     }
 
     /// Whether the device bytes differ from ggml's (split or tiled).
@@ -154,8 +159,8 @@ impl WeightLayout {
                 body.copy_from_slice(blk);
             }
             if self.seq {
-                for sb in body[self.qs_offset()..].chunks_exact_mut(16) {
-                    let qs: [u8; 16] = (&*sb).try_into().expect("16 nibble bytes");
+                for sb in body[self.qs_offset()..].chunks_exact_mut(self.seq_bytes()) {
+                    let qs = sb.to_vec();
                     nibble_seq(&qs, sb);
                 }
             }
@@ -187,11 +192,13 @@ impl WeightLayout {
                 blk.copy_from_slice(body);
             }
             if self.seq {
-                // the qs bytes sit after d in ggml's block either way (iq4_nl: d, qs[16];
-                // iq4_xs: d, scales, qs[128])
-                let (qd, qg) = (self.qs_offset(), self.qs_offset() + if self.split { self.d_bytes } else { 0 });
-                for (d, q) in body[qd..].chunks_exact(16).zip(blk[qg..].chunks_exact_mut(16)) {
-                    nibble_unseq(d, q);
+                // in place: the qs bytes sit after d in ggml's block either way (iq4_nl: d,
+                // qs[16]; iq4_xs: d, scales, qs[128]; nvfp4: d[4], qs[32], its sub-blocks back in
+                // ggml's order, each still in element order)
+                let qg = self.qs_offset() + if self.split { self.d_bytes } else { 0 };
+                for q in blk[qg..].chunks_exact_mut(self.seq_bytes()) {
+                    let d = q.to_vec();
+                    nibble_unseq(&d, q);
                 }
             }
         }

@@ -57,31 +57,33 @@ pub fn nvfp4_unreorder(dev: &[u8], qs: &mut [u8]) {
     }
 }
 
-/// The 16 `qs` bytes of a 32-element sub-block whose element j is the low nibble of `qs[j]`
-/// (j < 16) or the high nibble of `qs[j - 16]` (iq4_xs) with the 32 nibbles in element order:
-/// output byte m holds element 2m in its low nibble and element 2m + 1 in its high one. Word
-/// k then holds AVX2 lanes 2k (nibbles 0-3) and 2k + 1 (nibbles 4-7), so that a byte-permute
-/// lookup of its 8 nibbles yields the two lanes' values without the two permutes that separate
-/// low from high nibbles (CUDA's iq4_xs, `qk_lut16x2n`), and a thread owning lanes 4h..4h+3
-/// reads them as the 8 bytes `8h..8h+8`.
+/// The `n = qs.len()` bytes of a (sub-)block of 2n elements whose element j is the low nibble
+/// of `qs[j]` (j < n) or the high nibble of `qs[j - n]` (iq4_nl and iq4_xs: n = 16; an nvfp4
+/// sub-block: n = 8) with the nibbles in element order: output byte m holds element 2m in its
+/// low nibble and element 2m + 1 in its high one. Word k then holds AVX2 lanes 2k (nibbles 0-3)
+/// and 2k + 1 (nibbles 4-7), so that a byte-permute lookup of its 8 nibbles yields the two
+/// lanes' values without the two permutes that separate low from high nibbles (CUDA's
+/// `qk_lut16x2n`), and a thread owning 4 consecutive lanes reads them as 8 contiguous bytes.
 ///
-/// `qs` and `out` are 16 bytes.
+/// `out` is as long as `qs`.
 pub fn nibble_seq(qs: &[u8], out: &mut [u8]) {
-    let nib = |e: usize| if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 };
-    for (m, o) in out[..16].iter_mut().enumerate() {
+    let n = qs.len();
+    let nib = |e: usize| if e < n { qs[e] & 15 } else { qs[e - n] >> 4 };
+    for (m, o) in out[..n].iter_mut().enumerate() {
         *o = nib(2 * m) | (nib(2 * m + 1) << 4);
     }
 }
 
-/// The inverse of [`nibble_seq`].
+/// The inverse of [`nibble_seq`] (`qs` as long as `dev`).
 pub fn nibble_unseq(dev: &[u8], qs: &mut [u8]) {
-    qs[..16].fill(0);
-    for e in 0..32 {
-        let n = (dev[e / 2] >> (4 * (e % 2))) & 15;
-        if e < 16 {
-            qs[e] |= n;
+    let n = dev.len();
+    qs[..n].fill(0);
+    for e in 0..2 * n {
+        let v = (dev[e / 2] >> (4 * (e % 2))) & 15;
+        if e < n {
+            qs[e] |= v;
         } else {
-            qs[e - 16] |= n << 4;
+            qs[e - n] |= v << 4;
         }
     }
 }
@@ -94,8 +96,9 @@ mod tests {
     #[test]
     fn nibble_seq_roundtrips_in_element_order() {
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..1000 {
-            let qs: Vec<u8> = (0..16)
+        for i in 0..1000 {
+            let n = if i % 2 == 0 { 16 } else { 8 };
+            let qs: Vec<u8> = (0..n)
                 .map(|_| {
                     s ^= s << 13;
                     s ^= s >> 7;
@@ -103,13 +106,13 @@ mod tests {
                     s as u8
                 })
                 .collect();
-            let mut dev = [0u8; 16];
+            let mut dev = vec![0u8; n];
             nibble_seq(&qs, &mut dev);
-            let mut back = [0u8; 16];
+            let mut back = vec![0u8; n];
             nibble_unseq(&dev, &mut back);
-            assert_eq!(&back[..], &qs[..]);
-            for e in 0..32 {
-                let want = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 };
+            assert_eq!(back, qs);
+            for e in 0..2 * n {
+                let want = if e < n { qs[e] & 15 } else { qs[e - n] >> 4 };
                 let word = u32::from_le_bytes(dev[4 * (e / 8)..4 * (e / 8) + 4].try_into().unwrap());
                 assert_eq!((word >> (4 * (e % 8))) & 15, want as u32, "element {e} (lane {})", e / 4);
             }
