@@ -355,43 +355,14 @@ QK_DEV u32 qk_negate_bytes(u32 g, u32 m) { return (g ^ m) + (m & 0x01010101u); }
 // The same from the 0/1 bytes `e` (qk_spread4) instead of the mask: one operation fewer.
 QK_DEV u32 qk_sign_bytes(u32 g, u32 e) { return (g ^ (e * 0xffu)) + e; }
 
-// 4 nibbles (one in the low 4 bits of each byte of `q`) looked up in a 16-entry byte table
-// held in t[0..4] (little-endian words): __byte_perm on the low 3 bits, select on bit 3.
-QK_DEV u32 qk_lut16(u32 q, const u32* t) {
-    const u32 x = q & 0x07070707u;
-    const u32 y = x | (x >> 4);                      // byte0 = n0|n1<<4, byte2 = n2|n3<<4
-    const u32 sel = (y & 0xffu) | ((y >> 8) & 0xff00u); // 4 selector nibbles
-    const u32 lo = qk_perm(t[0], t[1], sel);
-    const u32 hi = qk_perm(t[2], t[3], sel);
-    const u32 m = ((q >> 3) & 0x01010101u) * 0xffu;
-    return (lo & ~m) | (hi & m);
-}
-
-// Both nibbles of each byte of `w` looked up in the 16-entry byte table t[0..4]: `*lo` gets
-// the values of the low nibbles (byte k: table[w_k & 15]), `*hi` those of the high nibbles.
-// ggml-cuda/vecdotq.cuh `get_int_from_table_16`: per 16-bit half, two __byte_perm on the low 3
-// bits of each nibble (table bytes 0-7 and 8-15), one picking by bit 3, then two separating
-// even and odd nibbles: 8 perms for 8 values (qk_lut16: 2 per 4, plus masking). The selectors
-// are masked to 3 bits per nibble (bit 3 of a __byte_perm selector nibble is documented as
-// unused; masked, no mode can read it).
-QK_DEV void qk_lut16x2(u32 w, const u32* t, u32* lo, u32* hi) {
-    const u32 idx = w & 0x77777777u;
-    const u32 pick = 0x32103210u | ((w & 0x88888888u) >> 1);
-    u32 v[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const u32 sh = 16u * (u32)i;
-        const u32 a = qk_perm(t[0], t[1], idx >> sh);
-        const u32 b = qk_perm(t[2], t[3], idx >> sh);
-        v[i] = qk_perm(a, b, pick >> sh);
-    }
-    *lo = qk_perm(v[0], v[1], 0x6420u);
-    *hi = qk_perm(v[0], v[1], 0x7531u);
-}
-
-// The 8 nibbles of `w` (in element order, layout.rs `nibble_seq`) looked up in t[0..4]: `*a`
-// gets the values of nibbles 0-3, `*b` those of nibbles 4-7 (qk_lut16x2 without its two
-// separating permutes: 6 for 8 values).
+// The 8 nibbles of `w` looked up in the 16-entry byte table t[0..4] (little-endian words):
+// `*a` gets the values of nibbles 0-3 (bits 0..16), `*b` those of nibbles 4-7. With the nibbles
+// in element order (layout.rs `nibble_seq`) those are two whole lanes. After ggml-cuda/vecdotq.cuh
+// `get_int_from_table_16`: per 16-bit half, two __byte_perm on the low 3 bits of each nibble
+// (table bytes 0-7 and 8-15) and one picking by bit 3, 6 for 8 values; ggml's two more, which
+// separate low from high nibbles of ggml's byte order, are not needed in element order. The
+// selectors are masked to 3 bits per nibble (bit 3 of a __byte_perm selector nibble is
+// documented as unused; masked, no mode can read it).
 QK_DEV void qk_lut16x2n(u32 w, const u32* t, u32* a, u32* b) {
     const u32 idx = w & 0x77777777u;
     const u32 pick = 0x32103210u | ((w & 0x88888888u) >> 1);

@@ -96,7 +96,7 @@ MM_KERNELS_W(iq4_xs, mm_iq4_xs, 4)
 // lane = (hi . B) << 7 + lo . B, exact (|p| <= 4064, so |lane| <= 32 * 4064 * 127 < 2^31;
 // above 2^24, so converted with I2F, round to nearest, as _mm256_cvtepi32_ps). The 16 products
 // of each scale come from two tables in shared memory (64 scales x 16 bytes each, built once
-// per CTA), so a slot's A words are the kvalue lookup (qk_lut16x2) of its nibbles in its
+// per CTA), so a slot's A words are the kvalue lookup (qk_lut16x2n) of its nibbles in its
 // scale's lo and hi tables. K layout: thread q holds sub-blocks q (k = 4q..) and q + 4
 // (k = 16+4q..); lanes 2j and 2j + 1 are nibbles 0-3 and 4-7 of qs word 4 ib + j (element order).
 // (Session 13's kernel took the scale bit by bit, seven products a lane: 1158 against 1554
