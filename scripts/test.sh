@@ -24,11 +24,13 @@ cargo test -p qkern-cuda "$@"
 # memory, the row kernels' prefetch 2 blocks ahead for every format, q4_K's and q5_K's
 # activation addresses from a per-block base, q6_K's and iq4_xs's from the whole index; then the
 # IQ formats with their signs computed instead of looked up; then iq2_s and iq3_s with the grid
-# copies, sign tables and lookups by address the others take.
+# copies, sign tables and lookups by address the others take; then the IQ2 grids as grid entries
+# and 0/1 sign bytes instead of byte-permute selectors.
 QKERN_EMU_DEFINES="-DQK_GRID_REP=0 -DQK_IQ_SA_NTM=8 -DQK_MINB_MMA_Q6K=1 -DQK_PF1_Q4K=2 -DQK_PF1_Q5K=2 -DQK_PF1_Q6K=2 -DQK_PF1_IQ4XS=2 -DQK_PF1_IQ=2 -DQK_PF1_NV=2 -DQK_CACT_NT=4 -DQK_CACT_F=0 -DQK_PF_R=2 -DQK_ACT_AT=1 -DQK_ACT_AT_Q6K=0 -DQK_ACT_AT_IQ4XS=0" \
   cargo test -p qkern-cuda --test emu mm_
 QKERN_EMU_DEFINES="-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0" cargo test -p qkern-cuda --test emu mm_iq
 QKERN_EMU_DEFINES="-DQK_IQ_S_LOOKS=1" cargo test -p qkern-cuda --test emu mm_iq
+QKERN_EMU_DEFINES="-DQK_IQ2_SEL=0" cargo test -p qkern-cuda --test emu mm_iq2
 # Every kernel and the q8_K quantizer again with the q8_K activations in quads (QKERN_CUDA_Q8K).
 QKERN_CUDA_Q8K=quads cargo test -p qkern-cuda --test emu
 # The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).

@@ -59,6 +59,14 @@ QK_DEV u32 qk_f2u(float f) { return __float_as_uint(f); }
 QK_DEV float qk_u2f(u32 u) { return __uint_as_float(u); }
 QK_DEV i32 qk_dp4a(i32 a, i32 b, i32 c) { return __dp4a(a, b, c); }
 QK_DEV u32 qk_perm(u32 a, u32 b, u32 s) { return __byte_perm(a, b, s); }
+// prmt.b32 itself: bit 3 of a selector nibble replicates the sign of the selected byte, where
+// __byte_perm masks the selector first (one more instruction). For selectors whose nibbles are
+// at most 7 by construction.
+QK_DEV u32 qk_prmt(u32 a, u32 b, u32 s) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+    return r;
+}
 // Two signed 16-bit halves of a times signed bytes 0, 1 (lo) or 2, 3 (hi) of b, plus c.
 QK_DEV i32 qk_dp2a_lo(i32 a, i32 b, i32 c) { return __dp2a_lo(a, b, c); }
 QK_DEV i32 qk_dp2a_hi(i32 a, i32 b, i32 c) { return __dp2a_hi(a, b, c); }
@@ -260,6 +268,11 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
 QK_DEV uint4 make_u4(u32 a, u32 b, u32 c, u32 d) {
     uint4 v;
     v.x = a, v.y = b, v.z = c, v.w = d;
+    return v;
+}
+QK_DEV uint2 make_u2(u32 a, u32 b) {
+    uint2 v;
+    v.x = a, v.y = b;
     return v;
 }
 
@@ -481,4 +494,9 @@ struct DeqArgs {
 #define TAB_IQ3S 3840     // 512 x u32
 #define TAB_IQ4NL 4352    // 16 x i8
 #define TAB_FP4 4356      // 16 x i8
-#define TAB_WORDS 4360
+#define TAB_IQ2XXS_SEL 4360  // 256 x u32: the grids as byte-permute selectors (mm_common.cuh Iq2Sel)
+#define TAB_IQ2XS_SEL 4616   // 512 x u32
+#define TAB_IQ2S_SEL 5128    // 1024 x u32
+#define TAB_SGN128 6152      // 128 x u32: ksigns(k)'s bits in bit 2 of each nibble
+#define TAB_SGN256 6280      // 256 x u32: the byte k's bits in bit 2 of each nibble
+#define TAB_WORDS 6536

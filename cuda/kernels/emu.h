@@ -85,6 +85,7 @@ QK_DEV unsigned qk_perm(unsigned a, unsigned b, unsigned s) {
     }
     return r;
 }
+QK_DEV unsigned qk_prmt(unsigned a, unsigned b, unsigned s) { return qk_perm(a, b, s); }
 QK_DEV int qk_popc(unsigned v) { return __builtin_popcount(v); }
 QK_DEV unsigned emu_shfl(unsigned v, int m) {
     emu::g_xchg[emu::g_tid] = v;

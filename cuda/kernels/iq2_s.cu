@@ -14,6 +14,8 @@ struct LaneIq2S : LaneIqBase {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u;
     static constexpr bool LOOKS = QK_IQ_S_LOOKS != 0;
     using G = GridRep<GRID_WORDS, 2, QK_GRID_WORDS, LOOKS>;
+    static constexpr bool IQ2 = true;
+    static constexpr u32 TAB_SEL = TAB_IQ2S_SEL;  // the grid as selectors (Iq2Sel)
     static constexpr u32 SIGNS = 256;  // sign table entries (SignTab)
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
@@ -29,8 +31,7 @@ struct LaneIq2S : LaneIqBase {
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 lp = 2u * h + (u32)i2;
             const u32 idx = wbyte(qsw, lp) | ((qhb << (8u - 2u * lp)) & 0x300u);
-            const uint2 g = grid_e8<G, L::SA>(grid, idx);
-            mm_sign_pair_e(g, sign_e<typename L::Sg>(sgt, wbyte(sgw, lp)), sg + 2 * i2);
+            iq2_pair<G, L>(grid, sgt, idx, wbyte(sgw, lp), sg + 2 * i2);
         }
     }
 };

@@ -12,6 +12,8 @@
 struct LaneIq2Xs : LaneIqBase {
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u;
     using G = GridRep<GRID_WORDS, 2>;
+    static constexpr bool IQ2 = true;
+    static constexpr u32 TAB_SEL = TAB_IQ2XS_SEL;  // the grid as selectors (Iq2Sel)
     static constexpr u32 SIGNS = 128;  // sign table entries (SignTab)
     static constexpr int AL = 8;
     static constexpr bool SCALED = true;
@@ -25,8 +27,7 @@ struct LaneIq2Xs : LaneIqBase {
 #pragma unroll
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 q = (qsw >> (16 * i2)) & 0xffffu;
-            const uint2 g = grid_e8<G, L::SA>(grid, q & 511u);
-            mm_sign_pair_e(g, sign_e<typename L::Sg>(sgt, q >> 9), sg + 2 * i2);
+            iq2_pair<G, L>(grid, sgt, q & 511u, q >> 9, sg + 2 * i2);
         }
     }
 };

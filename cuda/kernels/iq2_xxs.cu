@@ -14,6 +14,8 @@
 struct LaneIq2Xxs : LaneIqBase {
     static constexpr u32 BODY = 64u, TAB = TAB_IQ2XXS, GRID_WORDS = 512u;
     using G = GridRep<GRID_WORDS, 2>;
+    static constexpr bool IQ2 = true;
+    static constexpr u32 TAB_SEL = TAB_IQ2XXS_SEL;  // the grid as selectors (Iq2Sel)
     static constexpr u32 SIGNS = 128;  // sign table entries (SignTab)
     static constexpr int AL = 16;
     static constexpr bool SCALED = true;
@@ -26,8 +28,7 @@ struct LaneIq2Xxs : LaneIqBase {
 #pragma unroll
         for (int i2 = 0; i2 < 2; ++i2) {
             const u32 lp = 2u * h + (u32)i2;
-            const uint2 g = grid_e8<G, L::SA>(grid, qk_perm(a0, 0u, 0x4440u | lp));  // byte lp
-            mm_sign_pair_e(g, sign_e<typename L::Sg>(sgt, (a1 >> (7u * lp)) & 127u), sg + 2 * i2);
+            iq2_pair<G, L>(grid, sgt, qk_perm(a0, 0u, 0x4440u | lp), (a1 >> (7u * lp)) & 127u, sg + 2 * i2);  // byte lp
         }
     }
 };

@@ -918,11 +918,44 @@ QK_DEV uint2 sign_e(const TabRef& t, u32 k) {
     if (T::ON) return grid_e8<typename T::G, true>(t, k);
     return sign_spread(T::ENTRIES == 128u ? ksigns(k) : k);
 }
-// The lookups of an IQ lane kernel: by shared address or not (grid_e8), and its sign table.
-template <bool SA_, class SG>
+// ---- IQ2 grids as byte-permute selectors (QK_IQ2_SEL; the lane kernels of iq2_xxs and iq2_xs,
+// with lookups by address). Every byte of an IQ2 grid is 0x08, 0x19 or 0x2b, so an 8-byte
+// entry is 8 codes 0-2, a nibble each: a 4-byte selector word (32 copies of iq2_xxs's grid in
+// the same 32 KiB, one shared wavefront a warp's lookup where an 8-byte entry takes two). A
+// sign byte becomes a word with its bit j in bit 2 of nibble j (a 4-byte sign entry, again one
+// wavefront for two), and `sel | sgn` picks each byte from {8, 25, 43, -8, -25, -43}: one `or`
+// and two byte permutes give the two signed grid words, where the grid entry and the 0/1 sign
+// bytes took 6 operations ((g ^ e * 0xff) + e a word). The same signed bytes, hence the bits.
+#ifndef QK_IQ2_SEL
+#define QK_IQ2_SEL 1
+#endif
+constexpr u32 IQ2_POS = 0x002b1908u, IQ2_NEG = 0x00d5e7f8u;  // bytes 8, 25, 43 and -8, -25, -43
+// The selector grid of format F (GS: a word an entry, F::TAB_SEL of the tables, layout.rs
+// `iq2_sel`) and its sign words (SS: a word a sign index, TAB_SGN128 or TAB_SGN256, `iq2_sgn`).
+template <class F>
+struct Iq2Sel {
+    using GS = GridRep<F::GRID_WORDS / 2u, 1>;
+    using SS = GridRep<F::SIGNS, 1, QK_SIGN_WORDS>;
+};
+// Fill F's selector grid and sign words (all threads, then a barrier); this thread's copies.
+template <class F>
+QK_DEV void mm_load_iq2_sel(const MmArgs& A, u32* grid_sh, u32* sign_sh, TabRef* grid, TabRef* sgt) {
+    const u32* tab = (const u32*)A.tab;
+    *sgt = mm_fill_rep<typename Iq2Sel<F>::SS>(sign_sh, [&](u32 k) {
+        return make_u2(qk_ld(tab + (F::SIGNS == 128u ? TAB_SGN128 : TAB_SGN256) + k), 0u);
+    });
+    *grid = mm_fill_rep<typename Iq2Sel<F>::GS>(grid_sh, [&](u32 e) { return make_u2(qk_ld(tab + F::TAB_SEL + e), 0u); });
+    qk_sync();
+}
+
+// The lookups of an IQ lane kernel: by shared address or not (grid_e8), its sign table, and
+// whether the grid and signs are IQ2 selectors (SEL, with their tables GS and SS).
+template <bool SA_, class SG, bool SEL_ = false, class Sel = void>
 struct IqLook {
     static constexpr bool SA = SA_;
+    static constexpr bool SEL = SEL_;
     using Sg = SG;
+    using Tabs = Sel;
 };
 
 // Two lanes' signed grid words from one 8-byte grid entry (the IQ2 formats) and its sign entry
@@ -930,6 +963,20 @@ struct IqLook {
 QK_DEV void mm_sign_pair_e(uint2 g, uint2 e, i32* sg) {
     sg[0] = (i32)qk_sign_bytes(g.x, e.x);
     sg[1] = (i32)qk_sign_bytes(g.y, e.y);
+}
+
+// An IQ2 lane pair's signed grid words sg[0], sg[1]: grid entry idx (table G) with sign entry
+// sidx, from the selector tables where L::SEL.
+template <class G, class L>
+QK_DEV void iq2_pair(const TabRef& grid, const TabRef& sgt, u32 idx, u32 sidx, i32* sg) {
+    if (L::SEL) {
+        using T = typename L::Tabs;
+        const u32 sel = grid_e4<typename T::GS, true>(grid, idx) | grid_e4<typename T::SS, true>(sgt, sidx);
+        sg[0] = (i32)qk_prmt(IQ2_POS, IQ2_NEG, sel);  // nibbles at most 6: no sign replication
+        sg[1] = (i32)qk_prmt(IQ2_POS, IQ2_NEG, sel >> 16);
+    } else {
+        mm_sign_pair_e(grid_e8<G, L::SA>(grid, idx), sign_e<typename L::Sg>(sgt, sidx), sg);
+    }
 }
 
 // The IQ2/IQ3 formats' matmul on the L4 lanes (MM_KERNELS_L4): one skeleton, a format `F`
@@ -940,14 +987,20 @@ QK_DEV void mm_sign_pair_e(uint2 g, uint2 e, i32* sg) {
 // and `sub`: sub-block ib's scale `ls` and lanes 4h..4h+3's signed grid bytes `sg`.
 template <class F, int NTM, int S>
 QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
-    QK_SHARED16 u32 grid_sh[F::G::SHARED_WORDS];
     // up to QK_IQ_SA_NTM tokens (where the format takes them, F::LOOKS): lookups by address,
-    // sign tables
+    // sign tables; the IQ2 formats' as selectors (QK_IQ2_SEL)
     constexpr bool SA = F::LOOKS && NTM <= QK_IQ_SA_NTM;
-    using L = IqLook<SA, SignTab<F::SIGNS, SA>>;
-    QK_SHARED16 u32 sign_sh[L::Sg::G::SHARED_WORDS];
-    const TabRef sgt = mm_fill_signs<typename L::Sg>(sign_sh);
-    const TabRef grid = mm_load_grid<typename F::G>(grid_sh, A, F::TAB);
+    constexpr bool SEL = SA && F::IQ2 && QK_IQ2_SEL != 0;
+    using L = IqLook<SA, SignTab<F::SIGNS, SA && !SEL>, SEL, Iq2Sel<F>>;
+    QK_SHARED16 u32 grid_sh[SEL ? Iq2Sel<F>::GS::SHARED_WORDS : F::G::SHARED_WORDS];
+    QK_SHARED16 u32 sign_sh[SEL ? Iq2Sel<F>::SS::SHARED_WORDS : L::Sg::G::SHARED_WORDS];
+    TabRef sgt, grid;
+    if (SEL) {
+        mm_load_iq2_sel<F>(A, grid_sh, sign_sh, &grid, &sgt);
+    } else {
+        sgt = mm_fill_signs<typename L::Sg>(sign_sh);
+        grid = mm_load_grid<typename F::G>(grid_sh, A, F::TAB);
+    }
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h;
     const u8* w = (const u8*)J.w + (u64)c.row * nb * F::BODY;
@@ -991,6 +1044,8 @@ QK_UNROLL(QK_UNROLL_P4)
 // The defaults of an `mm_iq_l4` format: the whole body at S = 1, no prefetch, nothing hoisted.
 struct LaneIqBase {
     static constexpr bool LOOKS = true;  // grid copies, sign tables, lookups by address
+    static constexpr bool IQ2 = false;   // 8-byte grid entries of the bytes 8, 25, 43 (Iq2Sel)
+    static constexpr u32 TAB_SEL = 0;    // their selector grid in the tables (IQ2 only)
     template <int NTM, int S>
     static constexpr bool WHOLE = S == 1;
     template <int NTM>

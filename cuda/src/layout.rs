@@ -446,7 +446,32 @@ pub mod tab {
     pub const IQ3S: usize = 3840;
     pub const IQ4NL: usize = 4352;
     pub const FP4: usize = 4356;
-    pub const WORDS: usize = 4360;
+    pub const IQ2XXS_SEL: usize = 4360;
+    pub const IQ2XS_SEL: usize = 4616;
+    pub const IQ2S_SEL: usize = 5128;
+    pub const SGN128: usize = 6152;
+    pub const SGN256: usize = 6280;
+    pub const WORDS: usize = 6536;
+}
+
+/// An 8-byte IQ2 grid entry as a byte-permute selector word (kernels/mm_common.cuh `Iq2Sel`):
+/// nibble j is the code of byte j, 0 for 0x08, 1 for 0x19, 2 for 0x2b, the only bytes the IQ2
+/// grids hold (`iq2_grid_bytes_are_three_values`).
+pub fn iq2_sel(entry: u64) -> u32 {
+    (0..8).fold(0, |r, j| {
+        let code = match (entry >> (8 * j)) as u8 {
+            0x08 => 0,
+            0x19 => 1,
+            _ => 2,
+        };
+        r | code << (4 * j)
+    })
+}
+
+/// Bit j of an IQ2 sign byte in bit 2 of nibble j: or-ed with [`iq2_sel`], the selector of
+/// the signed bytes (`prmt` of {8, 25, 43} and {-8, -25, -43}).
+pub fn iq2_sgn(s: u8) -> u32 {
+    (0..8).fold(0, |r, j| r | (((s >> j) & 1) as u32) << (4 * j + 2))
 }
 
 /// The lookup tables every kernel module reads, as little-endian u32 words.
@@ -475,6 +500,13 @@ pub fn tables() -> Vec<u32> {
     };
     push16(&mut v, &t::KVALUES_IQ4NL);
     push16(&mut v, &t::KVALUES_FP4);
+    debug_assert_eq!(v.len(), tab::IQ2XXS_SEL);
+    for g in [&t::IQ2XXS_GRID[..], &t::IQ2XS_GRID[..], &t::IQ2S_GRID[..]] {
+        v.extend(g.iter().map(|&e| iq2_sel(e)));
+    }
+    debug_assert_eq!(v.len(), tab::SGN128);
+    v.extend(t::KSIGNS_IQ2XS.iter().map(|&k| iq2_sgn(k)));
+    v.extend((0..=255u8).map(iq2_sgn));
     debug_assert_eq!(v.len(), tab::WORDS);
     v
 }
@@ -496,6 +528,11 @@ mod tests {
             ("TAB_IQ3S", tab::IQ3S),
             ("TAB_IQ4NL", tab::IQ4NL),
             ("TAB_FP4", tab::FP4),
+            ("TAB_IQ2XXS_SEL", tab::IQ2XXS_SEL),
+            ("TAB_IQ2XS_SEL", tab::IQ2XS_SEL),
+            ("TAB_IQ2S_SEL", tab::IQ2S_SEL),
+            ("TAB_SGN128", tab::SGN128),
+            ("TAB_SGN256", tab::SGN256),
             ("TAB_WORDS", tab::WORDS),
         ] {
             let line = format!("#define {name} {off}");
@@ -514,6 +551,36 @@ mod tests {
         for &g in t::IQ3XXS_GRID.iter().chain(&t::IQ3S_GRID) {
             assert!(g.to_le_bytes().iter().all(|&b| b != 0));
         }
+    }
+
+    /// The IQ2 grids hold only the bytes 8, 25 and 43, so that a selector of codes 0-2 (and
+    /// a sign in bit 2) picks every signed grid byte from {8, 25, 43, -8, -25, -43}.
+    #[test]
+    fn iq2_grid_bytes_are_three_values() {
+        use qkern_formats::tables as t;
+        let prmt = |a: u32, b: u32, s: u32| {
+            let v = (b as u64) << 32 | a as u64;
+            (0..4).fold(0u32, |r, k| r | (((v >> (8 * ((s >> (4 * k)) & 7))) & 0xff) as u32) << (8 * k))
+        };
+        let (pos, neg) = (0x002b_1908u32, 0x00d5_e7f8u32);
+        for &g in t::IQ2XXS_GRID.iter().chain(&t::IQ2XS_GRID).chain(&t::IQ2S_GRID) {
+            assert!(g.to_le_bytes().iter().all(|b| [0x08, 0x19, 0x2b].contains(b)), "{g:#x}");
+            for s in [0u8, 0x5a, 0xff, 0x81] {
+                let sel = iq2_sel(g) | iq2_sgn(s);
+                let want: Vec<u8> = g
+                    .to_le_bytes()
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &b)| if (s >> j) & 1 == 1 { b.wrapping_neg() } else { b })
+                    .collect();
+                let got = [prmt(pos, neg, sel).to_le_bytes(), prmt(pos, neg, sel >> 16).to_le_bytes()].concat();
+                assert_eq!(got, want, "{g:#x} signs {s:#x}");
+            }
+        }
+        let t = tables();
+        assert_eq!(t[tab::IQ2XS_SEL + 3], iq2_sel(t::IQ2XS_GRID[3]));
+        assert_eq!(t[tab::SGN128 + 5], iq2_sgn(t::KSIGNS_IQ2XS[5]));
+        assert_eq!(t[tab::SGN256 + 0x80], iq2_sgn(0x80));
     }
 
     #[test]
