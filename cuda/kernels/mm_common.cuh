@@ -117,16 +117,6 @@ constexpr u32 Q8K_TS = QK_Q8K_QUAD ? 4u : 1u;  // words from a token's word e4 t
 QK_DEV const u32* q8k_at(const u32* aq, u32 qd, u32 w, u32 capw) {
     return QK_Q8K_QUAD ? act_at((const u8*)aq, qd, 16u * capw) + w : act_at((const u8*)aq, 4u * qd + w, 4u * capw);
 }
-// One word of NTM consecutive tokens (p = q8k_at(..)).
-template <int NTM>
-QK_DEV void ld_q8k(const u32* p, u32* w) {
-    if (QK_Q8K_QUAD) {
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) w[t] = qk_ld(p + 4 * t);
-    } else {
-        ld_tok<NTM>(p, w);
-    }
-}
 // Quad qd (words 4 qd..4 qd + 3) of NTM consecutive tokens: w[i][t] is word 4 qd + i of token
 // t. Quads: one 16-byte load a token; words: one ld_tok a word.
 template <int NTM>
@@ -144,23 +134,6 @@ QK_DEV void ld_q8k4(const u32* aq, u32 qd, u32 capw, u32 (*w)[NTM]) {
     } else {
 #pragma unroll
         for (int i = 0; i < 4; ++i) ld_tok<NTM>(q8k_at(aq, qd, (u32)i, capw), w[i]);
-    }
-}
-// Words 4 qd + wo, 4 qd + wo + 1 (wo 0 or 2) of NTM consecutive tokens: w[i][t] is word
-// 4 qd + wo + i of token t.
-template <int NTM>
-QK_DEV void ld_q8k2(const u32* aq, u32 qd, u32 wo, u32 capw, u32 (*w)[NTM]) {
-    if (QK_Q8K_QUAD) {
-        const uint2* p = (const uint2*)q8k_at(aq, qd, wo, capw);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) {
-            const uint2 v = qk_ld(p + 2 * t);
-            w[0][t] = v.x;
-            w[1][t] = v.y;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 2; ++i) ld_tok<NTM>(q8k_at(aq, qd, wo + (u32)i, capw), w[i]);
     }
 }
 
