@@ -54,9 +54,7 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
         ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) d[t] = qk_mul(da[t], xd);
-        // One lane at a time (fewer live registers): its sum over the sub-blocks, minus its
-        // q8sclsub (bsums[2l] * scales[2l] + bsums[2l + 1] * scales[2l + 1]) << 5, then its
-        // float chain step.
+        // Lane i's quant word of sub-block slot k8.
         const auto quant = [&](int k8, int i) {
             const u32 k = ((u32)(k8 * S) + c.s) & 3u;
             const u32 qlw = q4w(qlv[k8], i);
@@ -84,6 +82,9 @@ QK_UNROLL(QK_UNROLL_KQ(NTM))
                 }
             }
         }
+        // One lane at a time (fewer live registers): its sum over the sub-blocks (words; with
+        // quads, isq's), minus its q8sclsub (bsums[2l] * scales[2l] + bsums[2l + 1] *
+        // scales[2l + 1]) << 5, then its float chain step.
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             i32 isum[NTM];
