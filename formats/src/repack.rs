@@ -92,20 +92,25 @@ pub fn nibble_unseq(dev: &[u8], qs: &mut [u8]) {
 mod tests {
     use super::*;
 
+    /// `n` bytes of a xorshift64 stream.
+    fn xorshift_bytes(s: &mut u64, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                *s ^= *s << 13;
+                *s ^= *s >> 7;
+                *s ^= *s << 17;
+                *s as u8
+            })
+            .collect()
+    }
+
     /// The element-order repack inverts exactly, and word k holds lanes 2k and 2k + 1.
     #[test]
     fn nibble_seq_roundtrips_in_element_order() {
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..1000 {
             let n = if i % 2 == 0 { 16 } else { 8 };
-            let qs: Vec<u8> = (0..n)
-                .map(|_| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    s as u8
-                })
-                .collect();
+            let qs = xorshift_bytes(&mut s, n);
             let mut dev = vec![0u8; n];
             nibble_seq(&qs, &mut dev);
             let mut back = vec![0u8; n];
@@ -125,14 +130,7 @@ mod tests {
     fn nibble_pack_roundtrips_and_splits_halves() {
         let mut s = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..1000 {
-            let qs: Vec<u8> = (0..16)
-                .map(|_| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    s as u8
-                })
-                .collect();
+            let qs = xorshift_bytes(&mut s, 16);
             let mut dev = [0u8; 16];
             nibble_pack(&qs, &mut dev);
             let mut back = [0u8; 16];
