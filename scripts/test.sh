@@ -31,7 +31,7 @@ QKERN_EMU_DEFINES="-DQK_GRID_REP=0 -DQK_IQ_SA_NTM=8 -DQK_MINB_MMA_Q6K=1 -DQK_PF1
 QKERN_EMU_DEFINES="-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0" cargo test -p qkern-cuda --test emu mm_iq
 QKERN_EMU_DEFINES="-DQK_IQ_S_LOOKS=1" cargo test -p qkern-cuda --test emu mm_iq
 QKERN_EMU_DEFINES="-DQK_IQ2_SEL=0" cargo test -p qkern-cuda --test emu mm_iq2
-# Every kernel and the q8_K quantizer again with the q8_K activations in quads (QKERN_CUDA_Q8K).
-QKERN_CUDA_Q8K=quads cargo test -p qkern-cuda --test emu
+# Every kernel and the q8_K quantizer again with the q8_K activations as words (QKERN_CUDA_Q8K).
+QKERN_CUDA_Q8K=words cargo test -p qkern-cuda --test emu
 # The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).
 QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq

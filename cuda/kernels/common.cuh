@@ -432,7 +432,7 @@ QK_DEV u8 ld8(const u8* p) { return qk_ld(p); }
 // The q8_K quant words' device layout (mm_common.cuh q8k_at): 0 words, 1 quads. The host passes
 // it to NVRTC (layout.rs `Q8kLayout::define`), so that its ActLayout and the kernels agree.
 #ifndef QK_Q8K_QUAD
-#define QK_Q8K_QUAD 0
+#define QK_Q8K_QUAD 1  // the host always passes it (layout.rs Q8kLayout::DEFAULT: quads)
 #endif
 
 // One matmul job: rows of one weight matrix against `nt` (<= the kernel's NTM) tokens.

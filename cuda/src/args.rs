@@ -141,11 +141,17 @@ pub fn has_mma(format: Format) -> bool {
 /// `ntsweep.md`, lanes / tensor cores): q6_K NT 2 2533 / 1907, NT 3 1500 / 1895, NT 4 1801 /
 /// 1877, NT 5 1469 / 1871, NT 8 1160 / 1847, so from 3; iq4_xs NT 3 1103 / 1576, NT 4 1943 /
 /// 1569, NT 5 1485 / 1565, NT 8 731 / 1558, as before.
+///
+/// Session 21 gave iq4_xs's lane threads 4 consecutive lanes (nibbles in element order) and the
+/// q8_K activations in quads, which made its tensor cores faster and its lanes from 2 tokens
+/// slower (H100, benches/results/2026-12-05-session21 run2 `cq8k.md`, quads, lanes / tensor
+/// cores): NT 2 2194 / 2029, NT 3 1787 / 2026, NT 4 1496 / 2023, NT 8 808 / 2011, so from 3.
 pub fn mma_default_mask(format: Format) -> u32 {
     let nts: &[u32] = match format {
         Format::IQ2_XS | Format::IQ3_S => &[2, 3, 4, 5, 6, 7, 8],
-        Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_XXS | Format::IQ2_S => &[3, 4, 5, 6, 7, 8],
-        Format::IQ4_XS => &[3, 5, 6, 7, 8],
+        Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_XXS | Format::IQ2_S | Format::IQ4_XS => {
+            &[3, 4, 5, 6, 7, 8]
+        }
         Format::IQ3_XXS => &[4, 5, 6, 7, 8],
         _ => &[],
     };
@@ -704,7 +710,7 @@ mod tests {
     }
 
     #[test]
-    fn default_tensor_core_masks_skip_iq4_xs_at_four_tokens() {
+    fn default_tensor_core_masks_from_three_tokens() {
         let pick = |f: Format, nt: u32| {
             let k = PlanKnobs { mma_mask: mma_default_mask(f), ..Default::default() };
             let mut v = Vec::new();
@@ -716,8 +722,8 @@ mod tests {
             v[0]
         };
         let iq4: Vec<usize> = (1..=8).map(|n| pick(Format::IQ4_XS, n)).collect();
-        assert_eq!(iq4[..4], [mm_kernel_index(1, 1), mm_kernel_index(2, 1), MMA_KERNEL, mm_kernel_index(4, 1)]);
-        assert!(iq4[4..].iter().all(|&k| k == MMA_KERNEL));
+        assert_eq!(iq4[..2], [mm_kernel_index(1, 1), mm_kernel_index(2, 1)]);
+        assert!(iq4[2..].iter().all(|&k| k == MMA_KERNEL));
         assert_eq!(pick(Format::Q6_K, 2), mm_kernel_index(2, 1));
         assert_eq!(pick(Format::Q6_K, 3), MMA_KERNEL);
         assert_eq!(pick(Format::Q4_K, 4), MMA_KERNEL);

@@ -226,8 +226,11 @@ pub enum Q8kLayout {
 }
 
 impl Q8kLayout {
-    /// The layout the kernels were timed with (`QKERN_CUDA_Q8K` overrides it).
-    pub const DEFAULT: Q8kLayout = Q8kLayout::Words;
+    /// Quads: faster at one token for every q8_K format and on the tensor cores for the IQ
+    /// formats, q6_K and iq4_xs (H100, session 21 run2, words against quads in one machine
+    /// session: q4_K NT 1 2747 -> 2897 GB/s, iq4_xs 2658 -> 2753, iq3_s's tensor cores 1178 ->
+    /// 1257); 2-5 % slower at NT 2 on q4_K's, q5_K's and q6_K's lanes. `QKERN_CUDA_Q8K` overrides it.
+    pub const DEFAULT: Q8kLayout = Q8kLayout::Quads;
 
     /// `words` or `quads`.
     pub fn parse(s: &str) -> Option<Q8kLayout> {
