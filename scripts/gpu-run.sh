@@ -97,7 +97,7 @@ ntsweep) ntsweep_run "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"; cat "$R/ntsweep.m
 retune) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s
   ntsweep_run "-DQK_PIPE_R=0 -DQK_MINB_R1=2|q8_0,q5_1,iq4_nl,nvfp4;|q8_0,q5_1,iq4_nl,nvfp4,q6_K,iq4_xs;-DQK_MINB_MMA_Q6K=2 -DQK_PF_MMA_Q6K=2 -DQK_PF_MMA_IQ4XS=2|q6_K,iq4_xs;|$IQ;-DQK_PF_MMA_IQ=0|$IQ;-DQK_MINB_MMA_IQ=1 -DQK_PF_MMA_IQ=0|$IQ"
   grep -E '^##|NT 1..8' "$R/ntsweep.md" ;;
-# q8_K activations as words (the default) against quads (QKERN_CUDA_Q8K=quads, session 21: the
+# q8_K activations as words against quads (QKERN_CUDA_Q8K; quads the default since session 21: the
 # 256-element formats' lane kernels load a token's 4 lanes at once; sm_90 block loops 10-32 %
 # shorter at NT 1 and 16-24 loads fewer, iq4_xs's lanes worse from NT 4): the bits with quads
 # (t_cuda_gpu, qkern parity), then cuda_bench --mma-sweep (every NT, lanes and tensor cores, so
