@@ -156,7 +156,6 @@ QK_UNROLL(1)
         }
         float d[4];
         mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
-        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             u32 al[2][4], ah[2][4];  // [lane 2j / 2j + 1][slot]
@@ -169,8 +168,8 @@ QK_UNROLL(1)
             for (int o = 0; o < 2; ++o) {
                 const int l = 2 * j + o;
                 const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
-                const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
-                                   QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 8u, wl, capw)) : qk_ld(ab + (u64)(32 + l) * capw)};
+                const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
+                                   qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
                 i32 t[4];
                 qk_mma_s8s8(ah[o], bv, cz, t);
 #pragma unroll

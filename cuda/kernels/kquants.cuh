@@ -201,12 +201,11 @@ QK_UNROLL(1)
                 dm[2 * h + k] = qk_mul(-da, xdm[h]);
             }
         }
-        const u32* ab = aq + (u64)(64u * b + 16u * q) * capw;  // q8 words of sub-blocks 2q, 2q + 1
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
             const u32 qd = 16u * b + 4u * q + (u32)(l >> 2), wl = (u32)(l & 3);
-            const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
-                               QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 2u, wl, capw)) : qk_ld(ab + (u64)(8 + l) * capw)};
+            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
+                               qk_ld(q8k_at(aq, qd + 2u, wl, capw))};
             u32 alo[4], ahi[4];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {

@@ -108,8 +108,7 @@ QK_DEV void ld_tok_f(const float* p, float* f) {
 //   so that one 16-byte load brings a token's 4 consecutive words, the 4 lanes a thread of the
 //   L4-lane kernels owns (16 loads a block become 4 at NT 1) and a tensor-core thread's words
 //   of one token sit at immediate offsets from one address.
-// Kernels that read q8_K words keep their word-layout text as it was (same SASS) and take the
-// quad reads beside it. (QK_Q8K_QUAD's default is in common.cuh.)
+// (QK_Q8K_QUAD's default is in common.cuh.)
 constexpr u32 Q8K_TS = QK_Q8K_QUAD ? 4u : 1u;  // words from a token's word e4 to the next token's
 
 // Word 4 qd + w (quad qd, w < 4) of token 0 (aq: the job's q8_K words, or those + Q8K_TS * a
@@ -348,23 +347,12 @@ QK_DEV void mm_store_w(const MmArgs& A, const MmCtxW& c, const float* res) {
 // 64b + 8ib + 4h + i of token t), sg[i] being lane 4h + i's signed grid bytes.
 template <int NTM>
 QK_DEV void mm_l4_dot(i32 (*isum)[NTM], const i32* sg, i32 ls, const u32* aq, u32 capw, u32 b, u32 ib, u32 h) {
-    if (QK_Q8K_QUAD) {
-        u32 av[4][NTM];
-        ld_q8k4<NTM>(aq, 16u * b + 2u * ib + h, capw, av);
+    u32 av[4][NTM];
+    ld_q8k4<NTM>(aq, 16u * b + 2u * ib + h, capw, av);  // words 64b + 8ib + 4h .. + 3
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[i][t], 0);
-        return;
-    }
-    const u32* a = aq + (u64)(64u * b + 8u * ib + 4u * h) * capw;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        u32 av[NTM];
-        ld_tok<NTM>(a + (u64)i * capw, av);
-#pragma unroll
-        for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[t], 0);
-    }
+        for (int t = 0; t < NTM; ++t) isum[i][t] += ls * qk_dp4a(sg[i], (i32)av[i][t], 0);
 }
 
 // Their block's float step: the lane sums reduced over the split, then
@@ -1252,12 +1240,11 @@ QK_UNROLL(1)
         iq_digits<U::R, U::ND>(sc[1], dg[1]);
         float d[4];
         mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
-        const u32* ab = aq + (u64)(64u * b + 8u * q) * capw;  // q8 words of sub-block q (+32 words: q + 4)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
-            const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
-                               QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 8u, wl, capw)) : qk_ld(ab + (u64)(32 + l) * capw)};
+            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
+                               qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
             u32 v[4], m[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {

@@ -183,7 +183,6 @@ QK_UNROLL(1)
         if (!LAZY)
 #pragma unroll
             for (int t = 0; t < 2; ++t) ld_body<8, 16>((const u8*)bsp[t], bsw[t]);
-        const u32* ab = aq + (u64)(64u * b + 8u * (4u * j + k)) * capw;  // q8 words of is_a (+16 words: is_b)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
             if (LAZY && l == 4)
@@ -193,8 +192,8 @@ QK_UNROLL(1)
                     ld_body<4, 16>(body[h] + 128u + 32u * j + 16u, qh[h] + 4);
                 }
             const u32 qd = 16u * b + 2u * (4u * j + k) + (u32)(l >> 2), wl = (u32)(l & 3);
-            const u32 bv[2] = {QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd, wl, capw)) : qk_ld(ab + (u64)l * capw),
-                               QK_Q8K_QUAD ? qk_ld(q8k_at(aq, qd + 4u, wl, capw)) : qk_ld(ab + (u64)(16 + l) * capw)};
+            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
+                               qk_ld(q8k_at(aq, qd + 4u, wl, capw))};
             const int half = l >> 2;
             u32 qa[2], qb[2];
 #pragma unroll
