@@ -285,7 +285,10 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
 /// The pair kernels' table source: [`table_src`] plus `lut8(w)`, both nibbles of each byte of
 /// `w` through the 16-byte table (`.x`: the low nibbles' values, `.y`: the high nibbles'). With
 /// `lut2` a 256-entry workgroup table of byte -> (value of its low nibble, value of its high
-/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`.
+/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`. The table is
+/// kept twice, `TP` (the values in bytes 0 and 2) and `TQ` (bytes 1 and 3), so that bytes 0, 1
+/// of `w` give `TP | TQ` = (lo0, lo1, hi0, hi1) with one OR and the two halves of the word end
+/// in two more operations each, where placing each looked-up byte took a mask, a shift and an OR.
 fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
@@ -300,10 +303,11 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     format!(
         "var<workgroup> TS: array<u32, {n}>;\n\
          var<workgroup> TP: array<u32, 256>;\n\
+         var<workgroup> TQ: array<u32, 256>;\n\
          fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        TP[i] = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n    }}\n    workgroupBarrier();\n}}\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n        TP[i] = e;\n        TQ[i] = e << 8u;\n    }}\n    workgroupBarrier();\n}}\n\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
-         fn lut8(w: u32) -> vec2<u32> {{\n    var lo = 0u;\n    var hi = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let e = TP[(w >> (8u * k)) & 0xffu];\n        lo |= (e & 0xffu) << (8u * k);\n        hi |= ((e >> 16u) & 0xffu) << (8u * k);\n    }}\n    return vec2<u32>(lo, hi);\n}}\n"
+         fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n"
     )
 }
 
