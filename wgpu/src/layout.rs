@@ -18,11 +18,13 @@
 //!     and `nib_1(w) = (w >> 4) & 0x0f0f0f0f` (elements 16..32): invocation h reads 8 bytes.
 //!   - nvfp4: ggml's 32 `qs` bytes with the 8-byte sub-blocks in the order 0, 2, 1, 3
 //!     (invocation h: sub-blocks h and h + 2, the two it owns in the block's two steps).
-//!   - iq4_xs (128 bytes, [`iq4xs_slot`]): ggml's `qs` words as 8 16-byte elements, element
-//!     `2j + h` holding words `2h, 2h + 1` of sub-block `2j`, then of sub-block `2j + 1`. Its
-//!     thread-pair kernel (`kp_iq4_xs.wgsl`: invocation h owns the lanes of words 2h, 2h + 1 of
-//!     every sub-block) reads its share with 4 16-byte loads, the pair 32 contiguous bytes per
-//!     load. In ggml's blocks (136 bytes, so only 8-byte aligned) it took 8 8-byte loads.
+//!   - iq4_xs (128 bytes, [`iq4xs_pack`]): each sub-block's 16 `qs` bytes with their nibbles in
+//!     element order (`nibble_seq`: byte m holds elements 2m, 2m + 1), as 8 16-byte elements,
+//!     element `2j + h` holding bytes `8h..8h+8` of sub-block `2j`, then of sub-block `2j + 1`.
+//!     Its thread-pair kernel (`kp_iq4_xs.wgsl`: invocation h owns AVX2 lanes 4h..4h+3 of every
+//!     sub-block) reads its share with 4 16-byte loads, the pair 32 contiguous bytes per load,
+//!     and a lane's 4 kvalues with 2 byte lookups. In ggml's blocks (136 bytes, so only 8-byte
+//!     aligned) it took 8 8-byte loads.
 //!   - q6_K (208 bytes, [`q6k_src`]): `ql` and `qh` as 12 16-byte elements, element `2m + h`
 //!     the 16 bytes invocation h of its thread-pair kernel (`kp_q6_k.wgsl`) reads as its m-th
 //!     run, then the 16 `scales`: 7 16-byte loads per invocation where ggml's 2-byte aligned
@@ -41,9 +43,9 @@
 //! 292-byte blocks.
 
 use qkern_formats::Format;
-use qkern_formats::repack::{nibble_pack, nvfp4_reorder};
+use qkern_formats::repack::{nibble_pack, nibble_seq, nvfp4_reorder};
 #[cfg(test)]
-use qkern_formats::repack::{nibble_unpack, nvfp4_unreorder};
+use qkern_formats::repack::{nibble_unpack, nibble_unseq, nvfp4_unreorder};
 
 /// Rows per tile.
 pub(crate) const TILE: usize = 16;
@@ -85,10 +87,35 @@ pub(crate) fn tiled_bytes(f: Format, nblocks: usize) -> usize {
     a * nblocks + (b * nblocks).next_multiple_of(16)
 }
 
-/// The device word (0..32 of region A's block) of iq4_xs `qs` word `w` (0..4) of sub-block
-/// `ib` (0..8): element `2 (ib / 2) + w / 2`, word `2 (ib % 2) + w % 2` of it.
-pub(crate) fn iq4xs_slot(ib: usize, w: usize) -> usize {
-    4 * (2 * (ib / 2) + w / 2) + 2 * (ib % 2) + w % 2
+/// Where bytes `8h..8h+8` (h = 0, 1) of iq4_xs sub-block `ib`'s element-order nibbles go in
+/// region A's block: element `2 (ib / 2) + h`, its half `ib % 2`.
+pub(crate) fn iq4xs_span(ib: usize, h: usize) -> usize {
+    16 * (2 * (ib / 2) + h) + 8 * (ib % 2)
+}
+
+/// iq4_xs's 128 `qs` bytes (ggml's order) -> region A's block (`out`, 128 bytes).
+fn iq4xs_pack(qs: &[u8], out: &mut [u8]) {
+    for ib in 0..8 {
+        let mut seq = [0u8; 16];
+        nibble_seq(&qs[16 * ib..16 * ib + 16], &mut seq);
+        for h in 0..2 {
+            let d = iq4xs_span(ib, h);
+            out[d..d + 8].copy_from_slice(&seq[8 * h..8 * h + 8]);
+        }
+    }
+}
+
+/// The inverse of [`iq4xs_pack`] (tests).
+#[cfg(test)]
+fn iq4xs_unpack(dev: &[u8], qs: &mut [u8]) {
+    for ib in 0..8 {
+        let mut seq = [0u8; 16];
+        for h in 0..2 {
+            let d = iq4xs_span(ib, h);
+            seq[8 * h..8 * h + 8].copy_from_slice(&dev[d..d + 8]);
+        }
+        nibble_unseq(&seq, &mut qs[16 * ib..16 * ib + 16]);
+    }
 }
 
 /// The ggml byte offset (in `ql`/`qh`, 0..192) of q6_K element `e` (0..12, 16 bytes) of
@@ -101,12 +128,11 @@ pub(crate) fn q6k_src(e: usize) -> usize {
     run + 16 * h
 }
 
-/// Where iq4_xs's and q6_K's region A comes from: (offset in ggml's block, offset in region A,
-/// bytes) of each run it is moved in (empty for the other formats), and the offset of the
-/// bytes that make region B in ggml's block.
+/// Where q6_K's region A comes from: (offset in ggml's block, offset in region A, bytes) of
+/// each run it is moved in (empty for the other formats), and the offset of the bytes that
+/// make region B in ggml's block.
 fn region_runs(f: Format) -> (Vec<(usize, usize, usize)>, usize) {
     match f {
-        Format::IQ4_XS => ((0..32).map(|i| (8 + 4 * i, 4 * iq4xs_slot(i / 4, i % 4), 4)).collect(), 0),
         Format::Q6_K => ((0..12).map(|e| (q6k_src(e), 16 * e, 16)).chain([(192, 192, 16)]).collect(), 208),
         _ => (Vec::new(), 0),
     }
@@ -145,7 +171,11 @@ pub(crate) fn pack(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
                 b.copy_from_slice(&blk[..4]);
                 nvfp4_reorder(&blk[4..], a);
             }
-            Format::IQ4_XS | Format::Q6_K => {
+            Format::IQ4_XS => {
+                b.copy_from_slice(&blk[..8]);
+                iq4xs_pack(&blk[8..], a);
+            }
+            Format::Q6_K => {
                 b.copy_from_slice(&blk[hdr..hdr + bb]);
                 for &(s, d, len) in &runs {
                     a[d..d + len].copy_from_slice(&blk[s..s + len]);
@@ -190,7 +220,11 @@ pub(crate) fn unpack(f: Format, dev: &[u8], rows: usize, nblocks: usize) -> Vec<
                 blk[..4].copy_from_slice(b);
                 nvfp4_unreorder(a, &mut blk[4..]);
             }
-            Format::IQ4_XS | Format::Q6_K => {
+            Format::IQ4_XS => {
+                blk[..8].copy_from_slice(b);
+                iq4xs_unpack(a, &mut blk[8..]);
+            }
+            Format::Q6_K => {
                 blk[hdr..hdr + bb].copy_from_slice(b);
                 for &(s, d, len) in &runs {
                     blk[s..s + len].copy_from_slice(&a[d..d + len]);
@@ -229,23 +263,38 @@ mod tests {
         }
     }
 
-    /// iq4_xs's element `2j + h` holds words `2h, 2h + 1` of sub-blocks `2j` and `2j + 1`
-    /// (kp_iq4_xs.wgsl's loads), and the slots are a permutation of the block's 32 words.
+    /// iq4_xs's element `2j + h` holds bytes `8h..8h+8` of sub-blocks `2j` and `2j + 1`
+    /// (kp_iq4_xs.wgsl's loads), and the spans tile the block's 128 bytes.
     #[test]
-    fn iq4xs_slots() {
+    fn iq4xs_spans() {
         for j in 0..4 {
             for h in 0..2 {
                 let e = 2 * j + h;
-                let got: Vec<usize> = [(2 * j, 2 * h), (2 * j, 2 * h + 1), (2 * j + 1, 2 * h), (2 * j + 1, 2 * h + 1)]
-                    .iter()
-                    .map(|&(ib, w)| iq4xs_slot(ib, w))
-                    .collect();
-                assert_eq!(got, (4 * e..4 * e + 4).collect::<Vec<_>>());
+                assert_eq!([iq4xs_span(2 * j, h), iq4xs_span(2 * j + 1, h)], [16 * e, 16 * e + 8]);
             }
         }
-        let mut seen = [false; 32];
-        (0..8).for_each(|ib| (0..4).for_each(|w| seen[iq4xs_slot(ib, w)] = true));
+        let mut seen = [false; 16];
+        (0..8).for_each(|ib| (0..2).for_each(|h| seen[iq4xs_span(ib, h) / 8] = true));
         assert!(seen.iter().all(|&x| x));
+    }
+
+    /// Element e of sub-block ib (ggml: the low nibbles of its 16 `qs` bytes are elements
+    /// 0..16, the high ones 16..32) is nibble e % 2 of byte `iq4xs_span(ib, e / 16) + (e % 16)
+    /// / 2` (dequant.wgsl's `deqp_iq4_xs`): lane L = 4h + i, elements 4L..4L+4, is bytes 2i,
+    /// 2i + 1 of span h (kp_iq4_xs.wgsl's `lute`).
+    #[test]
+    fn iq4xs_lanes_in_element_order() {
+        let qs: Vec<u8> = (0..128u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let mut dev = [0u8; 128];
+        iq4xs_pack(&qs, &mut dev);
+        for ib in 0..8 {
+            let elem = |e: usize| if e < 16 { qs[16 * ib + e] & 15 } else { qs[16 * ib + e - 16] >> 4 };
+            for e in 0..32 {
+                let (h, m) = (e / 16, (e % 16) / 2);
+                let byte = dev[iq4xs_span(ib, h) + m];
+                assert_eq!((byte >> (4 * (e % 2))) & 15, elem(e), "ib {ib} element {e}");
+            }
+        }
     }
 
     /// `tiled_index` is a bijection onto 0..rows*nb, and a tile's rows are adjacent per block.

@@ -294,6 +294,9 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     if n == 0 {
         return table_src(f, wg, 1, 0);
     }
+    if f == Format::IQ4_XS {
+        return iq4xs_table_src(off, wg, lut2);
+    }
     if !lut2 {
         return format!(
             "{}fn lut8(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(w & 0x0f0f0f0fu), lut4t((w >> 4u) & 0x0f0f0f0fu));\n}}\n",
@@ -308,6 +311,29 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n        TP[i] = e;\n        TQ[i] = e << 8u;\n    }}\n    workgroupBarrier();\n}}\n\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
          fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n"
+    )
+}
+
+/// iq4_xs's table source: [`table_src`] plus `lute(w)`, the kvalues of the 8 nibbles of `w` in
+/// element order (layout.rs: its nibbles are stored as `nibble_seq` makes them, byte m holding
+/// elements 2m, 2m + 1): `.x` the values of bytes 0, 1 (one AVX2 lane), `.y` of bytes 2, 3. With
+/// `lut2` from two 256-entry workgroup tables, `TE[b]` = (value of b's low nibble, of its high
+/// nibble) in bytes 0, 1 and `TF[b]` = the same in bytes 2, 3: a lane in 2 lookups and one OR.
+/// Else `lut4t` of the nibbles spread to bytes.
+fn iq4xs_table_src(off: usize, wg: u32, lut2: bool) -> String {
+    if !lut2 {
+        return format!(
+            "{}fn spread_nib(w: u32) -> u32 {{\n    return (w & 0xfu) | ((w & 0xf0u) << 4u) | ((w & 0xf00u) << 8u) | ((w & 0xf000u) << 12u);\n}}\n\
+             fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(spread_nib(w & 0xffffu)), lut4t(spread_nib(w >> 16u)));\n}}\n",
+            table_src(Format::IQ4_XS, wg, 1, 0)
+        );
+    }
+    format!(
+        "var<workgroup> TE: array<u32, 256>;\n\
+         var<workgroup> TF: array<u32, 256>;\n\
+         fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 8u);\n        TE[i] = e;\n        TF[i] = e << 16u;\n    }}\n    workgroupBarrier();\n}}\n\
+         fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(TE[w & 0xffu] | TF[(w >> 8u) & 0xffu], TE[(w >> 16u) & 0xffu] | TF[w >> 24u]);\n}}\n"
     )
 }
 

@@ -16,11 +16,6 @@ fn aq4(t: u32, ab: u32, k: u32) -> vec4<u32> {
     let i = abase(t, ab) + 1u + k;
     return vec4<u32>(X[i], X[i + 1u], X[i + 2u], X[i + 3u]);
 }
-// Quant words k + 2h, k + 2h + 1, k + 2h + 4, k + 2h + 5 (iq4_xs's word pairs; k a multiple of 8).
-fn aq_wp(t: u32, ab: u32, k: u32, h: u32) -> vec4<u32> {
-    let i = abase(t, ab) + 1u + k + 2u * h;
-    return vec4<u32>(X[i], X[i + 1u], X[i + 4u], X[i + 5u]);
-}
 // bsums words k..k+3 (k = 0 or 4; word k holds bsums 2k and 2k + 1).
 fn ab4(t: u32, ab: u32, k: u32) -> vec4<u32> {
     let i = abase(t, ab) + 65u + k;

@@ -17,11 +17,6 @@ fn aq(t: u32, ab: u32, k: u32) -> u32 {
 fn aq4(t: u32, ab: u32, k: u32) -> vec4<u32> {
     return X[arow4(t) + 16u * ab + (k >> 2u)];
 }
-fn aq_wp(t: u32, ab: u32, k: u32, h: u32) -> vec4<u32> {
-    let a0 = aq4(t, ab, k);
-    let a1 = aq4(t, ab, k + 4u);
-    return select(vec4<u32>(a0.xy, a1.xy), vec4<u32>(a0.zw, a1.zw), h == 1u);
-}
 fn ab4(t: u32, ab: u32, k: u32) -> vec4<u32> {
     return X[arow4(t) + 16u * P.nb + 2u * ab + (k >> 2u)];
 }

@@ -215,7 +215,8 @@ fn deqp_nvfp4(k: u32, e: u32) -> f32 {
 }
 
 // As deq_iq4_xs of ggml's block, in the tiled layout (layout.rs): the header at byte 8k of
-// region B; qs word w of sub-block ib at word `iq4xs_slot(ib, w)` of region A's block.
+// region B; element e32 of sub-block ib (nibbles in element order) at byte
+// `iq4xs_span(ib, e32 / 16) + (e32 % 16) / 2` of region A's block, nibble e32 % 2.
 // dl = d * (ls - 32) (exact), y = dl * kvalue: one correctly rounded multiplication.
 fn deqp_iq4_xs(k: u32, e: u32) -> f32 {
     let hb = 4u * pboff() + 8u * k;
@@ -226,11 +227,9 @@ fn deqp_iq4_xs(k: u32, e: u32) -> f32 {
     let ls = i32(lo | (((sh >> (2u * ib)) & 3u) << 4u)) - 32i;
     let dl = d * f32(ls);
     let e32 = e & 31u;
-    let p = e32 & 15u;
-    let w = p >> 2u;
-    let slot = 4u * (2u * (ib >> 1u) + (w >> 1u)) + 2u * (ib & 1u) + (w & 1u);
-    let byte = w8(128u * k + 4u * slot + (p & 3u));
-    let n = select(byte >> 4u, byte & 15u, e32 < 16u);
+    let span = 16u * (2u * (ib >> 1u) + (e32 >> 4u)) + 8u * (ib & 1u);
+    let byte = w8(128u * k + span + ((e32 & 15u) >> 1u));
+    let n = (byte >> (4u * (e32 & 1u))) & 15u;
     return dl * f32(kv(OFF_KVNL, n));
 }
 // As deq_q6_k, in the tiled layout (layout.rs `q6k_src`): ggml's ql byte 64n + 32c + l and qh
