@@ -693,7 +693,7 @@ pub(crate) fn probe_source(native_fma: bool) -> String {
 
 /// common.wgsl without the functions that read the weight buffer `W` or the tables `T`.
 fn common_without_buffers() -> String {
-    common_without(&["fn w32(", "fn w32o(", "fn w16(", "fn w8(", "fn lut4("])
+    common_without(&["fn w32(", "fn w16(", "fn w8(", "fn lut4("])
 }
 
 /// common.wgsl without the functions whose first line starts with one of `drop`.

@@ -15,19 +15,6 @@ fn w32(byte: u32) -> u32 {
     return select((lo >> sh) | (hi << (32u - sh)), lo, sh == 0u);
 }
 
-// The word at byte `base + off`, `off` a multiple of 4: the same word as `w32(base + off)`, but
-// its word index is `(base >> 2) + (off >> 2)`, so the words of one block read at several
-// offsets from one base (each format's body at block byte 2) are loads of one index plus
-// constants, which the driver's compiler can share: iq2_xxs's two words of a sub-block are 3
-// loads instead of 4, a block's 16 words 17 loads instead of 32.
-fn w32o(base: u32, off: u32) -> u32 {
-    let i = (base >> 2u) + (off >> 2u);
-    let sh = (base & 3u) * 8u;
-    let lo = W[i];
-    let hi = W[i + 1u];
-    return select((lo >> sh) | (hi << (32u - sh)), lo, sh == 0u);
-}
-
 // The u16 at an even byte offset of W.
 fn w16(byte: u32) -> u32 {
     return (W[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu;

@@ -5,8 +5,8 @@
 // Scale 2*ls+1; result 0.125 * hsum. (Signs on the grid bytes: mm_iq2_xxs.wgsl.)
 const BB: u32 = 66u;
 fn sub(B: u32, ib: u32, h: u32) -> Sub {
-    let a0 = w32o(B + 2u, 8u * ib);
-    let a1 = w32o(B + 2u, 8u * ib + 4u);
+    let a0 = w32(B + 2u + 8u * ib);
+    let a1 = w32(B + 6u + 8u * ib);
     let g = 2u * h;
     let e0 = signed_entry((a0 >> (8u * g)) & 0xffu, sgn((a1 >> (7u * g)) & 127u));
     let e1 = signed_entry((a0 >> (8u * g + 8u)) & 0xffu, sgn((a1 >> (7u * g + 7u)) & 127u));

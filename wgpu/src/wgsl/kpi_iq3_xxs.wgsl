@@ -5,8 +5,8 @@
 // result 0.25 * hsum.
 const BB: u32 = 98u;
 fn sub(B: u32, ib: u32, h: u32) -> Sub {
-    let gw = w32o(B + 2u, 8u * ib + 4u * h);
-    let aux = w32o(B + 2u, 64u + 4u * ib);
+    let gw = w32(B + 2u + 8u * ib + 4u * h);
+    let aux = w32(B + 66u + 4u * ib);
     let s0 = sgn((aux >> (14u * h)) & 127u);
     let s1 = sgn((aux >> (14u * h + 7u)) & 127u);
     let q = vec4<u32>(

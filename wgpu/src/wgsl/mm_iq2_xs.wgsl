@@ -11,8 +11,8 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let B = base + b * 74u;
     let dx = f16f(w16(B));
     let ib = l;
-    let qa = w32o(B + 2u, 8u * ib);
-    let qb = w32o(B + 2u, 8u * ib + 4u);
+    let qa = w32(B + 2u + 8u * ib);
+    let qb = w32(B + 6u + 8u * ib);
     let sc = w8(B + 66u + ib);
     let slo = 2i * i32(sc & 15u) + 1i;
     let shi = 2i * i32(sc >> 4u) + 1i;

@@ -14,8 +14,8 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let B = base + b * 66u;
     let dx = f16f(w16(B));
     let ib = l;
-    let a0 = w32o(B + 2u, 8u * ib);
-    let a1 = w32o(B + 2u, 8u * ib + 4u);
+    let a0 = w32(B + 2u + 8u * ib);
+    let a1 = w32(B + 6u + 8u * ib);
     let s = 2i * i32(a1 >> 28u) + 1i;
     var wv: array<u32, 8>;
     var ls: array<i32, 8>;

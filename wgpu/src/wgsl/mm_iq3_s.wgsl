@@ -11,8 +11,8 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let B = base + b * 110u;
     let dx = f16f(w16(B));
     let ib = l;
-    let qa = w32o(B + 2u, 8u * ib);
-    let qb = w32o(B + 2u, 8u * ib + 4u);
+    let qa = w32(B + 2u + 8u * ib);
+    let qb = w32(B + 6u + 8u * ib);
     let qh = w8(B + 66u + ib);
     let sg = w32(B + 74u + 4u * ib);
     let sc = w8(B + 106u + (ib >> 1u));

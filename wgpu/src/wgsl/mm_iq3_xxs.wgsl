@@ -11,9 +11,9 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     let B = base + b * 98u;
     let dx = f16f(w16(B));
     let ib = l;
-    let qa = w32o(B + 2u, 8u * ib);
-    let qb = w32o(B + 2u, 8u * ib + 4u);
-    let aux = w32o(B + 2u, 64u + 4u * ib);
+    let qa = w32(B + 2u + 8u * ib);
+    let qb = w32(B + 6u + 8u * ib);
+    let aux = w32(B + 66u + 4u * ib);
     let s = 2i * i32(aux >> 28u) + 1i;
     var wv: array<u32, 8>;
     var ls: array<i32, 8>;
