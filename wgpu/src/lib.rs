@@ -464,12 +464,16 @@ pub enum Q8kLayout {
 
 impl Q8kLayout {
     /// Whether the matmul kernels of `f` read the split layout (`iq_pairs`: the IQ2/IQ3
-    /// formats run on thread pairs).
-    fn split_for(self, f: Format, iq_pairs: bool) -> bool {
+    /// formats run on thread pairs; `pair_rows`: rows per thread pair). In both layouts iq4_xs
+    /// reads the split copy where its pairs run two rows: since session 22 its invocation h owns
+    /// lanes 4h..4h+3, a token's 4 q8 words of a sub-block one 16-byte load there. H200, kernel-only
+    /// GB/s, ggml's blocks / split (benches/results/2026-12-06-session22 run1 `iq4xs_q8k.txt`,
+    /// two rounds): NT 8 (two rows) 653 / 920; NT 4 (one row) 1255 / 1013; NT 1 and 2 within 3 %.
+    fn split_for(self, f: Format, iq_pairs: bool, pair_rows: u32) -> bool {
         match self {
             Q8kLayout::Ggml => false,
             Q8kLayout::Split => true,
-            Q8kLayout::Both => iq_pairs && shaders::is_iq23(f),
+            Q8kLayout::Both => (iq_pairs && shaders::is_iq23(f)) || (f == Format::IQ4_XS && pair_rows == 2),
         }
     }
 }
@@ -1182,7 +1186,7 @@ impl WgpuBackend {
                     rows: wg_rows(f, t),
                     lut2: t.lut2,
                     iq_pairs,
-                    q8k_split: self.q8k.split_for(f, iq_pairs),
+                    q8k_split: self.q8k.split_for(f, iq_pairs, pair_rows),
                     q8k_both: self.q8k == Q8kLayout::Both,
                     pair_rows,
                     pair_generic,
@@ -2710,10 +2714,14 @@ mod tests {
         assert!(!iq_pairs_at(by_format, Format::IQ3_XXS, 1) && iq_pairs_at(by_format, Format::IQ3_XXS, 2));
         assert_eq!(parse_iq_pairs("2"), Some(2));
         assert_eq!(parse_iq_pairs("9"), None);
-        assert!(!Q8kLayout::Both.split_for(Format::IQ2_XXS, false));
-        assert!(Q8kLayout::Both.split_for(Format::IQ2_XXS, true));
-        assert!(!Q8kLayout::Both.split_for(Format::Q4_K, true));
-        assert!(Q8kLayout::Split.split_for(Format::Q4_K, false));
+        assert!(!Q8kLayout::Both.split_for(Format::IQ2_XXS, false, 1));
+        assert!(Q8kLayout::Both.split_for(Format::IQ2_XXS, true, 1));
+        assert!(!Q8kLayout::Both.split_for(Format::Q4_K, true, 2));
+        assert!(Q8kLayout::Split.split_for(Format::Q4_K, false, 1));
+        // iq4_xs: the split copy where its pairs run two rows (its default from 8 tokens).
+        let iq4 = |nt| Q8kLayout::Both.split_for(Format::IQ4_XS, false, pair_rows_of(Format::IQ4_XS, nt, t).0);
+        assert!((1..8).all(|nt| !iq4(nt)) && iq4(8));
+        assert!(!Q8kLayout::Ggml.split_for(Format::IQ4_XS, false, 2));
         for f in [Format::Q8_0, Format::Q5_K, Format::IQ2_XXS] {
             for nt in 1..=8 {
                 assert_eq!(pair_rows_of(f, nt, Tuning { pair_rows: 1, ..t }), (1, false));
