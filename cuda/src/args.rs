@@ -401,8 +401,16 @@ pub fn plan_matmul<E>(
         *acc = Acc { max_nt: 0, rows_total: 0, abuf: None };
         let ntm = NTMS.into_iter().find(|&n| n >= max_nt).unwrap_or(8);
         let units = nb * if format == Format::NVFP4 { 2 } else { 1 };
+        let mma_nt = has_mma(format) && k.mma_mask >> (max_nt.clamp(1, 8) - 1) & 1 == 1;
+        // A grouped launch (several jobs: a layer's routed experts) of q4_K at a tensor-core
+        // token count runs on the tensor cores with S = 1, not the two-phase kernel nor S = 4:
+        // 8 experts of 640 x 2560 at NT 4 took 2.15 against 3.79 us an expert on the H200
+        // (benches/results/2026-12-06-session22 run2 `cuda_bench.md`), 1.99 against 3.62 on the
+        // H100 (session 21 run3). One expert stays on the two-phase kernel (7.4 us against 8.8).
+        let grouped_mma = args.njobs > 1 && has_split(format) && has_mmk(format) && mma_nt;
         if has_mmk(format)
             && (k.kq_mmk || !has_split(format))
+            && !grouped_mma
             && units <= mmk_max_units(format)
             && rows_total < k.s4_rows
         {
@@ -420,9 +428,9 @@ pub fn plan_matmul<E>(
         // (iq4_xs at one token took S = 4 at every size until its kernels got a register budget,
         // QK_MINB_W: then S = 1 measured 2172 GB/s against 1839 with S = 4 at 1 GiB, H200,
         // benches/results/2026-12-04-h200-session9 run5.)
-        let s = if has_split(format) && rows_total < k.s4_rows { 4 } else { 1 };
+        let s = if has_split(format) && rows_total < k.s4_rows && !grouped_mma { 4 } else { 1 };
         // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
-        let mma = s == 1 && has_mma(format) && k.mma_mask >> (max_nt.clamp(1, 8) - 1) & 1 == 1;
+        let mma = s == 1 && mma_nt;
         let large_row = !mma && has_row(format) && rows_total >= k.s4_rows;
         let stage = abuf.filter(|&(base, len)| {
             large_row && k.cact_mask >> (ntm - 1) & 1 == 1 && base != 0 && len > 0 && len <= CACT_BYTES
@@ -666,6 +674,32 @@ mod tests {
             assert!((1..=8).all(|nt| dflt(f, nt) != cact_kernel_index(nt)), "{f:?}");
         }
         assert_eq!(plan(Format::Q4_K, &[one], 8, 0, 0)[0].2, None);
+    }
+
+    /// A grouped launch of q4_K experts at a tensor-core token count takes the tensor cores
+    /// (S = 1); one expert, and token counts off the mask, keep the two-phase kernel; the
+    /// 32-element formats' and the other K-quants' grouped launches are unchanged.
+    #[test]
+    fn grouped_q4_k_experts_take_the_tensor_cores() {
+        let pick = |f: Format, cols: usize, experts: usize, nt: u32| {
+            let mut v = Vec::new();
+            let k = PlanKnobs { s4_rows: 132 * 64, kq_mmk: true, mma_mask: mma_default_mask(f), ..Default::default() };
+            plan_matmul::<()>(f, cols, 0, (0..experts).map(|_| job(640, nt)), k, |l, a| {
+                v.push((l.kernel, l.grid, a.njobs));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        // 8 gate experts of 640 x 2560 at NT 4: one launch, 40 CTAs of 128 rows
+        assert_eq!(pick(Format::Q4_K, 2560, 8, 4), vec![(MMA_KERNEL, 40, 8)]);
+        assert_eq!(pick(Format::Q4_K, 2560, 2, 8), vec![(MMA_KERNEL, 10, 2)]);
+        // one expert: the two-phase kernel; NT 2 (lanes there): the two-phase kernel too
+        assert_eq!(pick(Format::Q4_K, 2560, 1, 4), vec![(mmk_kernel_index(4), 160, 1)]);
+        assert_eq!(pick(Format::Q4_K, 2560, 8, 2)[0].0, mmk_kernel_index(2));
+        // q8_0's grouped experts (2560 x 640): the two-phase kernel; q5_K's: S = 4 lanes
+        assert_eq!(pick(Format::Q8_0, 640, 8, 4)[0].0, mmk_kernel_index(4));
+        assert_eq!(pick(Format::Q5_K, 2560, 8, 4)[0].0, mm_kernel_index(4, 4));
     }
 
     #[test]
