@@ -447,9 +447,10 @@ pub struct Tuning {
 /// 8 invocations; NT 1 iq2_xxs 907 -> 1007, iq3_xxs 1177 -> 1279) but cost q4_K, q5_K and
 /// iq4_xs 13-28 % at NT 8. Hence the default [`Q8kLayout::Both`]: each kernel reads the
 /// layout it measured fastest with (the IQ2/IQ3 formats: ggml's blocks on 8 invocations a row
-/// at few tokens, the split copy on thread pairs from a count per format, [`iq_pairs_from`]),
-/// for a q8_K buffer twice the size (a token of 4096 columns: 2.3 KiB more) and a quantizer
-/// that writes both.
+/// at few tokens, the split copy on thread pairs from a count per format, [`iq_pairs_from`];
+/// since session 22 iq4_xs the split copy where its pairs run two rows, NT 8 +41 %), for a q8_K
+/// buffer twice the size (a token of 4096 columns: 2.3 KiB more) and a quantizer that writes
+/// both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q8kLayout {
     /// ggml's own 292-byte blocks, 4-byte aligned (the kernels read them a word at a time).
@@ -458,7 +459,8 @@ pub enum Q8kLayout {
     /// pair reads a token's 4 lane words with one 16-byte load (rows padded to 16 bytes).
     Split,
     /// Per token ggml's blocks (padded to 16 bytes), then the split layout: the IQ2/IQ3
-    /// thread-pair kernels read the split copy, the others ggml's blocks.
+    /// thread-pair kernels and iq4_xs's two-row pairs read the split copy, the others ggml's
+    /// blocks.
     Both,
 }
 
