@@ -30,7 +30,8 @@
 //! bytes; q8_K ([`Q8kLayout`]) by default per token as ggml's own 292-byte blocks (read by
 //! the K-quants, iq4_xs and the IQ2/IQ3 kernels at few tokens) followed by a *split* copy, the
 //! quants of every block, then the bsums, then the d (read by the IQ2/IQ3 thread pairs, from a
-//! token count per format, [`iq_pairs_from`]); `import` and `read_acts` convert exactly
+//! token count per format, [`iq_pairs_from`], and by iq4_xs's two-row pairs at 8 tokens);
+//! `import` and `read_acts` convert exactly
 //! (the fp16 -> f32 widening is injective, NaN payloads included).
 //!
 //! # Bits
