@@ -295,7 +295,7 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
         return table_src(f, wg, 1, 0);
     }
     if f == Format::IQ4_XS {
-        return iq4xs_table_src(off, wg, lut2);
+        return iq4xs_table_src(off, wg, lut2, 1);
     }
     if !lut2 {
         return format!(
@@ -314,13 +314,37 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     )
 }
 
+/// Copies of iq4_xs's byte-pair table (`iq4xs_table_src`) in `grid_words` words of workgroup
+/// memory (0: the copies are off): the largest power of two of 256-word tables that fits, at
+/// most 32.
+pub(crate) fn pair_table_rep(grid_words: u32) -> u32 {
+    let r = (grid_words / 256).min(32);
+    if r < 2 { 1 } else { 1 << r.ilog2() }
+}
+
 /// iq4_xs's table source: [`table_src`] plus `lute(w)`, the kvalues of the 8 nibbles of `w` in
 /// element order (layout.rs: its nibbles are stored as `nibble_seq` makes them, byte m holding
 /// elements 2m, 2m + 1): `.x` the values of bytes 0, 1 (one AVX2 lane), `.y` of bytes 2, 3. With
 /// `lut2` from two 256-entry workgroup tables, `TE[b]` = (value of b's low nibble, of its high
 /// nibble) in bytes 0, 1 and `TF[b]` = the same in bytes 2, 3: a lane in 2 lookups and one OR.
-/// Else `lut4t` of the nibbles spread to bytes.
-fn iq4xs_table_src(off: usize, wg: u32, lut2: bool) -> String {
+/// Else `lut4t` of the nibbles spread to bytes. With `rep` > 1 (a power of two, at most 32)
+/// `TE` is kept `rep` times, entry `b` of copy `c` at word `b * rep + c`, each invocation
+/// reading copy `lid % rep` (`TC`), so that a subgroup's random bytes fall in at most 32 / rep
+/// lanes a bank (with 32 copies none collide), and `TF` is `TE << 16` computed, not read. The
+/// same opt-in as the IQ grids' copies (`Tuning::grid_rep`, `QKERN_WGPU_GRID_REP=1`), sized by
+/// the workgroup memory it leaves ([`pair_table_rep`]).
+fn iq4xs_table_src(off: usize, wg: u32, lut2: bool, rep: u32) -> String {
+    if lut2 && rep > 1 {
+        let (total, sh, m) = (256 * rep, rep.trailing_zeros(), rep - 1);
+        return format!(
+            "var<workgroup> TE: array<u32, {total}>;\n\
+             var<private> TC: u32;\n\
+             fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        TE[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << 8u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
+             fn te(b: u32) -> u32 {{\n    return TE[(b << {sh}u) | TC];\n}}\n\
+             fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(te(w & 0xffu) | (te((w >> 8u) & 0xffu) << 16u), te((w >> 16u) & 0xffu) | (te(w >> 24u) << 16u));\n}}\n"
+        );
+    }
     if !lut2 {
         return format!(
             "{}fn spread_nib(w: u32) -> u32 {{\n    return (w & 0xfu) | ((w & 0xf0u) << 4u) | ((w & 0xf00u) << 8u) | ((w & 0xf000u) << 12u);\n}}\n\
@@ -560,7 +584,8 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS {
-        pair_table_src(f, wg, c.lut2)
+        let (off, _) = table_of(f);
+        iq4xs_table_src(off, wg, c.lut2, pair_table_rep(c.grid_words))
     } else {
         table_src(f, wg, grid_rep(f, c.grid_words), sign_rep(f, c.grid_words))
     });
@@ -973,6 +998,33 @@ mod tests {
         // A loop with `break` stays a loop.
         let kept = "for (var t = 0u; t < 4u; t++) { if (t == 1u) { break; } }";
         assert_eq!(flatten_loops(kept, 1, 8), kept);
+    }
+
+    /// iq4_xs's byte-pair table copies: a power of two that fits, at most 32, and the kernel
+    /// reads them (with the copies off, or without `lut2`, the single tables).
+    #[test]
+    fn iq4xs_table_copies() {
+        assert_eq!([0, 511, 512, 2048, 8192, 65536].map(pair_table_rep), [1, 1, 2, 8, 32, 32]);
+        let src = |grid_words: u32, lut2: bool| {
+            let o = MmSrc {
+                nt: 1,
+                subgroups: true,
+                native_fma: true,
+                unroll: 1,
+                rows: 8,
+                lut2,
+                iq_pairs: false,
+                q8k_split: false,
+                q8k_both: false,
+                grid_words,
+                pair_rows: 1,
+                pair_generic: false,
+            };
+            matmul_source(Format::IQ4_XS, &o).unwrap()
+        };
+        assert!(src(8192, true).contains("var<workgroup> TE: array<u32, 8192>;"));
+        assert!(src(0, true).contains("var<workgroup> TF: array<u32, 256>;"));
+        assert!(!src(8192, false).contains("var<workgroup> TE"));
     }
 
     /// `neg_bytes` relies on no grid byte being 0 (then `(g ^ 0xff) + 1` carries into the
