@@ -289,13 +289,27 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
 /// kept twice, `TP` (the values in bytes 0 and 2) and `TQ` (bytes 1 and 3), so that bytes 0, 1
 /// of `w` give `TP | TQ` = (lo0, lo1, hi0, hi1) with one OR and the two halves of the word end
 /// in two more operations each, where placing each looked-up byte took a mask, a shift and an OR.
-fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
+/// With `rep` > 1 `TP` is kept `rep` times as iq4_xs's `TE` is ([`iq4xs_table_src`]) and `TQ`
+/// is computed.
+fn pair_table_src(f: Format, wg: u32, lut2: bool, rep: u32) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return table_src(f, wg, 1, 0);
     }
     if f == Format::IQ4_XS {
-        return iq4xs_table_src(off, wg, lut2, 1);
+        return iq4xs_table_src(off, wg, lut2, rep);
+    }
+    if lut2 && rep > 1 {
+        // `rep` copies of TP (`pair_table_rep`, as iq4_xs's `TE`), TQ = TP << 8 computed.
+        let (total, sh, m) = (256 * rep, rep.trailing_zeros(), rep - 1);
+        return format!(
+            "var<workgroup> TP: array<u32, {total}>;\n\
+             var<private> TC: u32;\n\
+             fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        TP[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << 16u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
+             fn tp(b: u32) -> u32 {{\n    return TP[(b << {sh}u) | TC];\n}}\n\
+             fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = tp(w & 0xffu) | (tp((w >> 8u) & 0xffu) << 8u);\n    let t23 = tp((w >> 16u) & 0xffu) | (tp(w >> 24u) << 8u);\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n"
+        );
     }
     if !lut2 {
         return format!(
@@ -314,9 +328,10 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     )
 }
 
-/// Copies of iq4_xs's byte-pair table (`iq4xs_table_src`) in `grid_words` words of workgroup
-/// memory (0: the copies are off): the largest power of two of 256-word tables that fits, at
-/// most 32.
+/// Copies of the byte-pair kvalue table (iq4_xs's `TE`, iq4_nl's and nvfp4's `TP`:
+/// [`iq4xs_table_src`], [`pair_table_src`]) in `grid_words` words of workgroup memory (0: the
+/// copies are off, `Tuning::grid_rep`): the largest power of two of 256-word tables that fits,
+/// at most 32.
 pub(crate) fn pair_table_rep(grid_words: u32) -> u32 {
     let r = (grid_words / 256).min(32);
     if r < 2 { 1 } else { 1 << r.ilog2() }
@@ -478,7 +493,7 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(PAIR_HEAD);
-    s.push_str(&pair_table_src(f, wg, c.lut2));
+    s.push_str(&pair_table_src(f, wg, c.lut2, pair_table_rep(c.grid_words)));
     s.push_str(&common_without_buffers());
     c.tail(&mut s, body);
     if two {
@@ -1000,8 +1015,9 @@ mod tests {
         assert_eq!(flatten_loops(kept, 1, 8), kept);
     }
 
-    /// iq4_xs's byte-pair table copies: a power of two that fits, at most 32, and the kernel
-    /// reads them (with the copies off, or without `lut2`, the single tables).
+    /// The byte-pair table copies: a power of two that fits, at most 32, and the kernels of
+    /// iq4_xs, iq4_nl and nvfp4 read them (with the copies off, or without `lut2`, the single
+    /// tables).
     #[test]
     fn iq4xs_table_copies() {
         assert_eq!([0, 511, 512, 2048, 8192, 65536].map(pair_table_rep), [1, 1, 2, 8, 32, 32]);
@@ -1025,6 +1041,27 @@ mod tests {
         assert!(src(8192, true).contains("var<workgroup> TE: array<u32, 8192>;"));
         assert!(src(0, true).contains("var<workgroup> TF: array<u32, 256>;"));
         assert!(!src(8192, false).contains("var<workgroup> TE"));
+        let pair = |f: Format, grid_words: u32| {
+            let o = MmSrc {
+                nt: 2,
+                subgroups: true,
+                native_fma: true,
+                unroll: 1,
+                rows: 8,
+                lut2: true,
+                iq_pairs: false,
+                q8k_split: false,
+                q8k_both: false,
+                grid_words,
+                pair_rows: 1,
+                pair_generic: false,
+            };
+            matmul_source(f, &o).unwrap()
+        };
+        for f in [Format::IQ4_NL, Format::NVFP4] {
+            assert!(pair(f, 2048).contains("var<workgroup> TP: array<u32, 2048>;"), "{f}");
+            assert!(pair(f, 0).contains("var<workgroup> TQ: array<u32, 256>;"), "{f}");
+        }
     }
 
     /// `neg_bytes` relies on no grid byte being 0 (then `(g ^ 0xff) + 1` carries into the
