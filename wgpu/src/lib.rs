@@ -419,9 +419,10 @@ pub struct Tuning {
     /// `shaders::sign_rep`), instead of computed (`QKERN_WGPU_GRID_REP=1`). Off by default until
     /// measured on a GPU: unlike the CUDA kernels (128 rows a CTA), a workgroup of the IQ
     /// kernels runs 32 rows, so its copies' fill weighs about four times as much, and 40 KiB of
-    /// workgroup memory hold an SM to 5 workgroups. Since session 22 also iq4_xs's byte-pair
-    /// kvalue table (`shaders::pair_table_rep`: 32 copies in 32 KiB, none of a subgroup's
-    /// random lookups colliding in a bank; unmeasured). The bits are the same either way.
+    /// workgroup memory hold an SM to 5 workgroups. Since session 22 also the byte-pair kvalue
+    /// tables of iq4_xs, iq4_nl and nvfp4 (`shaders::pair_table_rep`: up to 32 copies in 32 KiB,
+    /// none of a subgroup's random lookups colliding in a bank; unmeasured). The bits are the
+    /// same either way.
     pub grid_rep: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
