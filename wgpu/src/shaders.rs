@@ -301,14 +301,9 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool, rep: u32) -> String {
     }
     if lut2 && rep > 1 {
         // `rep` copies of TP (`pair_table_rep`, as iq4_xs's `TE`), TQ = TP << 8 computed.
-        let (total, sh, m) = (256 * rep, rep.trailing_zeros(), rep - 1);
         return format!(
-            "var<workgroup> TP: array<u32, {total}>;\n\
-             var<private> TC: u32;\n\
-             fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
-             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        TP[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << 16u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
-             fn tp(b: u32) -> u32 {{\n    return TP[(b << {sh}u) | TC];\n}}\n\
-             fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = tp(w & 0xffu) | (tp((w >> 8u) & 0xffu) << 8u);\n    let t23 = tp((w >> 16u) & 0xffu) | (tp(w >> 24u) << 8u);\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n"
+            "{}fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = tp(w & 0xffu) | (tp((w >> 8u) & 0xffu) << 8u);\n    let t23 = tp((w >> 16u) & 0xffu) | (tp(w >> 24u) << 8u);\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n",
+            copied_pair_table("TP", "tp", 16, off, wg, rep)
         );
     }
     if !lut2 {
@@ -325,6 +320,20 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool, rep: u32) -> String {
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n        TP[i] = e;\n        TQ[i] = e << 8u;\n    }}\n    workgroupBarrier();\n}}\n\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
          fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n"
+    )
+}
+
+/// `rep` copies (a power of two) of a 256-entry byte-pair table `name` of the 16-byte kvalue
+/// table at word `off` of `T`: entry b = (value of b's low nibble) | (value of its high nibble)
+/// << `hi_shift`, copy c at word `b * rep + c`, and `getter(b)` reading copy `lid % rep` (`TC`).
+fn copied_pair_table(name: &str, getter: &str, hi_shift: u32, off: usize, wg: u32, rep: u32) -> String {
+    let (total, sh, m) = (256 * rep, rep.trailing_zeros(), rep - 1);
+    format!(
+        "var<workgroup> {name}: array<u32, {total}>;\n\
+         var<private> TC: u32;\n\
+         fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        {name}[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << {hi_shift}u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
+         fn {getter}(b: u32) -> u32 {{\n    return {name}[(b << {sh}u) | TC];\n}}\n"
     )
 }
 
@@ -350,14 +359,9 @@ pub(crate) fn pair_table_rep(grid_words: u32) -> u32 {
 /// the workgroup memory it leaves ([`pair_table_rep`]).
 fn iq4xs_table_src(off: usize, wg: u32, lut2: bool, rep: u32) -> String {
     if lut2 && rep > 1 {
-        let (total, sh, m) = (256 * rep, rep.trailing_zeros(), rep - 1);
         return format!(
-            "var<workgroup> TE: array<u32, {total}>;\n\
-             var<private> TC: u32;\n\
-             fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
-             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        TE[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << 8u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
-             fn te(b: u32) -> u32 {{\n    return TE[(b << {sh}u) | TC];\n}}\n\
-             fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(te(w & 0xffu) | (te((w >> 8u) & 0xffu) << 16u), te((w >> 16u) & 0xffu) | (te(w >> 24u) << 16u));\n}}\n"
+            "{}fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(te(w & 0xffu) | (te((w >> 8u) & 0xffu) << 16u), te((w >> 16u) & 0xffu) | (te(w >> 24u) << 16u));\n}}\n",
+            copied_pair_table("TE", "te", 8, off, wg, rep)
         );
     }
     if !lut2 {
