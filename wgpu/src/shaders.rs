@@ -296,9 +296,6 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool, rep: u32) -> String {
     if n == 0 {
         return table_src(f, wg, 1, 0);
     }
-    if f == Format::IQ4_XS {
-        return iq4xs_table_src(off, wg, lut2, rep);
-    }
     if lut2 && rep > 1 {
         // `rep` copies of TP (`pair_table_rep`, as iq4_xs's `TE`), TQ = TP << 8 computed.
         return format!(
@@ -316,11 +313,18 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool, rep: u32) -> String {
         "var<workgroup> TS: array<u32, {n}>;\n\
          var<workgroup> TP: array<u32, 256>;\n\
          var<workgroup> TQ: array<u32, 256>;\n\
-         fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+         {tb}\
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n        TP[i] = e;\n        TQ[i] = e << 8u;\n    }}\n    workgroupBarrier();\n}}\n\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
-         fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n"
+         fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n",
+        tb = tbyte_src(off)
     )
+}
+
+/// `tbyte(i)`: byte i of the 16-byte kvalue table at word `off` of `T` (the byte-pair tables'
+/// fill).
+fn tbyte_src(off: usize) -> String {
+    format!("fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n")
 }
 
 /// `rep` copies (a power of two) of a 256-entry byte-pair table `name` of the 16-byte kvalue
@@ -331,9 +335,10 @@ fn copied_pair_table(name: &str, getter: &str, hi_shift: u32, off: usize, wg: u3
     format!(
         "var<workgroup> {name}: array<u32, {total}>;\n\
          var<private> TC: u32;\n\
-         fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+         {tb}\
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        {name}[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << {hi_shift}u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
-         fn {getter}(b: u32) -> u32 {{\n    return {name}[(b << {sh}u) | TC];\n}}\n"
+         fn {getter}(b: u32) -> u32 {{\n    return {name}[(b << {sh}u) | TC];\n}}\n",
+        tb = tbyte_src(off)
     )
 }
 
@@ -357,7 +362,8 @@ pub(crate) fn pair_table_rep(grid_words: u32) -> u32 {
 /// lanes a bank (with 32 copies none collide), and `TF` is `TE << 16` computed, not read. The
 /// same opt-in as the IQ grids' copies (`Tuning::grid_rep`, `QKERN_WGPU_GRID_REP=1`), sized by
 /// the workgroup memory it leaves ([`pair_table_rep`]).
-fn iq4xs_table_src(off: usize, wg: u32, lut2: bool, rep: u32) -> String {
+fn iq4xs_table_src(wg: u32, lut2: bool, rep: u32) -> String {
+    let (off, _) = table_of(Format::IQ4_XS);
     if lut2 && rep > 1 {
         return format!(
             "{}fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(te(w & 0xffu) | (te((w >> 8u) & 0xffu) << 16u), te((w >> 16u) & 0xffu) | (te(w >> 24u) << 16u));\n}}\n",
@@ -374,9 +380,10 @@ fn iq4xs_table_src(off: usize, wg: u32, lut2: bool, rep: u32) -> String {
     format!(
         "var<workgroup> TE: array<u32, 256>;\n\
          var<workgroup> TF: array<u32, 256>;\n\
-         fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n\
+         {tb}\
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 8u);\n        TE[i] = e;\n        TF[i] = e << 16u;\n    }}\n    workgroupBarrier();\n}}\n\
-         fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(TE[w & 0xffu] | TF[(w >> 8u) & 0xffu], TE[(w >> 16u) & 0xffu] | TF[w >> 24u]);\n}}\n"
+         fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(TE[w & 0xffu] | TF[(w >> 8u) & 0xffu], TE[(w >> 16u) & 0xffu] | TF[w >> 24u]);\n}}\n",
+        tb = tbyte_src(off)
     )
 }
 
@@ -603,8 +610,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS {
-        let (off, _) = table_of(f);
-        iq4xs_table_src(off, wg, c.lut2, pair_table_rep(c.grid_words))
+        iq4xs_table_src(wg, c.lut2, pair_table_rep(c.grid_words))
     } else {
         table_src(f, wg, grid_rep(f, c.grid_words), sign_rep(f, c.grid_words))
     });
