@@ -289,19 +289,10 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
 /// kept twice, `TP` (the values in bytes 0 and 2) and `TQ` (bytes 1 and 3), so that bytes 0, 1
 /// of `w` give `TP | TQ` = (lo0, lo1, hi0, hi1) with one OR and the two halves of the word end
 /// in two more operations each, where placing each looked-up byte took a mask, a shift and an OR.
-/// With `rep` > 1 `TP` is kept `rep` times as iq4_xs's `TE` is ([`iq4xs_table_src`]) and `TQ`
-/// is computed.
-fn pair_table_src(f: Format, wg: u32, lut2: bool, rep: u32) -> String {
+fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return table_src(f, wg, 1, 0);
-    }
-    if lut2 && rep > 1 {
-        // `rep` copies of TP (`pair_table_rep`, as iq4_xs's `TE`), TQ = TP << 8 computed.
-        return format!(
-            "{}fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = tp(w & 0xffu) | (tp((w >> 8u) & 0xffu) << 8u);\n    let t23 = tp((w >> 16u) & 0xffu) | (tp(w >> 24u) << 8u);\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n",
-            copied_pair_table("TP", "tp", 16, off, wg, rep)
-        );
     }
     if !lut2 {
         return format!(
@@ -327,49 +318,15 @@ fn tbyte_src(off: usize) -> String {
     format!("fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n")
 }
 
-/// `rep` copies (a power of two) of a 256-entry byte-pair table `name` of the 16-byte kvalue
-/// table at word `off` of `T`: entry b = (value of b's low nibble) | (value of its high nibble)
-/// << `hi_shift`, copy c at word `b * rep + c`, and `getter(b)` reading copy `lid % rep` (`TC`).
-fn copied_pair_table(name: &str, getter: &str, hi_shift: u32, off: usize, wg: u32, rep: u32) -> String {
-    let (total, sh, m) = (256 * rep, rep.trailing_zeros(), rep - 1);
-    format!(
-        "var<workgroup> {name}: array<u32, {total}>;\n\
-         var<private> TC: u32;\n\
-         {tb}\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let b = i >> {sh}u;\n        {name}[i] = tbyte(b & 15u) | (tbyte(b >> 4u) << {hi_shift}u);\n    }}\n    TC = lid & {m}u;\n    workgroupBarrier();\n}}\n\
-         fn {getter}(b: u32) -> u32 {{\n    return {name}[(b << {sh}u) | TC];\n}}\n",
-        tb = tbyte_src(off)
-    )
-}
-
-/// Copies of the byte-pair kvalue table (iq4_xs's `TE`, iq4_nl's and nvfp4's `TP`:
-/// [`iq4xs_table_src`], [`pair_table_src`]) in `grid_words` words of workgroup memory (0: the
-/// copies are off, `Tuning::grid_rep`): the largest power of two of 256-word tables that fits,
-/// at most 32.
-pub(crate) fn pair_table_rep(grid_words: u32) -> u32 {
-    let r = (grid_words / 256).min(32);
-    if r < 2 { 1 } else { 1 << r.ilog2() }
-}
-
 /// iq4_xs's table source: [`table_src`] plus `lute(w)`, the kvalues of the 8 nibbles of `w` in
 /// element order (layout.rs: its nibbles are stored as `nibble_seq` makes them, byte m holding
 /// elements 2m, 2m + 1): `.x` the values of bytes 0, 1 (one AVX2 lane), `.y` of bytes 2, 3. With
 /// `lut2` from two 256-entry workgroup tables, `TE[b]` = (value of b's low nibble, of its high
 /// nibble) in bytes 0, 1 and `TF[b]` = the same in bytes 2, 3: a lane in 2 lookups and one OR.
-/// Else `lut4t` of the nibbles spread to bytes. With `rep` > 1 (a power of two, at most 32)
-/// `TE` is kept `rep` times, entry `b` of copy `c` at word `b * rep + c`, each invocation
-/// reading copy `lid % rep` (`TC`), so that a subgroup's random bytes fall in at most 32 / rep
-/// lanes a bank (with 32 copies none collide), and `TF` is `TE << 16` computed, not read. The
-/// same opt-in as the IQ grids' copies (`Tuning::grid_rep`, `QKERN_WGPU_GRID_REP=1`), sized by
-/// the workgroup memory it leaves ([`pair_table_rep`]).
-fn iq4xs_table_src(wg: u32, lut2: bool, rep: u32) -> String {
+/// Else `lut4t` of the nibbles spread to bytes. (Session 22 kept `TE` as up to 32 copies, one
+/// a lane, against bank conflicts: 3-11x slower on the H200, session 23; removed.)
+fn iq4xs_table_src(wg: u32, lut2: bool) -> String {
     let (off, _) = table_of(Format::IQ4_XS);
-    if lut2 && rep > 1 {
-        return format!(
-            "{}fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(te(w & 0xffu) | (te((w >> 8u) & 0xffu) << 16u), te((w >> 16u) & 0xffu) | (te(w >> 24u) << 16u));\n}}\n",
-            copied_pair_table("TE", "te", 8, off, wg, rep)
-        );
-    }
     if !lut2 {
         return format!(
             "{}fn spread_nib(w: u32) -> u32 {{\n    return (w & 0xfu) | ((w & 0xf0u) << 4u) | ((w & 0xf00u) << 8u) | ((w & 0xf000u) << 12u);\n}}\n\
@@ -504,7 +461,7 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(PAIR_HEAD);
-    s.push_str(&pair_table_src(f, wg, c.lut2, pair_table_rep(c.grid_words)));
+    s.push_str(&pair_table_src(f, wg, c.lut2));
     s.push_str(&common_without_buffers());
     c.tail(&mut s, body);
     if two {
@@ -610,7 +567,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS {
-        iq4xs_table_src(wg, c.lut2, pair_table_rep(c.grid_words))
+        iq4xs_table_src(wg, c.lut2)
     } else {
         table_src(f, wg, grid_rep(f, c.grid_words), sign_rep(f, c.grid_words))
     });
@@ -1023,55 +980,6 @@ mod tests {
         // A loop with `break` stays a loop.
         let kept = "for (var t = 0u; t < 4u; t++) { if (t == 1u) { break; } }";
         assert_eq!(flatten_loops(kept, 1, 8), kept);
-    }
-
-    /// The byte-pair table copies: a power of two that fits, at most 32, and the kernels of
-    /// iq4_xs, iq4_nl and nvfp4 read them (with the copies off, or without `lut2`, the single
-    /// tables).
-    #[test]
-    fn iq4xs_table_copies() {
-        assert_eq!([0, 511, 512, 2048, 8192, 65536].map(pair_table_rep), [1, 1, 2, 8, 32, 32]);
-        let src = |grid_words: u32, lut2: bool| {
-            let o = MmSrc {
-                nt: 1,
-                subgroups: true,
-                native_fma: true,
-                unroll: 1,
-                rows: 8,
-                lut2,
-                iq_pairs: false,
-                q8k_split: false,
-                q8k_both: false,
-                grid_words,
-                pair_rows: 1,
-                pair_generic: false,
-            };
-            matmul_source(Format::IQ4_XS, &o).unwrap()
-        };
-        assert!(src(8192, true).contains("var<workgroup> TE: array<u32, 8192>;"));
-        assert!(src(0, true).contains("var<workgroup> TF: array<u32, 256>;"));
-        assert!(!src(8192, false).contains("var<workgroup> TE"));
-        let pair = |f: Format, grid_words: u32| {
-            let o = MmSrc {
-                nt: 2,
-                subgroups: true,
-                native_fma: true,
-                unroll: 1,
-                rows: 8,
-                lut2: true,
-                iq_pairs: false,
-                q8k_split: false,
-                q8k_both: false,
-                grid_words,
-                pair_rows: 1,
-                pair_generic: false,
-            };
-            matmul_source(f, &o).unwrap()
-        };
-        for f in [Format::IQ4_NL, Format::NVFP4] {
-            assert!(pair(f, 2048).contains("var<workgroup> TP: array<u32, 2048>;"), "{f}");
-            assert!(pair(f, 0).contains("var<workgroup> TQ: array<u32, 256>;"), "{f}");
-        }
     }
 
     /// `neg_bytes` relies on no grid byte being 0 (then `(g ^ 0xff) + 1` carries into the
