@@ -419,10 +419,9 @@ pub struct Tuning {
     /// `shaders::sign_rep`), instead of computed (`QKERN_WGPU_GRID_REP=1`). Off by default until
     /// measured on a GPU: unlike the CUDA kernels (128 rows a CTA), a workgroup of the IQ
     /// kernels runs 32 rows, so its copies' fill weighs about four times as much, and 40 KiB of
-    /// workgroup memory hold an SM to 5 workgroups. Since session 22 also the byte-pair kvalue
-    /// tables of iq4_xs, iq4_nl and nvfp4 (`shaders::pair_table_rep`: up to 32 copies in 32 KiB,
-    /// none of a subgroup's random lookups colliding in a bank; unmeasured). The bits are the
-    /// same either way.
+    /// workgroup memory hold an SM to 5 workgroups. The bits are the same either way. (Session
+    /// 22 put the byte-pair kvalue tables of iq4_xs, iq4_nl and nvfp4 under this switch too, as
+    /// up to 32 copies: 3-11x slower on the H200 in session 23, removed.)
     pub grid_rep: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
@@ -1265,9 +1264,10 @@ impl WgpuBackend {
         Ok(b)
     }
 
-    /// Wait until the mapping callback has set `done` (every submission before it complete):
-    /// by polling with `spin_wait` (for at most 20 ms, then blocking), else blocking.
-    fn wait_mapped(&self, done: &Mutex<Option<bool>>) -> Result<()> {
+    /// Wait until a callback (a mapping's, or the queue's work-done) has set `done` (every
+    /// submission before it complete): by polling with `spin_wait` (for at most 20 ms, then
+    /// blocking), else blocking.
+    fn wait_done(&self, done: &Mutex<Option<bool>>) -> Result<()> {
         let gpu = |e: wgpu::PollError| WgpuError::Gpu(e.to_string());
         if self.spin_wait {
             let t0 = std::time::Instant::now();
@@ -1287,7 +1287,7 @@ impl WgpuBackend {
     fn read_back<R>(&self, read: &wgpu::Buffer, n: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let n = n.next_multiple_of(4);
         let done = map_read(read, 0..n);
-        self.wait_mapped(&done)?;
+        self.wait_done(&done)?;
         let ok = map_ok(&done)?;
         if !ok {
             read.unmap();
@@ -1857,7 +1857,7 @@ impl WgpuBackend {
         for (c, &(ra, rb)) in ranges.iter().enumerate() {
             let read = &sc.reads[c].0;
             if result.is_ok() {
-                result = self.wait_mapped(&done[c]).map(|_| Some(()));
+                result = self.wait_done(&done[c]).map(|_| Some(()));
             }
             let mapped = map_ok(&done[c]).unwrap_or(false);
             if !mapped {
@@ -2014,10 +2014,20 @@ impl WgpuBackend {
         self.read_back(read, n, |b| self.copy_out(&mut [(&b[..dst.len() * 4], dst)]))
     }
 
-    /// Wait until every submitted operation of this device has finished.
+    /// Wait until every submitted operation of this device has finished: by polling where
+    /// calls spin ([`Options::spin_wait`], until the queue's work-done callback has run), else
+    /// blocking. A blocking wait cost about 75 us against 30-40 spinning on the H200 (see the
+    /// crate docs' "Hot path").
     pub fn synchronize(&self) -> Result<()> {
         let _op = self.lock_op()?;
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        let done: Arc<Mutex<Option<bool>>> = Arc::default();
+        let d2 = done.clone();
+        self.queue.on_submitted_work_done(move || {
+            if let Ok(mut g) = d2.lock() {
+                *g = Some(true);
+            }
+        });
+        self.wait_done(&done)?;
         self.check_errors()
     }
 
