@@ -88,10 +88,21 @@ fn emu() -> Option<&'static Emu> {
     .as_ref()
 }
 
-fn run<A>(e: &Emu, name: &str, grid: u32, block: u32, a: &A) {
-    // The emulator runs one launch at a time (its scheduler state is global).
+/// The emulator's global state (its scheduler, the constant bank, shared memory) serves one
+/// launch at a time: held across a launch, and across a bank fill and the launch that reads it
+/// (tests run in parallel threads).
+fn emu_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn run<A>(e: &Emu, name: &str, grid: u32, block: u32, a: &A) {
+    let _g = emu_lock();
+    run_locked(e, name, grid, block, a);
+}
+
+/// [`run`] under a held [`emu_lock`].
+fn run_locked<A>(e: &Emu, name: &str, grid: u32, block: u32, a: &A) {
     let n = std::ffi::CString::new(name).unwrap();
     let mut err = [0i8; 256];
     let r = unsafe { (e.launch)(n.as_ptr(), grid, block, a as *const A as *const u8, err.as_mut_ptr(), 256) };
@@ -316,6 +327,7 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
     let mut staged = 0usize;
     args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, k, |l, a| {
         let name = names[l.kernel].as_ref().expect("kernel exists");
+        let _g = emu_lock();
         if let Some((src, n)) = l.stage {
             // the backend's device-to-device copy into the module's bank
             assert!(n <= args::CACT_BYTES, "{name}: {n} bytes staged");
@@ -324,7 +336,7 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
             staged += 1;
         }
         assert_eq!(name.starts_with("qk_mmc_"), l.stage.is_some(), "{name}");
-        run(e, name, l.grid, l.block, a);
+        run_locked(e, name, l.grid, l.block, a);
         Ok(())
     })
     .unwrap();
