@@ -149,6 +149,25 @@ QK_DEV void ld_q8k4(const u32* aq, u32 qd, u32 capw, u32 (*w)[NTM]) {
 #endif
 QK_CONST_BANK uint4 qk_cact[QK_CACT_BYTES / 16];
 
+// QK_CACT_SMEM=1 (NVRTC option, off by default: an experiment): the qk_mmc_* kernels copy the
+// staged activation buffer (A.alen bytes from J.a_cb, which the bank holds too) into shared
+// memory at their start and read it there (mmc_body): warp-wide broadcast LDS instead of the
+// bank's ULDC.64 (which lost on the H200 at NT 2-8 but for q8_0 at 8) or the L1 hits of LDG.
+// Buffers over QK_SACT_BYTES (the 48 KiB of static shared memory a CTA may have) run the
+// global-memory body. Same words, same bits.
+#ifndef QK_CACT_SMEM
+#define QK_CACT_SMEM 0
+#endif
+#ifndef QK_SACT_BYTES
+#define QK_SACT_BYTES 49152
+#endif
+#if QK_CACT_SMEM
+QK_SHARED16 uint4 qk_sact[QK_SACT_BYTES / 16];
+#define QK_ACT_SRC qk_sact
+#else
+#define QK_ACT_SRC qk_cact
+#endif
+
 struct ActG {
     // quad q of token t (ld_aq)
     static QK_MEMBER uint4 quad(const MmJob& J, u64 q, u32 capw, u32 t) { return ld_aq((const u32*)J.a_qs, q, capw, t); }
@@ -169,13 +188,13 @@ struct ActC {
     static QK_MEMBER uint4 quad(const MmJob& J, u64 q, u32 capw, u32 t) {
         if (t >= QK_CACT_NT) return ActG::quad(J, q, capw, t);
         // the quad's row pointer, then t: the token becomes the load's immediate offset
-        const uint4* p = qk_cact + ((u32)(J.a_qs - J.a_cb) / 16u + (u32)q * capw);
+        const uint4* p = QK_ACT_SRC + ((u32)(J.a_qs - J.a_cb) / 16u + (u32)q * capw);
         return p[t];
     }
     template <int NTM>
     static QK_MEMBER void f32s(const MmJob& J, u64 base, u64 off, float* f) {
         if (!QK_CACT_F) return ActG::template f32s<NTM>(J, base, off, f);
-        const float* c = (const float*)qk_cact + ((u32)(base - J.a_cb) / 4u + (u32)off);
+        const float* c = (const float*)QK_ACT_SRC + ((u32)(base - J.a_cb) / 4u + (u32)off);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) f[t] = c[t];
     }
@@ -659,12 +678,28 @@ QK_UNROLL(1)
             if ((u32)t < J.nt) ((float*)J.out)[(u64)t * rows + r] = res[t];
 }
 
+// The qk_mmc_* kernels: activations from the constant bank (ActC), or with QK_CACT_SMEM from
+// shared memory, filled here first (every job of the launch reads the one staged buffer).
+template <class U, int CH, int NTM>
+QK_DEV void mmc_body(const MmArgs& A) {
+#if QK_CACT_SMEM
+    if (A.alen > QK_SACT_BYTES) {  // uniform: a launch argument
+        mmr_body<U, CH, NTM, ActG>(A);
+        return;
+    }
+    const u8* src = (const u8*)A.jobs[0].a_cb;
+    for (u32 i = qk_tid(); i < A.alen / 16u; i += qk_bdim()) qk_sact[i] = ld128(src + 16u * i);
+    qk_sync();
+#endif
+    mmr_body<U, CH, NTM, ActC>(A);
+}
+
 // qk_mmr_*: activations from global memory; qk_mmc_*: from the constant bank (ActC).
 #define MMR_MINB(NTM) ((NTM) == 1 ? QK_MINB_R1 : (NTM) == 2 ? QK_MINB_R12 : QK_MINB_R)
 #define MMR_KERNEL_1(fmt, U, CH, NTM)                                                              \
     QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }              \
     QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, MMR_MINB(NTM))                   \
-    QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActC>(A); }              \
+    QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmc_body<U, CH, NTM>(A); }                    \
     QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)

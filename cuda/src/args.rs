@@ -37,6 +37,10 @@ pub struct MmArgs {
     pub nb: u32,
     /// Weight-body bytes per row to prefetch into L2 first (small launches), or 0.
     pub pf: u32,
+    /// Bytes of the activation buffer staged for the constant-bank kernels ([`MmLaunch::stage`];
+    /// mm_common.cuh `mmc_body`), else 0.
+    pub alen: u32,
+    pub pad0: u32,
     pub tab: u64,
     pub jobs: [MmJob; MAX_JOBS],
 }
@@ -70,7 +74,7 @@ pub struct DeqArgs {
 }
 
 const _: () = assert!(core::mem::size_of::<MmJob>() == 72);
-const _: () = assert!(core::mem::size_of::<MmArgs>() == 24 + 72 * MAX_JOBS);
+const _: () = assert!(core::mem::size_of::<MmArgs>() == 32 + 72 * MAX_JOBS);
 const _: () = assert!(core::mem::size_of::<QuantArgs>() == 64);
 const _: () = assert!(core::mem::size_of::<DeqArgs>() == 48);
 
@@ -382,7 +386,8 @@ pub fn plan_matmul<E>(
     let act = format.vec_dot_type().unwrap_or(Format::Q8_0);
     let nb = (cols / format.block_elems()) as u32;
     let body = crate::layout::WeightLayout::of(format).map(|l| l.body).unwrap_or(0) as u32;
-    let mut args = MmArgs { njobs: 0, cols: cols as u32, nb, pf: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
+    let mut args =
+        MmArgs { njobs: 0, cols: cols as u32, nb, pf: 0, alen: 0, pad0: 0, tab, jobs: [MmJob::default(); MAX_JOBS] };
     // Per launch: the largest job's tokens, the rows of all jobs, and the one activation
     // buffer all jobs use (None: none yet; Some(None): several).
     struct Acc {
@@ -421,6 +426,7 @@ pub fn plan_matmul<E>(
                 cta += j.rows.div_ceil(MMK_R);
             }
             args.pf = 0;
+            args.alen = 0;
             f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK, stage: None }, args)?;
             args.njobs = 0;
             return Ok(());
@@ -452,6 +458,7 @@ pub fn plan_matmul<E>(
             j.a_cb = stage.map_or(0, |(base, _)| base);
             cta += j.rows.div_ceil(rpc);
         }
+        args.alen = stage.map_or(0, |(_, len)| len as u32);
         let kernel = if mma {
             MMA_KERNEL
         } else if stage.is_some() {
