@@ -33,9 +33,10 @@ QKERN_EMU_DEFINES="-DQK_IQ_S_LOOKS=1" cargo test -p qkern-cuda --test emu mm_iq
 QKERN_EMU_DEFINES="-DQK_IQ2_SEL=0" cargo test -p qkern-cuda --test emu mm_iq2
 # Every kernel and the q8_K quantizer again with the q8_K activations as words (QKERN_CUDA_Q8K).
 QKERN_CUDA_Q8K=words cargo test -p qkern-cuda --test emu
-# The row kernels' activations in shared memory instead of the constant bank (QK_CACT_SMEM),
-# and its fallback to global memory for buffers over the shared-memory budget.
-QKERN_EMU_DEFINES="-DQK_CACT_SMEM=1" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
-QKERN_EMU_DEFINES="-DQK_CACT_SMEM=1 -DQK_SACT_BYTES=512" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
+# The row kernels' staged activations in the constant bank instead of shared memory
+# (QK_CACT_SMEM=0, the smaller GPUs' default), and the shared-memory kernels' fallback to global
+# memory for buffers over their budget.
+QKERN_EMU_DEFINES="-DQK_CACT_SMEM=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
+QKERN_EMU_DEFINES="-DQK_SACT_BYTES=512" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
 # The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).
 QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq

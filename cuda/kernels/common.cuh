@@ -28,6 +28,8 @@ typedef long long i64;
 #define QK_MEMBER __device__ __forceinline__
 #define QK_SHARED __shared__
 #define QK_SHARED16 __shared__ __align__(16)
+// A kernel's dynamic shared memory (sized by its launch) as an array `name` of `type`.
+#define QK_DYN_SHARED16(type, name, max_bytes) extern __shared__ __align__(16) type name[]
 // A module-wide array in the constant bank (read by uniform loads, ULDC, where every thread of
 // a warp reads the same address), filled by the host between launches.
 #define QK_CONST_BANK __constant__

@@ -26,6 +26,7 @@ struct Reg {
 #define QK_MEMBER inline
 #define QK_SHARED static
 #define QK_SHARED16 alignas(16) static
+#define QK_DYN_SHARED16(type, name, max_bytes) alignas(16) static type name[(max_bytes) / sizeof(type)]
 #define QK_CONST_BANK alignas(16) static
 #define QK_ENTRY(name, ArgT, body)                                  \
     static void name##_emu(const void* p) { body(*(const ArgT*)p); } \

@@ -149,20 +149,24 @@ QK_DEV void ld_q8k4(const u32* aq, u32 qd, u32 capw, u32 (*w)[NTM]) {
 #endif
 QK_CONST_BANK uint4 qk_cact[QK_CACT_BYTES / 16];
 
-// QK_CACT_SMEM=1 (NVRTC option, off by default: an experiment): the qk_mmc_* kernels copy the
-// staged activation buffer (A.alen bytes from J.a_cb, which the bank holds too) into shared
-// memory at their start and read it there (mmc_body): warp-wide broadcast LDS instead of the
-// bank's ULDC.64 (which lost on the H200 at NT 2-8 but for q8_0 at 8) or the L1 hits of LDG.
-// Buffers over QK_SACT_BYTES (the 48 KiB of static shared memory a CTA may have) run the
+// QK_CACT_SMEM (default 1; NVRTC option -DQK_CACT_SMEM=0 for the bank): the qk_mmc_* kernels
+// copy the staged activation buffer (A.alen bytes from J.a_cb) into their dynamic shared
+// memory (the launch gives them A.alen bytes, args.rs `MmLaunch::shared`) at their start and
+// read it there (mmc_body): warp-wide broadcast LDS, off the L1 path of the global loads and
+// without the bank's serialised misses. The host then copies nothing into the bank. On an H100
+// (benches/results/2026-12-06-session23 run4, kernel-only GB/s, every NT on these kernels:
+// bank / shared memory): q5_1 NT 4 1860 / 2563, NT 8 1455 / 1828; q8_0 NT 2 1182 / 2510, NT 8
+// 2093 / 2275; nvfp4 NT 2 630 / 2554, NT 8 1137 / 1326. Buffers over QK_SACT_BYTES (args.rs
+// SACT_BYTES: the 48 KiB of dynamic shared memory a launch gets without opting in) run the
 // global-memory body. Same words, same bits.
 #ifndef QK_CACT_SMEM
-#define QK_CACT_SMEM 0
+#define QK_CACT_SMEM 1
 #endif
 #ifndef QK_SACT_BYTES
 #define QK_SACT_BYTES 49152
 #endif
 #if QK_CACT_SMEM
-QK_SHARED16 uint4 qk_sact[QK_SACT_BYTES / 16];
+QK_DYN_SHARED16(uint4, qk_sact, QK_SACT_BYTES);
 #define QK_ACT_SRC qk_sact
 #else
 #define QK_ACT_SRC qk_cact

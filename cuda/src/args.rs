@@ -210,18 +210,33 @@ fn mask_of(nts: &[u32]) -> u32 {
 }
 
 /// The token counts (a mask as [`row_default_mask`]) at which a 32-element format runs its
-/// one-thread-per-row kernel with the activations in the constant bank (`qk_mmc_*`,
-/// `QKERN_CUDA_CACT_NT=n`: n and above). In sm_90 SASS the activation words arrive by uniform
-/// loads (ULDC.64) as the IDP operands, leaving the L1 to the weights (q8_0 at NT 8: 4 LDG a
-/// block instead of 24). Only q8_0 at NT 8 takes them: the one cell that measured faster on
-/// both cards, 2103 against 2057 GB/s on the H200 (benches/results/2026-12-05-h200-session16
-/// run2 `cact.txt`) and 2090 / 2125 against 1851 / 1884 on H100s (session 20 run3 / run4
-/// `ntsweep.md`). Elsewhere they went both ways between the cards (q5_1 NT 8: 990 against 1183
-/// on the H200, 1462 against 1107 on an H100) or lost (q8_0 NT 2-4 818-1515 against
-/// 3027-4163, q5_1 NT 1-4 855-2475 against 2178-3513, H200). The copy into the bank before a
-/// launch whose activations changed, ordered on the stream, is part of the call.
-pub fn cact_default_mask(format: Format) -> u32 {
+/// one-thread-per-row kernel on a staged copy of the activations (`qk_mmc_*`,
+/// `QKERN_CUDA_CACT_NT=n`: n and above), where every job of the launch uses one activation
+/// buffer of at most [`CACT_BYTES`]. Since session 23 the copy is the kernel's own shared
+/// memory (mm_common.cuh `QK_CACT_SMEM`, [`PlanKnobs::cact_smem`]): each CTA copies the buffer
+/// once and its warps read the words by broadcast LDS, which leaves the L1 to the weights.
+/// Where it measured faster than the default kernels (H100, kernel-only GB/s, default / shared
+/// memory at every NT, benches/results/2026-12-06-session23 run4 `sweep.md`): q5_1 NT 4 2143 /
+/// 2563, NT 8 1110 / 1828 (NT 1 2826 / 2716, NT 2 2629 / 2584: slower); q8_0 NT 4 2691 / 2713,
+/// NT 8 2089 (in the bank) / 2275 (NT 1-2 slower: 2931 / 2266, 2913 / 2510); iq4_nl NT 2 2398 /
+/// 2498, NT 4 1878 / 2263 (NT 8 slower, 919 / 741: its accumulators spill); nvfp4 at every NT
+/// measured (NT 1 2572 / 2639, NT 2 2407 / 2554, NT 4 1798 / 2003, NT 8 969 / 1326). The NT
+/// between those were not measured separately and follow their neighbours.
+///
+/// Before, the staged copy was the module's constant bank (mm_common.cuh `ActC` with
+/// `QK_CACT_SMEM=0`, the default on devices with less shared memory): in sm_90 SASS the words
+/// arrive by uniform loads (ULDC.64) as the IDP operands. Only q8_0 at NT 8 took it (2103
+/// against 2057 GB/s on the H200, benches/results/2026-12-05-h200-session16 run2 `cact.txt`;
+/// 2090 / 2125 against 1851 / 1884 on H100s, session 20); elsewhere it went both ways between
+/// the cards (q5_1 NT 8: 990 against 1183 on the H200, 1462 against 1107 on an H100) or lost.
+/// With the bank, the copy into it before a launch whose activations changed, ordered on the
+/// stream, is part of the call; so is the bank mask below.
+pub fn cact_default_mask(format: Format, smem: bool) -> u32 {
     match format {
+        Format::Q5_1 if smem => mask_of(&[4, 5, 6, 7, 8]),
+        Format::Q8_0 if smem => mask_of(&[4, 5, 6, 7, 8]),
+        Format::IQ4_NL if smem => mask_of(&[2, 3, 4]),
+        Format::NVFP4 if smem => mask_of(&[1, 2, 3, 4, 5, 6, 7, 8]),
         Format::Q8_0 => mask_of(&[8]),
         _ => 0,
     }
@@ -336,6 +351,9 @@ pub struct MmLaunch {
     /// of the module's constant bank `qk_cact` (the `qk_mmc_*` kernels; stream-ordered, so the
     /// launch sees them).
     pub stage: Option<(u64, u64)>,
+    /// Dynamic shared memory bytes of the launch: with [`PlanKnobs::cact_smem`], a staged
+    /// buffer of at most [`SACT_BYTES`] (the kernel copies it there itself); else 0.
+    pub shared: u32,
 }
 
 /// The choices of [`plan_matmul`] that the backend's knobs set.
@@ -361,10 +379,18 @@ pub struct PlanKnobs {
     /// constant bank ([`cact_kernel_index`]), where every job of the launch uses one activation
     /// buffer of at most [`CACT_BYTES`]; before `row_mask`.
     pub cact_mask: u32,
+    /// Those kernels read the buffer from their shared memory, which they fill themselves
+    /// (mm_common.cuh `QK_CACT_SMEM`, the default build), not from the constant bank.
+    pub cact_smem: bool,
 }
 
 /// Bytes of the constant bank `qk_cact` (mm_common.cuh `QK_CACT_BYTES`).
 pub const CACT_BYTES: u64 = 61440;
+
+/// The most bytes of a staged activation buffer the shared-memory row kernels hold
+/// (mm_common.cuh `QK_SACT_BYTES`: the dynamic shared memory a launch gets without opting in);
+/// larger ones run their global-memory body.
+pub const SACT_BYTES: u64 = 49152;
 
 /// Index of the one-thread-per-row kernel whose activations come from the constant bank
 /// (mm_common.cuh `ActC`, `qk_mmc_*`) for `ntm` tokens in [`mm_kernel_names`].
@@ -427,7 +453,7 @@ pub fn plan_matmul<E>(
             }
             args.pf = 0;
             args.alen = 0;
-            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK, stage: None }, args)?;
+            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK, stage: None, shared: 0 }, args)?;
             args.njobs = 0;
             return Ok(());
         }
@@ -468,7 +494,11 @@ pub fn plan_matmul<E>(
         } else {
             mm_kernel_index(ntm, s)
         };
-        f(MmLaunch { kernel, grid: cta, block, stage }, args)?;
+        let shared = match stage {
+            Some((_, len)) if k.cact_smem && len <= SACT_BYTES => len as u32,
+            _ => 0,
+        };
+        f(MmLaunch { kernel, grid: cta, block, stage, shared }, args)?;
         args.njobs = 0;
         Ok(())
     };
@@ -659,27 +689,50 @@ mod tests {
         big.a_len = CACT_BYTES;
         assert!(plan(Format::Q8_0, &[big], 8, 0, 0)[0].2.is_some());
         assert_eq!(plan(Format::Q8_0, &[one], 8, 0, rows as u64 + 1)[0].2, None);
-        // the defaults: q8_0 stages the bank at 8 tokens alone, no other format at any
-        let dflt = |f: Format, nt: u32| {
+        // the defaults (kernel, dynamic shared bytes): with the bank q8_0 stages it at 8 tokens
+        // alone, no other format at any; with shared memory the staged kernels where measured
+        // faster, each launch given the buffer's bytes
+        let dflt = |f: Format, nt: u32, smem: bool| {
             let k = PlanKnobs {
-                cact_mask: cact_default_mask(f),
+                cact_mask: cact_default_mask(f, smem),
                 row_mask: row_default_mask(f),
                 mma_mask: mma_default_mask(f),
+                cact_smem: smem,
                 ..Default::default()
             };
             let mut v = Vec::new();
             plan_matmul::<()>(f, 4096, 0, [job(rows, nt)], k, |l, _| {
-                v.push(l.kernel);
+                v.push((l.kernel, l.shared));
                 Ok(())
             })
             .unwrap();
             v[0]
         };
-        assert_eq!(dflt(Format::Q8_0, 8), cact_kernel_index(8));
-        assert_eq!(dflt(Format::Q8_0, 7), row_kernel_index(7));
+        assert_eq!(dflt(Format::Q8_0, 8, false), (cact_kernel_index(8), 0));
+        assert_eq!(dflt(Format::Q8_0, 7, false).0, row_kernel_index(7));
         for f in [Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
-            assert!((1..=8).all(|nt| dflt(f, nt) != cact_kernel_index(nt)), "{f:?}");
+            assert!((1..=8).all(|nt| dflt(f, nt, false).0 != cact_kernel_index(nt)), "{f:?}");
         }
+        let staged = |f: Format| (1..=8).filter(|&nt| dflt(f, nt, true) == (cact_kernel_index(nt), 0xa000)).count();
+        assert_eq!(
+            [Format::Q5_1, Format::Q8_0, Format::IQ4_NL, Format::NVFP4].map(staged),
+            [5, 5, 3, 8],
+            "token counts on the shared-memory kernels"
+        );
+        assert_eq!(dflt(Format::Q5_1, 1, true).0, row_kernel_index(1));
+        assert_eq!(dflt(Format::Q8_0, 2, true).0, mm_kernel_index(2, 1));
+        // a buffer over the shared memory's budget (but within the bank's): staged, no shared
+        // bytes (the kernel reads global memory)
+        let mut mid = one;
+        mid.a_len = SACT_BYTES + 256;
+        let k = PlanKnobs { cact_mask: 0xff, cact_smem: true, ..Default::default() };
+        let mut v = Vec::new();
+        plan_matmul::<()>(Format::Q5_1, 4096, 0, [mid], k, |l, _| {
+            v.push((l.kernel, l.stage.is_some(), l.shared));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v, vec![(cact_kernel_index(8), true, 0)]);
         assert_eq!(plan(Format::Q4_K, &[one], 8, 0, 0)[0].2, None);
     }
 

@@ -705,9 +705,22 @@ impl CudaBackend {
     }
 
     fn launch<A>(&self, f: &CudaFunction, grid: u32, block: u32, a: &A) -> Result<()> {
+        self.launch_shared(f, grid, block, 0, a)
+    }
+
+    /// [`Self::launch`] with `shared` bytes of dynamic shared memory (at most 48 KiB, what a
+    /// launch gets without opting in).
+    fn launch_shared<A>(&self, f: &CudaFunction, grid: u32, block: u32, shared: u32, a: &A) -> Result<()> {
         let mut params = [a as *const A as *mut c_void];
         unsafe {
-            result::launch_kernel(f.cu_function(), (grid, 1, 1), (block, 1, 1), 0, self.stream.cu_stream(), &mut params)
+            result::launch_kernel(
+                f.cu_function(),
+                (grid, 1, 1),
+                (block, 1, 1),
+                shared,
+                self.stream.cu_stream(),
+                &mut params,
+            )
         }?;
         Ok(())
     }
@@ -1036,7 +1049,7 @@ impl CudaBackend {
     }
 
     fn cact_mask(&self, format: Format) -> u32 {
-        token_mask(&self.cact_mask, args::cact_default_mask(format))
+        token_mask(&self.cact_mask, args::cact_default_mask(format, kernels::cact_smem(self.arch)))
     }
 
     /// Whether small launches of q4_K with at most 16 blocks per row (a MoE expert's gate and
@@ -1069,12 +1082,17 @@ impl CudaBackend {
             row_mask: self.row_mask(format),
             kq_mmk: self.kq_mmk.load(Ordering::Relaxed),
             cact_mask: if m.cact.is_some() { self.cact_mask(format) } else { 0 },
+            cact_smem: kernels::cact_smem(self.arch),
         };
         args::plan_matmul(format, cols, self.tab, jobs, k, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             let Some((src, n)) = l.stage else {
                 return self.launch(f, l.grid, l.block, a);
             };
+            if k.cact_smem {
+                // the kernel copies the buffer into its shared memory itself
+                return self.launch_shared(f, l.grid, l.block, l.shared, a);
+            }
             let bank = m.cact.as_ref().ok_or_else(|| invalid("constant-bank kernel without a bank"))?;
             if n > bank.bytes {
                 return Err(invalid(format!("{n} activation bytes exceed the constant bank's {}", bank.bytes)));

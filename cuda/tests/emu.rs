@@ -316,6 +316,11 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
     let jobs = cases.iter().zip(&devs).zip(&outs).map(|((c, d), o)| desc(d, c, o.ptr()));
     // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
     // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
+    // The emulator's kernels read staged activations from shared memory unless built with
+    // -DQK_CACT_SMEM=0 (its shared memory is a static array of the largest size; the bank is
+    // filled either way).
+    let smem =
+        !std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().any(|d| d == "-DQK_CACT_SMEM=0");
     let k = args::PlanKnobs {
         s4_rows,
         min_ctas: 4,
@@ -323,6 +328,7 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
         row_mask: args::row_mask_from(row_nt),
         kq_mmk,
         cact_mask: args::row_mask_from(cact_nt),
+        cact_smem: smem,
     };
     let mut staged = 0usize;
     args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, k, |l, a| {
@@ -336,6 +342,8 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
             staged += 1;
         }
         assert_eq!(name.starts_with("qk_mmc_"), l.stage.is_some(), "{name}");
+        let want_shared = l.stage.filter(|&(_, n)| smem && n <= args::SACT_BYTES).map_or(0, |(_, n)| n as u32);
+        assert_eq!(l.shared, want_shared, "{name}: dynamic shared memory");
         run_locked(e, name, l.grid, l.block, a);
         Ok(())
     })
