@@ -164,7 +164,7 @@ fn smem_from_opts(opts: &str) -> Option<bool> {
     opts.split_whitespace()
         .filter_map(|w| w.strip_prefix("-DQK_CACT_SMEM"))
         .filter_map(|r| if r.is_empty() { Some(true) } else { r.strip_prefix('=').map(|v| v != "0") })
-        .last()
+        .next_back()
 }
 
 fn compile_log(e: cudarc::nvrtc::CompileError) -> String {
