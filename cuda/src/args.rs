@@ -375,9 +375,10 @@ pub struct PlanKnobs {
     /// Small launches of q4_K with at most [`KQ_MMK_BMAX`] blocks per row run its two-phase
     /// kernel ([`has_mmk`]; the 32-element formats' small launches always do).
     pub kq_mmk: bool,
-    /// Like `row_mask`, for the one-thread-per-row kernels that read the activations from the
-    /// constant bank ([`cact_kernel_index`]), where every job of the launch uses one activation
-    /// buffer of at most [`CACT_BYTES`]; before `row_mask`.
+    /// Like `row_mask`, for the one-thread-per-row kernels that read a staged copy of the
+    /// activations ([`cact_kernel_index`]: shared memory or the constant bank, `cact_smem`),
+    /// where every job of the launch uses one activation buffer of at most [`CACT_BYTES`];
+    /// before `row_mask`.
     pub cact_mask: u32,
     /// Those kernels read the buffer from their shared memory, which they fill themselves
     /// (mm_common.cuh `QK_CACT_SMEM`, the default build), not from the constant bank.
@@ -392,8 +393,9 @@ pub const CACT_BYTES: u64 = 61440;
 /// larger ones run their global-memory body.
 pub const SACT_BYTES: u64 = 49152;
 
-/// Index of the one-thread-per-row kernel whose activations come from the constant bank
-/// (mm_common.cuh `ActC`, `qk_mmc_*`) for `ntm` tokens in [`mm_kernel_names`].
+/// Index of the one-thread-per-row kernel whose activations come from a staged copy (shared
+/// memory or the constant bank: mm_common.cuh `ActC`, `mmc_body`, `qk_mmc_*`) for `ntm` tokens
+/// in [`mm_kernel_names`].
 pub fn cact_kernel_index(ntm: u32) -> usize {
     row_kernel_index(8) + ntm.clamp(1, 8) as usize
 }
