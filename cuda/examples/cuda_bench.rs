@@ -307,7 +307,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let d = mask_nts(qkern_cuda::args::row_default_mask(f));
             forced.push(format!("| {f} NT 1..8, two threads per row |{}", cells[0]));
             forced.push(format!("| {f} NT 1..8, one thread per row (default at NT {d}) |{}", cells[1]));
-            forced.push(format!("| {f} NT 1..8, one thread per row, activations in the constant bank |{}", cells[2]));
+            let staged =
+                if qkern_cuda::kernels::cact_smem(b.arch()) { "in shared memory" } else { "in the constant bank" };
+            let d = mask_nts(qkern_cuda::args::cact_default_mask(f, qkern_cuda::kernels::cact_smem(b.arch())));
+            forced.push(format!(
+                "| {f} NT 1..8, one thread per row, activations {staged} (default at NT {d}) |{}",
+                cells[2]
+            ));
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each
