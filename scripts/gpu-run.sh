@@ -57,7 +57,8 @@ callpath) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}
       grep -E '^\| (q|iq|nv)' "$R/callpath_$(echo $b | tr , _).md"; done; } > "$R/callpath.txt" 2>&1; cat "$R/callpath.txt" ;;
 # `qkern bench` (cuda and wgpu interleaved, call path) once per environment variant:
 # ENV_SWEEP="VAR=v VAR2=w;;VAR=x" (an empty variant is the default), formats CALLPATH_FORMATS.
-envsweep) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}; IFS=';' read -ra vs <<< "${ENV_SWEEP:-QKERN_WGPU_COPY_THREADS=1;}"
+envsweep) F=${CALLPATH_FORMATS:-q4_K,q5_K,q6_K,q5_1,iq4_xs,iq2_xxs}; vs=(); rest="${ENV_SWEEP:-QKERN_WGPU_COPY_THREADS=1;};"
+  while [[ $rest == *";"* ]]; do vs+=("${rest%%;*}"); rest=${rest#*;}; done  # keeps an empty variant (read -a drops a trailing one)
   i=0; for v in "${vs[@]}"; do i=$((i + 1)); echo "## variant $i: '${v:-default}'"
     env $v timeout ${QBENCH_TIMEOUT:-150} $C/qkern_gpu bench --backends cuda,wgpu --formats $F --tokens 1,8 --threads 1 --shape out-of-cache \
       --weights-mib 1024 --ops matmul --seconds 0.1 --quiet --note "envsweep '${v:-default}'" --md "$R/envsweep$i.md" > "$R/envsweep$i.log" 2>&1
