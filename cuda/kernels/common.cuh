@@ -457,7 +457,7 @@ struct MmArgs {
     u32 cols;
     u32 nb;    // weight blocks per row
     u32 pf;    // bytes per weight row to prefetch into L2 at the start (0: none)
-    u32 alen;  // bytes of the activation buffer staged for the qk_mmc_* kernels (mm_common.cuh ActC; else 0)
+    u32 alen;  // the shared-memory row kernels: dynamic shared bytes of the launch (mm_common.cuh mmc_body; else 0)
     u32 pad0;
     u64 tab;   // the lookup tables (layout.rs `tables()`)
     MmJob jobs[QK_MAX_JOBS];

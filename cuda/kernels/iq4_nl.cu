@@ -43,7 +43,7 @@ struct UnitIq4Nl {
         qk_lut16x2n(qq.y, kv, &v4[2], &v4[3]);
         const float dx = qk_h2f((u16)d16);
         float da[NTM];
-        AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
+        AS::template f32s<NTM>(J, J.a_d, b, capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
             const uint4 av = AS::quad(J, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3

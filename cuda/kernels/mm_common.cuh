@@ -149,16 +149,18 @@ QK_DEV void ld_q8k4(const u32* aq, u32 qd, u32 capw, u32 (*w)[NTM]) {
 #endif
 QK_CONST_BANK uint4 qk_cact[QK_CACT_BYTES / 16];
 
-// QK_CACT_SMEM (default 1; NVRTC option -DQK_CACT_SMEM=0 for the bank): the qk_mmc_* kernels
-// copy the staged activation buffer (A.alen bytes from J.a_cb) into their dynamic shared
-// memory (the launch gives them A.alen bytes, args.rs `MmLaunch::shared`) at their start and
-// read it there (mmc_body): warp-wide broadcast LDS, off the L1 path of the global loads and
-// without the bank's serialised misses. The host then copies nothing into the bank. On an H100
-// (benches/results/2026-12-06-session23 run4, kernel-only GB/s, every NT on these kernels:
-// bank / shared memory): q5_1 NT 4 1860 / 2563, NT 8 1455 / 1828; q8_0 NT 2 1182 / 2510, NT 8
-// 2093 / 2275; nvfp4 NT 2 630 / 2554, NT 8 1137 / 1326. Buffers over QK_SACT_BYTES (args.rs
-// SACT_BYTES: the 48 KiB of dynamic shared memory a launch gets without opting in) run the
-// global-memory body. Same words, same bits.
+// QK_CACT_SMEM (default 1 on the GPUs with the large shared memory, kernels.rs `cact_smem`;
+// -DQK_CACT_SMEM=0 for the bank): each CTA of the qk_mmc_* kernels first copies its job's NTM
+// tokens of the activations into its dynamic shared memory (mmc_body, layout ActS; the launch
+// gives it A.alen bytes, args.rs `sact_bytes`) and reads them there: warp-wide broadcast LDS,
+// off the L1 path of the global loads and without the bank's serialised misses, and with no
+// copy into the bank before the launch. On an H100 (benches/results/2026-12-06-session23 run4,
+// kernel-only GB/s, every NT on these kernels: bank / shared memory): q5_1 NT 4 1860 / 2563,
+// NT 8 1455 / 1828; q8_0 NT 2 1182 / 2510, NT 8 2093 / 2275; nvfp4 NT 2 630 / 2554, NT 8 1137 /
+// 1326 (measured with a copy of the whole buffer; this per-CTA copy of its tokens reads the same
+// words in the loop). A launch whose copy would not fit (A.alen, QK_SACT_BYTES: the 48 KiB of
+// dynamic shared memory a launch gets without opting in) runs the global-memory body. Same
+// words, same bits.
 #ifndef QK_CACT_SMEM
 #define QK_CACT_SMEM 1
 #endif
@@ -167,17 +169,16 @@ QK_CONST_BANK uint4 qk_cact[QK_CACT_BYTES / 16];
 #endif
 #if QK_CACT_SMEM
 QK_DYN_SHARED16(uint4, qk_sact, QK_SACT_BYTES);
-#define QK_ACT_SRC qk_sact
-#else
-#define QK_ACT_SRC qk_cact
 #endif
 
 struct ActG {
     // quad q of token t (ld_aq)
     static QK_MEMBER uint4 quad(const MmJob& J, u64 q, u32 capw, u32 t) { return ld_aq((const u32*)J.a_qs, q, capw, t); }
-    // NTM consecutive f32 at element `off` of the region at `base` (J.a_d / J.a_x)
+    // the NTM tokens' f32 of activation block b in the region at `base` (J.a_d / J.a_x)
     template <int NTM>
-    static QK_MEMBER void f32s(const MmJob&, u64 base, u64 off, float* f) { ld_tok_f<NTM>((const float*)base + off, f); }
+    static QK_MEMBER void f32s(const MmJob&, u64 base, u32 b, u32 capw, float* f) {
+        ld_tok_f<NTM>((const float*)base + (u64)b * capw, f);
+    }
 };
 
 // Tokens below QK_CACT_NT come from the bank, the others from global memory (a balance of
@@ -192,17 +193,37 @@ struct ActC {
     static QK_MEMBER uint4 quad(const MmJob& J, u64 q, u32 capw, u32 t) {
         if (t >= QK_CACT_NT) return ActG::quad(J, q, capw, t);
         // the quad's row pointer, then t: the token becomes the load's immediate offset
-        const uint4* p = QK_ACT_SRC + ((u32)(J.a_qs - J.a_cb) / 16u + (u32)q * capw);
+        const uint4* p = qk_cact + ((u32)(J.a_qs - J.a_cb) / 16u + (u32)q * capw);
         return p[t];
     }
     template <int NTM>
-    static QK_MEMBER void f32s(const MmJob& J, u64 base, u64 off, float* f) {
-        if (!QK_CACT_F) return ActG::template f32s<NTM>(J, base, off, f);
-        const float* c = (const float*)QK_ACT_SRC + ((u32)(base - J.a_cb) / 4u + (u32)off);
+    static QK_MEMBER void f32s(const MmJob& J, u64 base, u32 b, u32 capw, float* f) {
+        if (!QK_CACT_F) return ActG::template f32s<NTM>(J, base, b, capw, f);
+        const float* c = (const float*)qk_cact + ((u32)(base - J.a_cb) / 4u + b * capw);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) f[t] = c[t];
     }
 };
+
+#if QK_CACT_SMEM
+// The CTA's job's NT_S tokens in shared memory (mmc_body fills it), activation block b at
+// uint4 b * SB: its quads 2b (h = 0) and 2b + 1 (h = 1) of token t at h * NT_S + t, then NT_S
+// floats d and (q8_1) NT_S floats s. SB: 40 * NT_S bytes rounded up to 16 (args.rs
+// `sact_bytes`). Every thread of a warp reads the same word: a broadcast.
+template <int NT_S>
+struct ActS {
+    static constexpr u32 SB = (5u * NT_S + 1u) / 2u;
+    static QK_MEMBER uint4 quad(const MmJob&, u64 q, u32, u32 t) {
+        return qk_sact[((u32)q >> 1) * SB + ((u32)q & 1u) * NT_S + t];
+    }
+    template <int NTM>
+    static QK_MEMBER void f32s(const MmJob& J, u64 base, u32 b, u32, float* f) {
+        const float* c = (const float*)(qk_sact + b * SB + 2u * NT_S) + (base == J.a_x ? NT_S : 0u);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) f[t] = c[t];
+    }
+};
+#endif
 
 // ---- 32-element formats (q8_0, q5_1, iq4_nl, nvfp4): two threads per row, thread h owns
 // lanes 4h..4h+3 of every block (the block's quants 16h..16h+16 for q8_0), so that the
@@ -668,7 +689,7 @@ QK_UNROLL(1)
             if (MMR_PIPE(U, NTM)) w = n;
             if (CH == MmSumms) {
                 float sa[NTM];
-                AS::template f32s<NTM>(J, J.a_x, (u64)u * J.capw, sa);
+                AS::template f32s<NTM>(J, J.a_x, u, J.capw, sa);
 #pragma unroll
                 for (int t = 0; t < NTM; ++t) summs[t] = qk_fma(m, sa[t], summs[t]);
             }
@@ -687,15 +708,30 @@ QK_UNROLL(1)
 template <class U, int CH, int NTM>
 QK_DEV void mmc_body(const MmArgs& A) {
 #if QK_CACT_SMEM
-    if (A.alen > QK_SACT_BYTES) {  // uniform: a launch argument
+    // This CTA's job's NTM tokens (ActS); a launch whose copy does not fit reads global memory.
+    typedef ActS<NTM> S;
+    const u32 na = A.cols / 32u, need = na * S::SB * 16u;
+    if (need > A.alen || need > QK_SACT_BYTES) {  // uniform: launch arguments
         mmr_body<U, CH, NTM, ActG>(A);
         return;
     }
-    const u8* src = (const u8*)A.jobs[0].a_cb;
-    for (u32 i = qk_tid(); i < A.alen / 16u; i += qk_bdim()) qk_sact[i] = ld128(src + 16u * i);
+    const MmJob& J = A.jobs[mm_job_of(A, qk_bid())];
+    const u32 capw = J.capw, tid = qk_tid(), bd = qk_bdim();
+    for (u32 i = tid; i < na * 2u * NTM; i += bd) {
+        const u32 b = i / (2u * NTM), r = i % (2u * NTM), q = 2u * b + r / NTM, t = r % NTM;
+        qk_sact[b * S::SB + r] = ld_aq((const u32*)J.a_qs, q, capw, t);
+    }
+    for (u32 i = tid; i < na * NTM; i += bd) {
+        const u32 b = i / NTM, t = i % NTM;
+        float* c = (float*)(qk_sact + b * S::SB + 2u * NTM);
+        c[t] = qk_ld((const float*)J.a_d + (u64)b * capw + t);
+        if (J.a_x != 0) c[NTM + t] = qk_ld((const float*)J.a_x + (u64)b * capw + t);
+    }
     qk_sync();
-#endif
+    mmr_body<U, CH, NTM, S>(A);
+#else
     mmr_body<U, CH, NTM, ActC>(A);
+#endif
 }
 
 // qk_mmr_*: activations from global memory; qk_mmc_*: from the constant bank (ActC).

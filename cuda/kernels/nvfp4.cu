@@ -24,7 +24,7 @@ QK_DEV void nvfp4_step(const MmJob& J, u32 u, u32 h, u32 qx, u32 qy, u32 scales,
     qk_lut16x2n(qy, kv, &v4[2], &v4[3]);
     const float ue = qk_ue4m3(scales >> (8u * sb));
     float da[NTM];
-    AS::template f32s<NTM>(J, J.a_d, (u64)u * capw, da);
+    AS::template f32s<NTM>(J, J.a_d, u, capw, da);
 #pragma unroll
     for (int t = 0; t < NTM; ++t) {
         const uint4 av = AS::quad(J, 2u * u + h, capw, (u32)t);  // lanes 4h..4h+3

@@ -38,7 +38,7 @@ struct UnitQ5_1 {
         *m = qk_h2f((u16)(hd.x >> 16));
         const u32 qw[4] = {r.q0.x, r.q0.y, r.q1.x, r.q1.y};
         float da[NTM];
-        AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
+        AS::template f32s<NTM>(J, J.a_d, b, capw, da);
         i32 q[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

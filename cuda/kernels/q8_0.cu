@@ -37,7 +37,7 @@ struct UnitQ8_0 {
         const i32 wv[4] = {(i32)wq.x, (i32)wq.y, (i32)wq.z, (i32)wq.w};
         const float dw = qk_h2f((u16)d16);
         float da[NTM];
-        AS::template f32s<NTM>(J, J.a_d, (u64)b * capw, da);
+        AS::template f32s<NTM>(J, J.a_d, b, capw, da);
 #pragma unroll
         for (int t = 0; t < NTM; ++t) {
             const uint4 av = AS::quad(J, 2u * b + h, capw, (u32)t);  // lanes 4h..4h+3

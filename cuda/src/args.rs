@@ -37,8 +37,8 @@ pub struct MmArgs {
     pub nb: u32,
     /// Weight-body bytes per row to prefetch into L2 first (small launches), or 0.
     pub pf: u32,
-    /// Bytes of the activation buffer staged for the constant-bank kernels ([`MmLaunch::stage`];
-    /// mm_common.cuh `mmc_body`), else 0.
+    /// The shared-memory row kernels: the launch's dynamic shared bytes ([`MmLaunch::shared`];
+    /// mm_common.cuh `mmc_body` runs its global-memory body where its copy would not fit), else 0.
     pub alen: u32,
     pub pad0: u32,
     pub tab: u64,
@@ -351,8 +351,8 @@ pub struct MmLaunch {
     /// of the module's constant bank `qk_cact` (the `qk_mmc_*` kernels; stream-ordered, so the
     /// launch sees them).
     pub stage: Option<(u64, u64)>,
-    /// Dynamic shared memory bytes of the launch: with [`PlanKnobs::cact_smem`], a staged
-    /// buffer of at most [`SACT_BYTES`] (the kernel copies it there itself); else 0.
+    /// Dynamic shared memory bytes of the launch: with [`PlanKnobs::cact_smem`], what the
+    /// staged row kernels copy their tokens into ([`sact_bytes`], at most [`SACT_BYTES`]); else 0.
     pub shared: u32,
 }
 
@@ -380,18 +380,26 @@ pub struct PlanKnobs {
     /// where every job of the launch uses one activation buffer of at most [`CACT_BYTES`];
     /// before `row_mask`.
     pub cact_mask: u32,
-    /// Those kernels read the buffer from their shared memory, which they fill themselves
-    /// (mm_common.cuh `QK_CACT_SMEM`, the default build), not from the constant bank.
+    /// Those kernels read the activations from their shared memory, where each CTA copies its
+    /// job's tokens itself (mm_common.cuh `QK_CACT_SMEM`), not from the constant bank: then
+    /// the jobs may use different buffers of any size, and the copy of `ntm` tokens must fit
+    /// [`SACT_BYTES`] ([`sact_bytes`]).
     pub cact_smem: bool,
 }
 
 /// Bytes of the constant bank `qk_cact` (mm_common.cuh `QK_CACT_BYTES`).
 pub const CACT_BYTES: u64 = 61440;
 
-/// The most bytes of a staged activation buffer the shared-memory row kernels hold
-/// (mm_common.cuh `QK_SACT_BYTES`: the dynamic shared memory a launch gets without opting in);
-/// larger ones run their global-memory body.
+/// The most bytes of activations the shared-memory row kernels copy (mm_common.cuh
+/// `QK_SACT_BYTES`: the dynamic shared memory a launch gets without opting in).
 pub const SACT_BYTES: u64 = 49152;
+
+/// The shared memory a CTA of the shared-memory row kernels takes for `ntm` tokens of `cols`
+/// columns (mm_common.cuh `ActS`: per 32-element activation block its two quads, its scale and
+/// q8_1's sum for every token, 40 * ntm bytes rounded up to 16).
+pub fn sact_bytes(cols: usize, ntm: u32) -> u64 {
+    (cols as u64 / 32) * (5 * ntm as u64).div_ceil(2) * 16
+}
 
 /// Index of the one-thread-per-row kernel whose activations come from a staged copy (shared
 /// memory or the constant bank: mm_common.cuh `ActC`, `mmc_body`, `qk_mmc_*`) for `ntm` tokens
@@ -466,10 +474,16 @@ pub fn plan_matmul<E>(
         // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
         let mma = s == 1 && mma_nt;
         let large_row = !mma && has_row(format) && rows_total >= k.s4_rows;
-        let stage = abuf.filter(|&(base, len)| {
-            large_row && k.cact_mask >> (ntm - 1) & 1 == 1 && base != 0 && len > 0 && len <= CACT_BYTES
-        });
-        let row = stage.is_some() || (large_row && k.row_mask >> (ntm - 1) & 1 == 1);
+        let staged_nt = large_row && k.cact_mask >> (ntm - 1) & 1 == 1;
+        // shared memory: each CTA copies its own job's tokens; the bank: one buffer for all
+        let shared = if k.cact_smem && staged_nt && sact_bytes(cols, ntm) <= SACT_BYTES {
+            sact_bytes(cols, ntm) as u32
+        } else {
+            0
+        };
+        let stage = abuf.filter(|&(base, len)| !k.cact_smem && staged_nt && base != 0 && len > 0 && len <= CACT_BYTES);
+        let staged = stage.is_some() || shared > 0;
+        let row = staged || (large_row && k.row_mask >> (ntm - 1) & 1 == 1);
         let tpr = if row { 1 } else { threads_per_row(format, s) };
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
@@ -486,19 +500,15 @@ pub fn plan_matmul<E>(
             j.a_cb = stage.map_or(0, |(base, _)| base);
             cta += j.rows.div_ceil(rpc);
         }
-        args.alen = stage.map_or(0, |(_, len)| len as u32);
+        args.alen = shared;
         let kernel = if mma {
             MMA_KERNEL
-        } else if stage.is_some() {
+        } else if staged {
             cact_kernel_index(ntm)
         } else if row {
             row_kernel_index(ntm)
         } else {
             mm_kernel_index(ntm, s)
-        };
-        let shared = match stage {
-            Some((_, len)) if k.cact_smem && len <= SACT_BYTES => len as u32,
-            _ => 0,
         };
         f(MmLaunch { kernel, grid: cta, block, stage, shared }, args)?;
         args.njobs = 0;
@@ -715,26 +725,41 @@ mod tests {
         for f in [Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
             assert!((1..=8).all(|nt| dflt(f, nt, false).0 != cact_kernel_index(nt)), "{f:?}");
         }
-        let staged = |f: Format| (1..=8).filter(|&nt| dflt(f, nt, true) == (cact_kernel_index(nt), 0xa000)).count();
+        // (4096 columns: 128 activation blocks of 40 * NT bytes, rounded up to 16)
+        assert_eq!([1, 2, 3, 8].map(|n| sact_bytes(4096, n)), [6144, 10240, 16384, 40960]);
+        let staged = |f: Format| {
+            (1..=8u32).filter(|&nt| dflt(f, nt, true) == (cact_kernel_index(nt), sact_bytes(4096, nt) as u32)).count()
+        };
         assert_eq!(
             [Format::Q5_1, Format::Q8_0, Format::IQ4_NL, Format::NVFP4].map(staged),
             [5, 5, 3, 8],
             "token counts on the shared-memory kernels"
         );
-        assert_eq!(dflt(Format::Q5_1, 1, true).0, row_kernel_index(1));
-        assert_eq!(dflt(Format::Q8_0, 2, true).0, mm_kernel_index(2, 1));
-        // a buffer over the shared memory's budget (but within the bank's): staged, no shared
-        // bytes (the kernel reads global memory)
-        let mut mid = one;
-        mid.a_len = SACT_BYTES + 256;
-        let k = PlanKnobs { cact_mask: 0xff, cact_smem: true, ..Default::default() };
-        let mut v = Vec::new();
-        plan_matmul::<()>(Format::Q5_1, 4096, 0, [mid], k, |l, _| {
-            v.push((l.kernel, l.stage.is_some(), l.shared));
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(v, vec![(cact_kernel_index(8), true, 0)]);
+        assert_eq!(dflt(Format::Q5_1, 1, true), (row_kernel_index(1), 0));
+        assert_eq!(dflt(Format::Q8_0, 2, true), (mm_kernel_index(2, 1), 0));
+        // with shared memory, each CTA copies its own job's tokens: jobs on different buffers,
+        // and buffers of any size, are staged; copies over the budget are not (no bank copy
+        // either way)
+        let smem = |f: Format, cols: usize, jobs: &[MmJobDesc]| {
+            let k = PlanKnobs { cact_mask: 0xff, cact_smem: true, ..Default::default() };
+            let mut v = Vec::new();
+            plan_matmul::<()>(f, cols, 0, jobs.iter().copied(), k, |l, a| {
+                v.push((l.kernel, l.stage, l.shared, a.alen));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        let mut big = one;
+        big.a_len = 1 << 30;
+        let s8 = sact_bytes(4096, 8) as u32;
+        assert_eq!(smem(Format::Q5_1, 4096, &[one, other, big]), vec![(cact_kernel_index(8), None, s8, s8)]);
+        // 5120 columns at 8 tokens: 51200 bytes, over the budget; at 7 tokens 45280 fit
+        assert_eq!(smem(Format::Q5_1, 5120, &[one]), vec![(mm_kernel_index(8, 1), None, 0, 0)]);
+        let mut seven = one;
+        seven.tokens = 7;
+        let s7 = sact_bytes(5120, 7) as u32;
+        assert_eq!(smem(Format::Q5_1, 5120, &[seven]), vec![(cact_kernel_index(7), None, s7, s7)]);
         assert_eq!(plan(Format::Q4_K, &[one], 8, 0, 0)[0].2, None);
     }
 

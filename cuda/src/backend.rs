@@ -1087,12 +1087,9 @@ impl CudaBackend {
         args::plan_matmul(format, cols, self.tab, jobs, k, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;
             let Some((src, n)) = l.stage else {
-                return self.launch(f, l.grid, l.block, a);
-            };
-            if k.cact_smem {
-                // the kernel copies the buffer into its shared memory itself
+                // (the shared-memory row kernels copy their tokens themselves)
                 return self.launch_shared(f, l.grid, l.block, l.shared, a);
-            }
+            };
             let bank = m.cact.as_ref().ok_or_else(|| invalid("constant-bank kernel without a bank"))?;
             if n > bank.bytes {
                 return Err(invalid(format!("{n} activation bytes exceed the constant bank's {}", bank.bytes)));

@@ -35,6 +35,16 @@ fn every_module_compiles_for_sm_90() {
         if let kernels::Module::Weights(f) = m {
             assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), args::has_mma(f), "{m}: mma.sync in the PTX");
         }
+        // The staged row kernels of the 32-element formats take their activations into dynamic
+        // shared memory on sm_90 (mm_common.cuh QK_CACT_SMEM; unless the options say otherwise).
+        if let kernels::Module::Weights(f) = m {
+            let smem = kernels::cact_smem("sm_90");
+            assert_eq!(
+                ptx.contains(".extern .shared .align 16 .b8 qk_sact[]"),
+                smem && args::has_row(f),
+                "{m}: dynamic shared memory in the PTX"
+            );
+        }
         // No contraction: with --fmad=false every fused op is an explicit fma.rn.
         assert!(!ptx.contains("mad.f32") && !ptx.contains("mad.rn.f32"), "{m}: PTX has an unfused-looking mad");
         // No spills to local memory for the register arrays.
