@@ -211,10 +211,11 @@ fn mask_of(nts: &[u32]) -> u32 {
 
 /// The token counts (a mask as [`row_default_mask`]) at which a 32-element format runs its
 /// one-thread-per-row kernel on a staged copy of the activations (`qk_mmc_*`,
-/// `QKERN_CUDA_CACT_NT=n`: n and above), where every job of the launch uses one activation
-/// buffer of at most [`CACT_BYTES`]. Since session 23 the copy is the kernel's own shared
-/// memory (mm_common.cuh `QK_CACT_SMEM`, [`PlanKnobs::cact_smem`]): each CTA copies the buffer
-/// once and its warps read the words by broadcast LDS, which leaves the L1 to the weights.
+/// `QKERN_CUDA_CACT_NT=n`: n and above). Since session 23 the copy is the kernel's own shared
+/// memory (mm_common.cuh `QK_CACT_SMEM`, [`PlanKnobs::cact_smem`]): each CTA copies its job's
+/// tokens once (where they fit 48 KiB, [`sact_bytes`]) and its warps read the words by
+/// broadcast LDS, which leaves the L1 to the weights. With the bank every job of the launch
+/// must use one activation buffer of at most [`CACT_BYTES`].
 /// Where it measured faster than the default kernels (H100, kernel-only GB/s, default / shared
 /// memory at every NT, benches/results/2026-12-06-session23 run4 `sweep.md`): q5_1 NT 4 2143 /
 /// 2563, NT 8 1110 / 1828 (NT 1 2826 / 2716, NT 2 2629 / 2584: slower); q8_0 NT 4 2691 / 2713,
@@ -377,8 +378,8 @@ pub struct PlanKnobs {
     pub kq_mmk: bool,
     /// Like `row_mask`, for the one-thread-per-row kernels that read a staged copy of the
     /// activations ([`cact_kernel_index`]: shared memory or the constant bank, `cact_smem`),
-    /// where every job of the launch uses one activation buffer of at most [`CACT_BYTES`];
-    /// before `row_mask`.
+    /// where the copy fits (shared memory: [`sact_bytes`] at most [`SACT_BYTES`]; the bank: one
+    /// activation buffer for every job, of at most [`CACT_BYTES`]); before `row_mask`.
     pub cact_mask: u32,
     /// Those kernels read the activations from their shared memory, where each CTA copies its
     /// job's tokens itself (mm_common.cuh `QK_CACT_SMEM`), not from the constant bank: then

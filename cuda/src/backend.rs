@@ -1042,8 +1042,10 @@ impl CudaBackend {
     /// From how many tokens the 32-element formats run the one-thread-per-row kernels that
     /// read a staged copy of the activations (`qk_mmc_*`: from their own shared memory, or on
     /// GPUs with less of it from the constant bank; off the L1 either way), in large launches
-    /// whose one activation buffer fits (`args::CACT_BYTES`; else `set_row_tokens` decides). `Some(0)`: never; `None`: each
-    /// format's default (`args::cact_default_mask`). The bits are the same either way.
+    /// whose copy fits (`args::sact_bytes` within `args::SACT_BYTES`; the bank: one activation
+    /// buffer within `args::CACT_BYTES`; else `set_row_tokens` decides). `Some(0)`: never;
+    /// `None`: each format's default (`args::cact_default_mask`). The bits are the same either
+    /// way.
     pub fn set_cact_tokens(&self, n: Option<u32>) -> Result<()> {
         store_token_mask(&self.cact_mask, n, "staged-activation row kernels")
     }

@@ -16,12 +16,12 @@
 //!   sub-block scales split into byte-sized digits; the float chains stay per lane and in block
 //!   order ("Tensor-core kernels" in `kernels/mm_common.cuh`).
 //! - The 32-element formats also have one-thread-per-row kernels (a warp's activation loads
-//!   serve 32 rows), one of them reading a staged copy of the activation buffer
+//!   serve 32 rows), one of them reading a staged copy of the activations
 //!   ([`args::PlanKnobs::cact_mask`], `QKERN_CUDA_CACT_NT`): on sm_80/sm_90-class GPUs each CTA
-//!   copies it into its dynamic shared memory first ([`args::PlanKnobs::cact_smem`],
-//!   [`kernels::cact_smem`]); on the others the backend copies it into the module's constant
-//!   bank before the launch (stream-ordered, skipped when the bank already holds it), read by
-//!   uniform loads.
+//!   first copies its job's tokens into its dynamic shared memory
+//!   ([`args::PlanKnobs::cact_smem`], [`kernels::cact_smem`]); on the others the backend copies
+//!   the activation buffer into the module's constant bank before the launch (stream-ordered,
+//!   skipped when the bank already holds it), read by uniform loads.
 //! - q8_K activations lie in the device buffer as words interleaved by token, or as quads like
 //!   q8_0's ([`layout::Q8kLayout`], `QKERN_CUDA_Q8K`: one value per process, given to NVRTC
 //!   and to every [`layout::ActLayout`] alike).
