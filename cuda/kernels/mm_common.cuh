@@ -136,7 +136,8 @@ QK_DEV void ld_q8k4(const u32* aq, u32 qd, u32 capw, u32 (*w)[NTM]) {
     }
 }
 
-// ---- Where a kernel reads its activations from: global memory (ActG: the job's pointers) or
+// ---- Where a kernel reads its activations from: global memory (ActG: the job's pointers), the
+// CTA's shared memory (ActS, below: QK_CACT_SMEM), or
 // the module's constant bank (ActC: qk_cact holds a copy of the whole activation buffer that
 // starts at J.a_cb, made by the host before the launch, so a region's bank offset is its
 // pointer less J.a_cb; args.rs `plan_matmul`, "cact"). In the one-thread-per-row kernels every thread of a warp
@@ -734,7 +735,8 @@ QK_DEV void mmc_body(const MmArgs& A) {
 #endif
 }
 
-// qk_mmr_*: activations from global memory; qk_mmc_*: from the constant bank (ActC).
+// qk_mmr_*: activations from global memory; qk_mmc_*: from shared memory (ActS) or the
+// constant bank (ActC).
 #define MMR_MINB(NTM) ((NTM) == 1 ? QK_MINB_R1 : (NTM) == 2 ? QK_MINB_R12 : QK_MINB_R)
 #define MMR_KERNEL_1(fmt, U, CH, NTM)                                                              \
     QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }              \
