@@ -66,5 +66,8 @@ fn every_module_compiles_for_sm_75() {
     for m in kernels::all_modules() {
         let ptx = kernels::compile(m, "sm_75").unwrap_or_else(|e| panic!("{e}"));
         assert!(!ptx.contains("mma.sync"), "{m}: mma.sync in sm_75 PTX");
+        // its 64 KiB of shared memory an SM: the staged row kernels read the constant bank
+        // (kernels::cact_smem), unless the options say otherwise
+        assert_eq!(ptx.contains("qk_sact"), kernels::cact_smem("sm_75"), "{m}: shared-memory activations on sm_75");
     }
 }
