@@ -293,6 +293,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // one (args::row_default_mask), both without the tensor cores.
         if qkern_cuda::args::has_row(f) && args.iter().any(|a| a == "--mma-sweep") {
             b.set_mma_tokens(Some(0))?;
+            // each NT on its own kernels (not iq4_nl's 8 tokens as two chunks of 4)
+            b.set_split8(Some(false));
             let mut cells = [String::new(), String::new(), String::new()];
             for (k, (row, cact)) in
                 [(Some(0u32), Some(0u32)), (Some(1), Some(0)), (Some(0), Some(1))].into_iter().enumerate()
@@ -304,6 +306,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.set_row_tokens(None)?;
             b.set_cact_tokens(None)?;
             b.set_mma_tokens(None)?;
+            b.set_split8(None);
             let d = mask_nts(qkern_cuda::args::row_default_mask(f));
             forced.push(format!("| {f} NT 1..8, two threads per row |{}", cells[0]));
             forced.push(format!("| {f} NT 1..8, one thread per row (default at NT {d}) |{}", cells[1]));

@@ -251,6 +251,16 @@ pub fn row_mask_from(n: u32) -> u32 {
 /// The NTM values instantiated.
 pub const NTMS: [u32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
+/// Whether large launches of the format run an 8-token chunk as two of 4 tokens
+/// ([`PlanKnobs::split8`], `QKERN_CUDA_SPLIT8=0|1`): iq4_nl, whose 8-token kernels lose the
+/// most to their registers (NT 8 in 3.8x the time of NT 1 on the H200). Kernel-only GB/s, NT 4
+/// against NT 8 (two chunks of 4 run at half the NT 4 figure): H200, session 22 `cuda_bench.md`,
+/// 1922 against 922 (961 > 922); H100, session 23 run4, 2263 (on the shared-memory kernel, the
+/// default at NT 4) against 919 (1131 > 919). Each token's result is the same in any chunk.
+pub fn split8_default(format: Format) -> bool {
+    format == Format::IQ4_NL
+}
+
 /// Index of a matmul kernel of a format: `ntm_index * 2 + (S == 4)`.
 pub fn mm_kernel_index(ntm: u32, s: u32) -> usize {
     (ntm.clamp(1, 8) as usize - 1) * 2 + usize::from(s == 4)
@@ -381,6 +391,10 @@ pub struct PlanKnobs {
     /// where the copy fits (shared memory: [`sact_bytes`] at most [`SACT_BYTES`]; the bank: one
     /// activation buffer for every job, of at most [`CACT_BYTES`]); before `row_mask`.
     pub cact_mask: u32,
+    /// Jobs of at least `s4_rows` rows run an 8-token chunk as two chunks of 4 (in the same
+    /// launch, each reading the weights): where the format's 4-token kernel is more than twice
+    /// as fast as its 8-token one ([`split8_default`]).
+    pub split8: bool,
     /// Those kernels read the activations from their shared memory, where each CTA copies its
     /// job's tokens itself (mm_common.cuh `QK_CACT_SMEM`), not from the constant bank: then
     /// the jobs may use different buffers of any size, and the copy of `ntm` tokens must fit
@@ -519,7 +533,10 @@ pub fn plan_matmul<E>(
     for j in jobs {
         let mut t0 = 0u32;
         while t0 < j.tokens {
-            let nt = (j.tokens - t0).min(MAX_NT as u32);
+            let mut nt = (j.tokens - t0).min(MAX_NT as u32);
+            if nt == MAX_NT as u32 && k.split8 && j.rows as u64 >= k.s4_rows {
+                nt = 4;
+            }
             if args.njobs as usize == MAX_JOBS {
                 flush(&mut args, &mut acc)?;
             }
@@ -762,6 +779,37 @@ mod tests {
         let s7 = sact_bytes(5120, 7) as u32;
         assert_eq!(smem(Format::Q5_1, 5120, &[seven]), vec![(cact_kernel_index(7), None, s7, s7)]);
         assert_eq!(plan(Format::Q4_K, &[one], 8, 0, 0)[0].2, None);
+    }
+
+    /// iq4_nl's 8-token chunks of large jobs run as two chunks of 4 in the one launch (tokens
+    /// 4..8 at their offsets); small jobs and the other formats keep 8; 11 tokens: 4 + 7.
+    #[test]
+    fn split8_runs_two_chunks_of_four() {
+        let plan = |f: Format, rows: u32, tokens: u32, s4_rows: u64| {
+            let k = PlanKnobs { s4_rows, split8: split8_default(f), ..Default::default() };
+            let mut v = Vec::new();
+            plan_matmul::<()>(f, 4096, 0, [job(rows, tokens)], k, |l, a| {
+                v.push((
+                    l.kernel,
+                    a.jobs[..a.njobs as usize].iter().map(|j| (j.nt, j.a_qs, j.a_d, j.out)).collect::<Vec<_>>(),
+                ));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        let rows = 1000u32;
+        let r = rows as u64;
+        assert_eq!(
+            plan(Format::IQ4_NL, rows, 8, 0),
+            vec![(mm_kernel_index(4, 1), vec![(4, 0x1000, 0x9000, 0), (4, 0x1000 + 64, 0x9000 + 16, 16 * r)])]
+        );
+        let eleven = plan(Format::IQ4_NL, rows, 11, 0);
+        assert_eq!(eleven.len(), 1);
+        assert_eq!(eleven[0].1.iter().map(|j| j.0).collect::<Vec<_>>(), vec![4, 7]);
+        // a small job (under the S = 4 row threshold), and q8_0: one chunk of 8
+        assert_eq!(plan(Format::IQ4_NL, rows, 8, r + 1)[0].1.iter().map(|j| j.0).collect::<Vec<_>>(), vec![8]);
+        assert_eq!(plan(Format::Q8_0, rows, 8, 0)[0].1.iter().map(|j| j.0).collect::<Vec<_>>(), vec![8]);
     }
 
     /// A grouped launch of q4_K experts at a tensor-core token count takes the tensor cores

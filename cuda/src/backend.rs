@@ -127,6 +127,8 @@ pub struct CudaBackend {
     row_mask: std::sync::atomic::AtomicU32,
     /// q4_K's two-phase small-launch kernel on ([`CudaBackend::set_kq_two_phase`]).
     kq_mmk: std::sync::atomic::AtomicBool,
+    /// 0: each format's `args::split8_default`; 1: off; 2: on.
+    split8: std::sync::atomic::AtomicU8,
     /// The token counts that run the constant-bank row kernels (a mask as `row_mask`;
     /// `u32::MAX`: each format's `args::cact_default_mask`).
     cact_mask: std::sync::atomic::AtomicU32,
@@ -453,6 +455,7 @@ impl CudaBackend {
             mma_mask: std::sync::atomic::AtomicU32::new(0),
             row_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
             kq_mmk: std::sync::atomic::AtomicBool::new(args::KQ_MMK_DEFAULT),
+            split8: std::sync::atomic::AtomicU8::new(0),
             cact_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
             act_epoch: AtomicU64::new(0),
         })
@@ -476,6 +479,9 @@ impl CudaBackend {
             b.set_cact_tokens(env_knob("QKERN_CUDA_CACT_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", qkern_formats::env::switch)? {
                 b.set_kq_two_phase(on);
+            }
+            if let Some(on) = env_knob("QKERN_CUDA_SPLIT8", "0 or 1", qkern_formats::env::switch)? {
+                b.set_split8(Some(on));
             }
             // QKERN_CUDA_Q8K=words|quads: read once per process by the layouts and the NVRTC
             // options alike (Q8kLayout::current); refused here when unknown.
@@ -1061,6 +1067,20 @@ impl CudaBackend {
         self.kq_mmk.store(on, Ordering::Relaxed);
     }
 
+    /// Whether large launches run an 8-token chunk as two chunks of 4 (`args::PlanKnobs::split8`):
+    /// `Some` for every format, `None` for each format's default (`args::split8_default`;
+    /// `QKERN_CUDA_SPLIT8=0|1`). The bits are the same either way.
+    pub fn set_split8(&self, on: Option<bool>) {
+        self.split8.store(on.map_or(0, |o| 1 + o as u8), Ordering::Relaxed);
+    }
+
+    fn split8(&self, format: Format) -> bool {
+        match self.split8.load(Ordering::Relaxed) {
+            0 => args::split8_default(format),
+            v => v == 2,
+        }
+    }
+
     fn row_mask(&self, format: Format) -> u32 {
         token_mask(&self.row_mask, args::row_default_mask(format))
     }
@@ -1085,6 +1105,7 @@ impl CudaBackend {
             kq_mmk: self.kq_mmk.load(Ordering::Relaxed),
             cact_mask: if m.cact.is_some() { self.cact_mask(format) } else { 0 },
             cact_smem: kernels::cact_smem(self.arch),
+            split8: self.split8(format),
         };
         args::plan_matmul(format, cols, self.tab, jobs, k, |l, a| {
             let f = m.mm[l.kernel].as_ref().ok_or_else(|| invalid("missing matmul kernel"))?;

@@ -328,6 +328,9 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
         kq_mmk,
         cact_mask: args::row_mask_from(cact_nt),
         cact_smem: smem,
+        // every NT's kernels run as such (iq4_nl's 8-token chunks would run as two of 4 by
+        // default: chunks, as the 11-token cases run them, change no token's bits)
+        split8: false,
     };
     let mut staged = 0usize;
     args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, k, |l, a| {
