@@ -704,8 +704,9 @@ QK_UNROLL(1)
             if ((u32)t < J.nt) ((float*)J.out)[(u64)t * rows + r] = res[t];
 }
 
-// The qk_mmc_* kernels: activations from the constant bank (ActC), or with QK_CACT_SMEM from
-// shared memory, filled here first (every job of the launch reads the one staged buffer).
+// The qk_mmc_* kernels: activations from the constant bank (ActC: the one buffer every job of
+// the launch reads, copied by the host), or with QK_CACT_SMEM from shared memory, where each CTA
+// first copies its own job's NTM tokens here (ActS).
 template <class U, int CH, int NTM>
 QK_DEV void mmc_body(const MmArgs& A) {
 #if QK_CACT_SMEM

@@ -491,11 +491,8 @@ pub fn plan_matmul<E>(
         let large_row = !mma && has_row(format) && rows_total >= k.s4_rows;
         let staged_nt = large_row && k.cact_mask >> (ntm - 1) & 1 == 1;
         // shared memory: each CTA copies its own job's tokens; the bank: one buffer for all
-        let shared = if k.cact_smem && staged_nt && sact_bytes(cols, ntm) <= SACT_BYTES {
-            sact_bytes(cols, ntm) as u32
-        } else {
-            0
-        };
+        let sact = sact_bytes(cols, ntm);
+        let shared = if k.cact_smem && staged_nt && sact <= SACT_BYTES { sact as u32 } else { 0 };
         let stage = abuf.filter(|&(base, len)| !k.cact_smem && staged_nt && base != 0 && len > 0 && len <= CACT_BYTES);
         let staged = stage.is_some() || shared > 0;
         let row = staged || (large_row && k.row_mask >> (ntm - 1) & 1 == 1);

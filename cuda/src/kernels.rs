@@ -141,26 +141,37 @@ fn extra_options(arch: &str) -> Vec<String> {
     if !big_shared(arch) {
         v.extend(["-DQK_GRID_WORDS=2048".to_string(), "-DQK_SIGN_WORDS=1024".to_string()]);
     }
-    let user = std::env::var("QKERN_CUDA_NVRTC_OPTS").unwrap_or_default();
-    if smem_from_opts(&user).is_none() {
+    let (user, smem) = user_options();
+    if smem.is_none() {
         v.push(format!("-DQK_CACT_SMEM={}", cact_smem(arch) as u32));
     }
     v.extend(user.split_whitespace().map(String::from));
     v
 }
 
+/// The words of `QKERN_CUDA_NVRTC_OPTS`, read once per process, and the `QK_CACT_SMEM` they set
+/// ([`cact_smem_option`]).
+fn user_options() -> &'static (String, Option<bool>) {
+    static O: OnceLock<(String, Option<bool>)> = OnceLock::new();
+    O.get_or_init(|| {
+        let s = std::env::var("QKERN_CUDA_NVRTC_OPTS").unwrap_or_default();
+        let smem = cact_smem_option(&s);
+        (s, smem)
+    })
+}
+
 /// Whether the row kernels with staged activations (`qk_mmc_*`) of `arch` read them from
 /// shared memory (mm_common.cuh `QK_CACT_SMEM`), not from the constant bank: on the devices with
 /// the large shared memory ([`big_shared`]: their 48 KiB a CTA leave room for 4 CTAs an SM),
-/// unless `QKERN_CUDA_NVRTC_OPTS` says otherwise (`-DQK_CACT_SMEM=0|1`).
+/// unless `QKERN_CUDA_NVRTC_OPTS` says otherwise (`-DQK_CACT_SMEM=0|1`). Reads no environment
+/// (the options are read once per process): the matmul calls ask it.
 pub fn cact_smem(arch: &str) -> bool {
-    let opts = std::env::var("QKERN_CUDA_NVRTC_OPTS").unwrap_or_default();
-    smem_from_opts(&opts).unwrap_or_else(|| big_shared(arch))
+    user_options().1.unwrap_or_else(|| big_shared(arch))
 }
 
-/// `QK_CACT_SMEM` as an options string sets it: the last `-DQK_CACT_SMEM=v` (or
-/// `-DQK_CACT_SMEM`, which means 1) decides; None where it is not given.
-fn smem_from_opts(opts: &str) -> Option<bool> {
+/// `QK_CACT_SMEM` as an options string (NVRTC's, or the emulator's defines) sets it: the last
+/// `-DQK_CACT_SMEM=v` (or `-DQK_CACT_SMEM`, which means 1) decides; None where it is not given.
+pub fn cact_smem_option(opts: &str) -> Option<bool> {
     opts.split_whitespace()
         .filter_map(|w| w.strip_prefix("-DQK_CACT_SMEM"))
         .filter_map(|r| if r.is_empty() { Some(true) } else { r.strip_prefix('=').map(|v| v != "0") })
@@ -185,18 +196,17 @@ pub fn compile_all(ms: &[Module], arch: &'static str) -> Result<(), CudaError> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn cact_smem_options() {
-        use super::smem_from_opts;
-        assert_eq!(smem_from_opts(""), None);
-        assert_eq!(smem_from_opts("-DQK_UNROLL_K=4"), None);
-        assert_eq!(smem_from_opts("-DQK_CACT_SMEM=0"), Some(false));
-        assert_eq!(smem_from_opts("-DQK_CACT_SMEM"), Some(true));
-        assert_eq!(smem_from_opts("-DQK_CACT_SMEM=0 -DQK_CACT_SMEM=1"), Some(true));
-        assert_eq!(smem_from_opts("-DQK_CACT_SMEMX=0"), None);
+        assert_eq!(cact_smem_option(""), None);
+        assert_eq!(cact_smem_option("-DQK_UNROLL_K=4"), None);
+        assert_eq!(cact_smem_option("-DQK_CACT_SMEM=0"), Some(false));
+        assert_eq!(cact_smem_option("-DQK_CACT_SMEM"), Some(true));
+        assert_eq!(cact_smem_option("-DQK_CACT_SMEM=0 -DQK_CACT_SMEM=1"), Some(true));
+        assert_eq!(cact_smem_option("-DQK_CACT_SMEMX=0"), None);
     }
-
-    use super::*;
 
     #[test]
     fn iq_table_budget_by_shared_memory_per_sm() {

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use qkern_cuda::args::{self, DeqArgs, MmJobDesc, QuantArgs};
+use qkern_cuda::kernels;
 use qkern_cuda::layout::{ActLayout, WeightLayout, tables};
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, SPECIALS, floats, random_blocks};
@@ -314,12 +315,10 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
     let f = cases[0].f;
     let names = args::mm_kernel_names(f);
     let jobs = cases.iter().zip(&devs).zip(&outs).map(|((c, d), o)| desc(d, c, o.ptr()));
+    // The emulator's kernels read staged activations from shared memory (the header's default)
+    // unless its defines say otherwise (its shared memory is a static array of QK_SACT_BYTES).
+    let smem = kernels::cact_smem_option(&std::env::var("QKERN_EMU_DEFINES").unwrap_or_default()).unwrap_or(true);
     // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
-    // min_ctas 4: the small-CTA path for the tiny cases, the 256-thread one for the larger
-    // The emulator's kernels read staged activations from shared memory unless built with
-    // -DQK_CACT_SMEM=0 (its shared memory is a static array of QK_SACT_BYTES).
-    let smem =
-        !std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().any(|d| d == "-DQK_CACT_SMEM=0");
     let k = args::PlanKnobs {
         s4_rows,
         min_ctas: 4,
