@@ -2020,13 +2020,8 @@ impl WgpuBackend {
     /// crate docs' "Hot path").
     pub fn synchronize(&self) -> Result<()> {
         let _op = self.lock_op()?;
-        let done: Arc<Mutex<Option<bool>>> = Arc::default();
-        let d2 = done.clone();
-        self.queue.on_submitted_work_done(move || {
-            if let Ok(mut g) = d2.lock() {
-                *g = Some(true);
-            }
-        });
+        let (done, set) = done_flag();
+        self.queue.on_submitted_work_done(move || set(true));
         self.wait_done(&done)?;
         self.check_errors()
     }
@@ -2232,14 +2227,22 @@ fn parse_wait(v: &str) -> Option<bool> {
 /// Ask wgpu to map `buf[range]` for reading: the returned state becomes `Some(ok)` in the
 /// callback, once the submissions before have completed (during a device poll).
 fn map_read(buf: &wgpu::Buffer, range: std::ops::Range<u64>) -> Arc<Mutex<Option<bool>>> {
+    let (done, set) = done_flag();
+    buf.map_async(wgpu::MapMode::Read, range, move |r| set(r.is_ok()));
+    done
+}
+
+/// A flag for a wgpu callback ([`WgpuBackend::wait_done`] waits for it) and the setter the
+/// callback calls with its outcome.
+fn done_flag() -> (Arc<Mutex<Option<bool>>>, impl FnOnce(bool) + Send + 'static) {
     let done: Arc<Mutex<Option<bool>>> = Arc::default();
     let d2 = done.clone();
-    buf.map_async(wgpu::MapMode::Read, range, move |r| {
+    let set = move |ok: bool| {
         if let Ok(mut g) = d2.lock() {
-            *g = Some(r.is_ok());
+            *g = Some(ok);
         }
-    });
-    done
+    };
+    (done, set)
 }
 
 /// Whether the mapping that `done` tracks succeeded (false: failed or not yet resolved).
