@@ -32,8 +32,14 @@ use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
 use qkern_wgpu::{Checks, Coop, Tuning, WgpuBackend};
 
-/// The tuning of variant `name` for format `f`, from the backend's default `d`.
+/// The tuning of variant `name` for format `f`, from the backend's default `d`: one name, or
+/// several joined by `+` (applied in order: `st+r64`).
 fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
+    name.split('+').fold(d, |t, n| variant1(n, f, t))
+}
+
+/// The tuning of one variant name.
+fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
     let has_table = !matches!(f, Format::Q8_0 | Format::Q5_1 | Format::Q4_K | Format::Q5_K | Format::Q6_K);
     match name {
         "emul" => Tuning { native_fma: false, ..d },
@@ -68,6 +74,13 @@ fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
         // `cN`: the call's readback in N row chunks (c1: none)
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }
+        }
+        // the pair formats' activations staged in workgroup memory (Tuning::stage) from one
+        // token, chunks by size (`st`) or of N steps (`stcN`); `nost`: not staged
+        "st" => Tuning { stage: 1, stage_steps: 0, ..d },
+        "nost" => Tuning { stage: 0, ..d },
+        c if c.strip_prefix("stc").and_then(|n| n.parse::<u8>().ok()).is_some() => {
+            Tuning { stage: 1, stage_steps: c[3..].parse().unwrap_or(0), ..d }
         }
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
         "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },

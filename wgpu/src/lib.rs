@@ -261,6 +261,10 @@ pub struct Options {
     /// q4_K and q5_K take the generic two-row kernel (`None`: `QKERN_WGPU_PAIR_ROWS=1|2|2g`,
     /// else 0: per format and token count). See [`Tuning::pair_rows`].
     pub pair_rows: Option<(u8, bool)>,
+    /// The pair formats' activations staged in workgroup memory from this many tokens a
+    /// dispatch on (0: never), and the steps a chunk (0: by size) (`None`:
+    /// `QKERN_WGPU_STAGE=N` or `N:S`, else never). See [`Tuning::stage`].
+    pub stage: Option<(u8, u8)>,
 }
 
 /// The matmul kernels of q4_K, q5_K and the IQ2/IQ3 formats with the integer lane sums from
@@ -440,7 +444,23 @@ pub struct Tuning {
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
+    /// From how many tokens a dispatch (0: never) the pair-layout kernels (q8_0, q5_1,
+    /// iq4_nl, nvfp4) stage their activations in workgroup memory (`wgsl/pair_stage.wgsl`):
+    /// each workgroup copies a chunk of its tokens' activation blocks once, between two
+    /// barriers, and every row's steps read them there, instead of each invocation loading
+    /// every word from the buffer (at 8 tokens 16 loads a block step, against the weights'
+    /// one). The CUDA backend's row kernels do the same (`QK_CACT_SMEM`), which on an H100 took
+    /// q5_1 at 8 tokens from 1110 to 1828 GB/s and nvfp4 from 969 to 1326. The words are the
+    /// same, so are the bits. Off by default until timed on a GPU (`QKERN_WGPU_STAGE=N` or
+    /// `N:S`, bench variants `st`, `stN`).
+    pub stage: u8,
+    /// Steps a chunk of the staged activations (0: the most, up to 64, whose arrays fit
+    /// [`STAGE_BYTES`]); always within the adapter's workgroup storage.
+    pub stage_steps: u8,
 }
+
+/// Workgroup bytes the staged activations take at most by default ([`Tuning::stage_steps`] 0).
+pub const STAGE_BYTES: u32 = 8192;
 
 /// The device layout of q8_K activation rows ([`Options::q8k`]). `import` and `read_acts`
 /// convert either way; the bits of every kernel are the same in each.
@@ -859,6 +879,11 @@ impl WgpuBackend {
             Some(n) => n,
             None => env_knob("QKERN_WGPU_PAIR_ROWS", "0, 1, 2 or 2g", parse_pair_rows)?.unwrap_or((0, false)),
         };
+        let (stage, stage_steps) = match opts.stage {
+            Some(v) => v,
+            None => env_knob("QKERN_WGPU_STAGE", "0 to 8, or N:S (S steps a chunk, 1 to 64)", parse_stage)?
+                .unwrap_or((0, 0)),
+        };
         let chunks = match opts.chunks {
             Some(c) => c,
             None => env_knob("QKERN_WGPU_CHUNKS", "0 to 64", parse_chunks)?.unwrap_or(0),
@@ -989,6 +1014,8 @@ impl WgpuBackend {
                 grid_rep,
                 pair_rows: pair_rows.min(2),
                 pair_generic,
+                stage,
+                stage_steps,
             }),
             max_part,
             tables,
@@ -1033,7 +1060,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1067,6 +1094,11 @@ impl WgpuBackend {
                 (1, _) => ", 1 row/pair",
                 _ => "",
             },
+            match (t.stage, t.stage_steps) {
+                (0, _) => String::new(),
+                (n, 0) => format!(", staged activations from NT {n}"),
+                (n, c) => format!(", staged activations from NT {n} ({c} steps a chunk)"),
+            },
             if self.spin_wait { ", spin wait" } else { "" },
             match t.coop {
                 Coop::Off => String::new(),
@@ -1092,6 +1124,8 @@ impl WgpuBackend {
             grid_rep: false,
             pair_rows: 0,
             pair_generic: false,
+            stage: 0,
+            stage_steps: 0,
         })
     }
 
@@ -1110,6 +1144,8 @@ impl WgpuBackend {
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
             pair_rows: t.pair_rows.min(2),
+            stage: t.stage.min(8),
+            stage_steps: t.stage_steps.min(64),
             ..t
         };
         if let Ok(mut g) = self.tuning.lock() {
@@ -1195,6 +1231,7 @@ impl WgpuBackend {
                     q8k_both: self.q8k == Q8kLayout::Both,
                     pair_rows,
                     pair_generic,
+                    stage: stage_steps_of(f, nt, t, self.adapter.1.max_compute_workgroup_storage_size),
                     grid_words: if t.grid_rep {
                         grid_words(self.adapter.1.max_compute_workgroup_storage_size)
                     } else {
@@ -2205,6 +2242,39 @@ fn parse_pair_rows(v: &str) -> Option<(u8, bool)> {
     }
 }
 
+/// `QKERN_WGPU_STAGE`: `N` (from N tokens, 0 to 8; 0: never) or `N:S` (S steps a chunk, 1 to
+/// 64).
+fn parse_stage(v: &str) -> Option<(u8, u8)> {
+    let (n, c) = match v.split_once(':') {
+        Some((n, c)) => (n, Some(c)),
+        None => (v, None),
+    };
+    let n: u8 = n.parse().ok().filter(|&n| n <= 8)?;
+    let c: u8 = match c {
+        Some(c) => c.parse().ok().filter(|c| (1..=64).contains(c))?,
+        None => 0,
+    };
+    Some((n, c))
+}
+
+/// Steps a chunk of the staged activations (`Tuning::stage`) of `nt`-token dispatches of `f`
+/// under `t`, on an adapter with `limit` bytes of workgroup storage; 0: not staged (not a pair
+/// format, too few tokens, or not even one step fits beside the lookup tables' 3 KiB).
+fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
+    if !layout::is_pair(f) || t.stage == 0 || nt < u32::from(t.stage) {
+        return 0;
+    }
+    let with_s = f == Format::Q5_1;
+    let room = limit.saturating_sub(3072);
+    let want = if t.stage_steps != 0 { u32::from(t.stage_steps) } else { 64 };
+    let budget = if t.stage_steps != 0 { room } else { room.min(STAGE_BYTES) };
+    let mut steps = want;
+    while steps > 1 && shaders::stage_bytes(f, nt, steps, with_s) > budget {
+        steps = if t.stage_steps != 0 { steps - 1 } else { steps / 2 };
+    }
+    if shaders::stage_bytes(f, nt, steps, with_s) > room { 0 } else { steps }
+}
+
 /// `QKERN_WGPU_Q8K`: `ggml`, `split` or `both`.
 fn parse_q8k(v: &str) -> Option<Q8kLayout> {
     match v {
@@ -2703,7 +2773,38 @@ mod tests {
             grid_rep: false,
             pair_rows: 0,
             pair_generic: false,
+            stage: 0,
+            stage_steps: 0,
         }
+    }
+
+    /// The staged activations' chunks: only the pair formats, from the token count asked, the
+    /// most steps (a power of two, at most 64) within `STAGE_BYTES`, or the steps asked where
+    /// they fit the adapter beside the tables, else fewer; none where not one step fits.
+    #[test]
+    fn stage_chunks() {
+        let t = Tuning { stage: 4, ..plain_tuning() };
+        assert_eq!(stage_steps_of(Format::Q8_0, 8, plain_tuning(), 49152), 0);
+        assert_eq!(stage_steps_of(Format::Q8_0, 3, t, 49152), 0);
+        assert_eq!(stage_steps_of(Format::Q4_K, 8, t, 49152), 0);
+        // q8_0, 8 tokens: 36 bytes an activation block and token (+ 4), 16 steps = 4612 bytes.
+        assert_eq!(stage_steps_of(Format::Q8_0, 8, t, 49152), 16);
+        assert_eq!(stage_steps_of(Format::Q8_0, 4, t, 49152), 32);
+        // q5_1 stages its s too; nvfp4 and iq4_nl read two activation blocks a step.
+        assert_eq!(stage_steps_of(Format::Q5_1, 8, t, 49152), 16);
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 49152), 8);
+        assert_eq!(stage_steps_of(Format::IQ4_NL, 5, t, 49152), 16);
+        for (f, nt) in [(Format::Q8_0, 8), (Format::Q5_1, 4), (Format::NVFP4, 8), (Format::IQ4_NL, 6)] {
+            let s = stage_steps_of(f, nt, t, 49152);
+            assert!(shaders::stage_bytes(f, nt, s, f == Format::Q5_1) <= STAGE_BYTES);
+            assert!(shaders::stage_bytes(f, nt, 2 * s, f == Format::Q5_1) > STAGE_BYTES || s == 64);
+        }
+        // Steps asked: kept where they fit, fewer where not.
+        let t40 = Tuning { stage_steps: 40, ..t };
+        assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 49152), 40);
+        assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 17);
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 600), 1);
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 500), 0);
     }
 
     /// The rows per pair: the per-format defaults, and an override for every format.

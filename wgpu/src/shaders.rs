@@ -19,6 +19,7 @@ const KPAIR_MAIN: &str = include_str!("wgsl/kpair_main.wgsl");
 const KPAIR2_HEAD: &str = include_str!("wgsl/kpair2_head.wgsl");
 const KPAIR_MAIN2: &str = include_str!("wgsl/kpair_main2.wgsl");
 const PAIR_MAIN2: &str = include_str!("wgsl/pair_main2.wgsl");
+const PAIR_STAGE: &str = include_str!("wgsl/pair_stage.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
 const KC_KQUANT: &str = include_str!("wgsl/kc_kquant.wgsl");
@@ -349,12 +350,17 @@ fn iq4xs_table_src(wg: u32, lut2: bool) -> String {
 /// statement for the block expression `b`. The order of the steps, hence the bits, is the same
 /// for every `unroll`.
 fn block_loop(bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String {
+    block_loop_from("0u", bound, unroll, call)
+}
+
+/// [`block_loop`] over blocks `start..bound`.
+fn block_loop_from(start: &str, bound: &str, unroll: u32, call: impl Fn(&str) -> String) -> String {
     match unroll {
-        0 | 1 => format!("for (var b = 0u; b < {bound}; b++) {{\n        {}\n    }}", call("b")),
+        0 | 1 => format!("for (var b = {start}; b < {bound}; b++) {{\n        {}\n    }}", call("b")),
         u => {
             let steps: String = (0..u).map(|k| format!("        {}\n", call(&format!("b + {k}u")))).collect();
             format!(
-                "var b = 0u;\n    for (; b + {}u < {bound}; b += {u}u) {{\n{steps}    }}\n    for (; b < {bound}; b++) {{\n        {}\n    }}",
+                "var b = {start};\n    for (; b + {}u < {bound}; b += {u}u) {{\n{steps}    }}\n    for (; b < {bound}; b++) {{\n        {}\n    }}",
                 u - 1,
                 call("b")
             )
@@ -415,6 +421,9 @@ pub(crate) struct MmSrc {
     pub pair_rows: u32,
     /// Two rows per pair through `kpair_main2.wgsl` for q4_K and q5_K too.
     pub pair_generic: bool,
+    /// The pair formats' activations staged in workgroup memory, this many steps a chunk
+    /// (`pair_stage.wgsl`; 0: read from the buffer).
+    pub stage: u32,
 }
 
 impl MmSrc {
@@ -463,19 +472,87 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(PAIR_HEAD);
     s.push_str(&pair_table_src(f, wg, c.lut2));
     s.push_str(&common_without_buffers());
-    c.tail(&mut s, body);
-    if two {
-        let lp = format!(
-            "let ns = nsteps();\n    {}",
-            block_loop("ns", c.unroll, |b| format!("step(ka, Ga, {b}, h, &st0);\n        step(kb, Gb, {b}, h, &st1);"))
-        );
-        s.push_str(&PAIR_MAIN2.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
-        return s;
-    }
-    let lp =
-        format!("let ns = nsteps();\n    {}", block_loop("ns", c.unroll, |b| format!("step(k0, G, {b}, h, &st);")));
-    s.push_str(&PAIR_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    let call = |b: &str| {
+        if two {
+            format!("step(ka, Ga, {b}, h, &st0);\n        step(kb, Gb, {b}, h, &st1);")
+        } else {
+            format!("step(k0, G, {b}, h, &st);")
+        }
+    };
+    let lp = if c.stage > 0 {
+        s.push_str(&stage_consts(f, c.nt, c.stage, body.contains("as1(")));
+        s.push_str(PAIR_STAGE);
+        c.tail(&mut s, &staged_steps(body));
+        format!(
+            "let ns = nsteps();\n    for (var c0 = 0u; c0 < ns; c0 += {chs}u) {{\n    stage_acts(c0 * ABPS, lid);\n    \
+             let c1 = min(c0 + {chs}u, ns);\n    {}\n    }}",
+            block_loop_from("c0", "c1", c.unroll, call),
+            chs = c.stage
+        )
+    } else {
+        c.tail(&mut s, body);
+        format!("let ns = nsteps();\n    {}", block_loop("ns", c.unroll, call))
+    };
+    let main = if two { PAIR_MAIN2 } else { PAIR_MAIN };
+    s.push_str(&main.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
+}
+
+/// Activation blocks (32 elements, q8_0 / q8_1) a step of pair format `f` reads: its weight
+/// block's (nvfp4: 2), times the blocks of a step (iq4_nl: a pair).
+pub(crate) fn pair_act_blocks_per_step(f: Format) -> u32 {
+    let per_block = f.block_elems() as u32 / 32;
+    if f == Format::IQ4_NL { 2 * per_block } else { per_block }
+}
+
+/// Workgroup bytes of `pair_stage.wgsl`'s arrays for `nt` tokens and `steps` steps a chunk of
+/// pair format `f` (`with_s`: q8_1 activations, whose s is staged too).
+pub(crate) fn stage_bytes(f: Format, nt: u32, steps: u32, with_s: bool) -> u32 {
+    let n = nt * steps * pair_act_blocks_per_step(f);
+    n * (32 + 4) + if with_s { 4 * n } else { 4 }
+}
+
+/// `pair_stage.wgsl`'s consts.
+fn stage_consts(f: Format, nt: u32, steps: u32, with_s: bool) -> String {
+    let abps = pair_act_blocks_per_step(f);
+    let cha = steps * abps;
+    format!(
+        "const CHA: u32 = {cha}u;\nconst ABPS: u32 = {abps}u;\nconst SQN: u32 = {}u;\nconst SDN: u32 = {}u;\n\
+         const SSN: u32 = {}u;\nconst HAS_S: bool = {with_s};\n",
+        2 * nt * cha,
+        nt * cha,
+        if with_s { nt * cha } else { 1 }
+    )
+}
+
+/// A pair body's `step` with its activation reads (`aq`, `ad`, `as1`) renamed to the staged
+/// accessors of `pair_stage.wgsl`; the rest (`finish`, which reads iq4_nl's odd last block
+/// outside the steps' chunks) keeps reading the buffer.
+fn staged_steps(body: &str) -> String {
+    let at = body.find("fn finish(").unwrap_or(body.len());
+    let (steps, rest) = body.split_at(at);
+    let mut steps = steps.to_string();
+    for name in ["aq", "ad", "as1"] {
+        steps = rename_calls(&steps, name, &format!("s{name}"));
+    }
+    steps + rest
+}
+
+/// `src` with every call of function `from` (the name followed by `(`, not preceded by an
+/// identifier character) calling `to` instead.
+fn rename_calls(src: &str, from: &str, to: &str) -> String {
+    let pat = format!("{from}(");
+    let mut out = String::with_capacity(src.len() + 64);
+    let mut rest = src;
+    while let Some(i) = rest.find(&pat) {
+        let ident_before = rest[..i].chars().next_back().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        out.push_str(&rest[..i]);
+        out.push_str(if ident_before { from } else { to });
+        out.push('(');
+        rest = &rest[i + pat.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants, iq4_xs and (with
@@ -865,13 +942,17 @@ mod tests {
                             grid_words: if sg { 8192 } else { 0 },
                             pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
+                            // The pair formats' staged activations (ignored by the others),
+                            // chunks of 1 and 8 steps.
+                            stage: if nt == 3 { 0 } else { nt },
                         };
                         let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
                         sources.push((
                             format!(
-                                "matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows} pair_rows={}",
-                                o.pair_rows
+                                "matmul {f} nt={nt} sg={sg} native_fma/unroll/lut2={nf} rows={rows} pair_rows={} \
+                                 stage={}",
+                                o.pair_rows, o.stage
                             ),
                             src,
                         ));
@@ -899,6 +980,7 @@ mod tests {
                             grid_words: 8192,
                             pair_rows: 2,
                             pair_generic: false,
+                            stage: 0,
                         };
                         sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }
@@ -953,6 +1035,7 @@ mod tests {
                 grid_words: 0,
                 pair_rows,
                 pair_generic: false,
+                stage: 0,
             };
             for f in [Format::IQ4_XS, Format::Q6_K] {
                 let src = matmul_source(f, &o).unwrap();
@@ -963,6 +1046,45 @@ mod tests {
             let q4 = matmul_source(Format::Q4_K, &o).unwrap();
             assert!(q4.contains("1u) * P.row_bytes") && !q4.contains("= tiled_base("), "pair_rows {pair_rows}");
         }
+    }
+
+    /// The staged pair kernels' steps read every activation word from workgroup memory; only
+    /// iq4_nl's `finish` (its odd last block) reads the buffer. The kernels stage in chunks.
+    #[test]
+    fn staged_steps_read_workgroup_memory() {
+        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
+            let body = matmul_body(f).unwrap();
+            let staged = staged_steps(body);
+            let at = staged.find("fn finish(").unwrap();
+            let (steps, finish) = staged.split_at(at);
+            for name in ["aq", "ad", "as1"] {
+                assert_eq!(rename_calls(steps, name, "X"), steps, "{f}: {name} left in step");
+            }
+            assert!(steps.contains("saq(") && steps.contains("sad("), "{f}");
+            assert_eq!(steps.contains("sas1("), f == Format::Q5_1, "{f}");
+            assert_eq!(finish, &body[body.find("fn finish(").unwrap()..], "{f}: finish changed");
+            let o = MmSrc {
+                nt: 4,
+                subgroups: true,
+                native_fma: true,
+                unroll: 2,
+                rows: 32,
+                lut2: true,
+                iq_pairs: false,
+                q8k_split: false,
+                q8k_both: false,
+                grid_words: 0,
+                pair_rows: 1,
+                pair_generic: false,
+                stage: 16,
+            };
+            let src = matmul_source(f, &o).unwrap();
+            assert!(src.contains("stage_acts(c0 * ABPS, lid);") && src.contains("c0 += 16u"), "{f}");
+            let n = 4 * 16 * pair_act_blocks_per_step(f);
+            assert!(src.contains(&format!("const SQN: u32 = {}u;", 2 * n)), "{f}");
+            assert_eq!(stage_bytes(f, 4, 16, f == Format::Q5_1), n * 36 + if f == Format::Q5_1 { 4 * n } else { 4 });
+        }
+        assert_eq!(rename_calls("load(t, x) + ad(t, 1) + bad(2)", "ad", "sad"), "load(t, x) + sad(t, 1) + bad(2)");
     }
 
     /// `flatten_loops` unrolls the constant loops it should and keeps the others.

@@ -120,6 +120,18 @@ fn run_format(f: Format) {
             }
         }
     }
+    // The pair formats with staged activations: every NT, several chunks a row.
+    if matches!(f, Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4)
+        && let Some(sb) = common::backend_staged()
+    {
+        assert!(sb.name().contains("staged activations from NT 1 (2 steps a chunk)"), "{}", sb.name());
+        for (i, nt) in (1..=8).chain([11]).enumerate() {
+            let rows = [13, 37, 1, 70][i % 4];
+            if let Err(m) = case(sb, f, seeds.next_u64(), rows, [1, 3, 2][i % 3], nt, Dist::ALL[i % Dist::ALL.len()]) {
+                failures.push(m);
+            }
+        }
+    }
     // The cooperative-matrix kernels (q4_K, q5_K, the IQ2/IQ3 formats; native or emulated
     // tiles): every NT, short tiles.
     if matches!(
