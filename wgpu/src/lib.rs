@@ -97,7 +97,10 @@
 //! wgpu's shader runtime checks stay ([`Checks`]; default: none, every index being in bounds
 //! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
 //! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, rows per
-//! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source.
+//! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source, and the pair
+//! formats' activations staged in workgroup memory ([`Tuning::stage`]: by default in calls
+//! of at least [`STAGE_ROWS`] rows, on 128 rows a workgroup; on an H100 q5_1 at 8 tokens went
+//! from 952 to 1267 GB/s, iq4_nl from 678 to 937).
 //! `examples/bench.rs --variants` times them side by side in one process.
 //!
 //! # Cooperative matrices (q4_K, q5_K, IQ2/IQ3; opt-in)
@@ -262,8 +265,9 @@ pub struct Options {
     /// else 0: per format and token count). See [`Tuning::pair_rows`].
     pub pair_rows: Option<(u8, bool)>,
     /// The pair formats' activations staged in workgroup memory from this many tokens a
-    /// dispatch on (0: never), and the steps a chunk (0: by size) (`None`:
-    /// `QKERN_WGPU_STAGE=N` or `N:S`, else never). See [`Tuning::stage`].
+    /// dispatch on (0: never; [`STAGE_BY_SIZE`]: by the call's rows), and the steps a chunk (0:
+    /// by size) (`None`: `QKERN_WGPU_STAGE=auto`, `N` or `N:S`, else by the call's rows). See
+    /// [`Tuning::stage`].
     pub stage: Option<(u8, u8)>,
 }
 
@@ -451,8 +455,11 @@ pub struct Tuning {
     /// every word from the buffer (at 8 tokens 16 loads a block step, against the weights'
     /// one). The CUDA backend's row kernels do the same (`QK_CACT_SMEM`), which on an H100 took
     /// q5_1 at 8 tokens from 1110 to 1828 GB/s and nvfp4 from 969 to 1326. The words are the
-    /// same, so are the bits. Off by default until timed on a GPU (`QKERN_WGPU_STAGE=N` or
-    /// `N:S`, bench variants `st`, `stN`).
+    /// same, so are the bits. By default ([`STAGE_BY_SIZE`]) calls of at least
+    /// [`STAGE_ROWS`] rows stage from one token, on workgroups of 128 rows (unless
+    /// [`Tuning::wg_rows`] says otherwise), and smaller ones do not stage (see
+    /// `call_tuning` for the H100's numbers). `QKERN_WGPU_STAGE=auto`, `N` (from N tokens, every
+    /// call; 0: never) or `N:S`; bench variants `st`, `stcN`, `nost`.
     pub stage: u8,
     /// Steps a chunk of the staged activations (0: the most, up to 64, whose arrays fit
     /// [`STAGE_BYTES`]); always within the adapter's workgroup storage.
@@ -461,6 +468,13 @@ pub struct Tuning {
 
 /// Workgroup bytes the staged activations take at most by default ([`Tuning::stage_steps`] 0).
 pub const STAGE_BYTES: u32 = 8192;
+
+/// [`Tuning::stage`]: by the call's rows (the default): see `call_tuning`.
+pub const STAGE_BY_SIZE: u8 = u8::MAX;
+
+/// Rows from which a call stages its activations by default ([`STAGE_BY_SIZE`]): at 128 rows a
+/// workgroup, 256 workgroups (about two an SM on an H100 or H200).
+pub const STAGE_ROWS: usize = 32768;
 
 /// The device layout of q8_K activation rows ([`Options::q8k`]). `import` and `read_acts`
 /// convert either way; the bits of every kernel are the same in each.
@@ -881,8 +895,8 @@ impl WgpuBackend {
         };
         let (stage, stage_steps) = match opts.stage {
             Some(v) => v,
-            None => env_knob("QKERN_WGPU_STAGE", "0 to 8, or N:S (S steps a chunk, 1 to 64)", parse_stage)?
-                .unwrap_or((0, 0)),
+            None => env_knob("QKERN_WGPU_STAGE", "auto, 0 to 8, or N:S (S steps a chunk, 1 to 64)", parse_stage)?
+                .unwrap_or((STAGE_BY_SIZE, 0)),
         };
         let chunks = match opts.chunks {
             Some(c) => c,
@@ -1096,6 +1110,8 @@ impl WgpuBackend {
             },
             match (t.stage, t.stage_steps) {
                 (0, _) => String::new(),
+                (STAGE_BY_SIZE, 0) => ", staged activations by size".to_string(),
+                (STAGE_BY_SIZE, c) => format!(", staged activations by size ({c} steps a chunk)"),
                 (n, 0) => format!(", staged activations from NT {n}"),
                 (n, c) => format!(", staged activations from NT {n} ({c} steps a chunk)"),
             },
@@ -1124,7 +1140,7 @@ impl WgpuBackend {
             grid_rep: false,
             pair_rows: 0,
             pair_generic: false,
-            stage: 0,
+            stage: STAGE_BY_SIZE,
             stage_steps: 0,
         })
     }
@@ -1144,7 +1160,7 @@ impl WgpuBackend {
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
             pair_rows: t.pair_rows.min(2),
-            stage: t.stage.min(8),
+            stage: if t.stage == STAGE_BY_SIZE { t.stage } else { t.stage.min(8) },
             stage_steps: t.stage_steps.min(64),
             ..t
         };
@@ -1708,7 +1724,7 @@ impl WgpuBackend {
     ) -> Result<()> {
         let n = (tokens * w.rows * 4) as u64;
         let jobs = jobs_of(w, tokens, 0, w.rows);
-        let tune = self.tuning();
+        let tune = call_tuning(w.format, w.rows, self.tuning());
         let pipes = self.matmul_pipes(w.format, &jobs, tune)?;
         let wr = wg_rows(w.format, tune);
         let nbatches = jobs.len().div_ceil(SLOTS as usize);
@@ -1819,7 +1835,7 @@ impl WgpuBackend {
         tokens: usize,
         out: &mut [f32],
     ) -> Result<Option<()>> {
-        let tune = self.tuning();
+        let tune = call_tuning(w.format, w.rows, self.tuning());
         let chunks = readback_chunks(out.len() as u64 * 4, w.rows, tune, self.direct_out);
         if chunks < 2 {
             return Ok(None);
@@ -2242,14 +2258,14 @@ fn parse_pair_rows(v: &str) -> Option<(u8, bool)> {
     }
 }
 
-/// `QKERN_WGPU_STAGE`: `N` (from N tokens, 0 to 8; 0: never) or `N:S` (S steps a chunk, 1 to
-/// 64).
+/// `QKERN_WGPU_STAGE`: `auto` (by the call's rows), `N` (from N tokens, 0 to 8; 0: never) or
+/// `N:S` (S steps a chunk, 1 to 64).
 fn parse_stage(v: &str) -> Option<(u8, u8)> {
     let (n, c) = match v.split_once(':') {
         Some((n, c)) => (n, Some(c)),
         None => (v, None),
     };
-    let n: u8 = n.parse().ok().filter(|&n| n <= 8)?;
+    let n: u8 = if n == "auto" { STAGE_BY_SIZE } else { n.parse().ok().filter(|&n| n <= 8)? };
     let c: u8 = match c {
         Some(c) => c.parse().ok().filter(|c| (1..=64).contains(c))?,
         None => 0,
@@ -2257,11 +2273,33 @@ fn parse_stage(v: &str) -> Option<(u8, u8)> {
     Some((n, c))
 }
 
+/// The tuning of a matmul call of `rows` rows of format `f` under `t`: [`STAGE_BY_SIZE`]
+/// resolved. Calls of a pair format of at least [`STAGE_ROWS`] rows stage from one token on
+/// workgroups of 128 rows (unless `t` fixes the rows); other calls do not stage.
+///
+/// H100 (driver 580.159.04, benches/results/2026-12-06-session24, run6; 1 GiB of weights,
+/// kernel-only GB/s, default (32 rows, not staged) / staged on 128 rows, NT 1, 4, 8): q8_0 2928
+/// / 2867, 2434 / 2686, 1479 / 1948; q5_1 2790 / 2681, 1597 / 1966, 952 / 1267; iq4_nl 2202 /
+/// 2245, 1213 / 1448, 678 / 937; nvfp4 2234 / 2338, 1252 / 1626, 731 / 950. On 32 rows
+/// staging lost at NT 1 (iq4_nl 2144 -> 1406, run2), and 64 rows unstaged lost there too
+/// (q8_0 2742 -> 2320, run4); small matrices (fewer workgroups than the GPU has SMs at 128
+/// rows) were not measured, so they keep the kernels they had.
+fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
+    if t.stage != STAGE_BY_SIZE {
+        return t;
+    }
+    if layout::is_pair(f) && rows >= STAGE_ROWS {
+        Tuning { stage: 1, wg_rows: if t.wg_rows == 0 { 128 } else { t.wg_rows }, ..t }
+    } else {
+        Tuning { stage: 0, ..t }
+    }
+}
+
 /// Steps a chunk of the staged activations (`Tuning::stage`) of `nt`-token dispatches of `f`
 /// under `t`, on an adapter with `limit` bytes of workgroup storage; 0: not staged (not a pair
 /// format, too few tokens, or not even one step fits beside the lookup tables' 3 KiB).
 fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
-    if !layout::is_pair(f) || t.stage == 0 || nt < u32::from(t.stage) {
+    if !layout::is_pair(f) || t.stage == 0 || t.stage == STAGE_BY_SIZE || nt < u32::from(t.stage) {
         return 0;
     }
     let with_s = f == Format::Q5_1;
@@ -2773,7 +2811,7 @@ mod tests {
             grid_rep: false,
             pair_rows: 0,
             pair_generic: false,
-            stage: 0,
+            stage: STAGE_BY_SIZE,
             stage_steps: 0,
         }
     }
@@ -2799,12 +2837,40 @@ mod tests {
             assert!(shaders::stage_bytes(f, nt, s, f == Format::Q5_1) <= STAGE_BYTES);
             assert!(shaders::stage_bytes(f, nt, 2 * s, f == Format::Q5_1) > STAGE_BYTES || s == 64);
         }
+        // By size: resolved per call (call_tuning) before any kernel is chosen.
+        assert_eq!(stage_steps_of(Format::Q8_0, 8, Tuning { stage: STAGE_BY_SIZE, ..t }, 49152), 0);
         // Steps asked: kept where they fit, fewer where not.
         let t40 = Tuning { stage_steps: 40, ..t };
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 49152), 40);
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 17);
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 600), 1);
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 500), 0);
+    }
+
+    /// By size: large calls of the pair formats stage from one token on 128 rows (or the rows
+    /// asked), the rest do not stage; a fixed `stage` is kept.
+    #[test]
+    fn call_tuning_by_size() {
+        let t = Tuning { stage: STAGE_BY_SIZE, ..plain_tuning() };
+        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
+            let big = call_tuning(f, STAGE_ROWS, t);
+            assert_eq!((big.stage, big.wg_rows), (1, 128), "{f}");
+            assert_eq!(wg_rows(f, big), 128);
+            assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { wg_rows: 64, ..t }).wg_rows, 64);
+            let small = call_tuning(f, STAGE_ROWS - 1, t);
+            assert_eq!((small.stage, small.wg_rows), (0, 0), "{f}");
+        }
+        assert_eq!(call_tuning(Format::Q4_K, 1 << 20, t).stage, 0);
+        assert_eq!(call_tuning(Format::Q4_K, 1 << 20, t).wg_rows, 0);
+        let fixed = Tuning { stage: 3, ..plain_tuning() };
+        assert_eq!(call_tuning(Format::Q8_0, 1 << 20, fixed), fixed);
+        assert_eq!(parse_stage("auto"), Some((STAGE_BY_SIZE, 0)));
+        assert_eq!(parse_stage("auto:8"), Some((STAGE_BY_SIZE, 8)));
+        assert_eq!(parse_stage("4:16"), Some((4, 16)));
+        assert_eq!(parse_stage("0"), Some((0, 0)));
+        for bad in ["9", "1:0", "1:65", "x", ""] {
+            assert_eq!(parse_stage(bad), None, "{bad:?}");
+        }
     }
 
     /// The rows per pair: the per-format defaults, and an override for every format.

@@ -177,6 +177,26 @@ fn large_result_parallel_copy() {
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Calls large enough to stage their activations by default (`qkern_wgpu::STAGE_ROWS` rows of
+/// a pair format: 128 rows a workgroup, staged from one token; 20 units of columns, several
+/// chunks at 8 tokens), and one row fewer (not staged).
+#[test]
+fn large_calls_stage_by_default() {
+    let Some(be) = common::backend() else { return };
+    assert!(be.name().contains("staged activations by size"), "{}", be.name());
+    let mut failures = Vec::new();
+    for (i, f) in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4].into_iter().enumerate() {
+        for (k, nt) in [1, 8, 11].into_iter().enumerate() {
+            let rows = qkern_wgpu::STAGE_ROWS - usize::from(k == 2);
+            let seed = 0x57A6E + (8 * i + k) as u64;
+            if let Err(m) = case(be, f, seed, rows, 20, nt, Dist::ALL[(i + k) % Dist::ALL.len()]) {
+                failures.push(m);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+}
+
 macro_rules! formats {
     ($($name:ident => $f:expr),* $(,)?) => {$(
         #[test]
