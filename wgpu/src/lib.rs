@@ -460,8 +460,15 @@ pub struct Tuning {
     /// [`Tuning::wg_rows`] says otherwise), and smaller ones do not stage (see
     /// `call_tuning` for the H100's numbers). `QKERN_WGPU_STAGE=auto`, `N` (from N tokens, every
     /// call; 0: never) or `N:S`; bench variants `st`, `stcN`, `nost`.
+    ///
+    /// The thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs) stage their
+    /// q8_K activations the same way (`wgsl/act_q8k_stage.wgsl`, chunks of up to 16 blocks of
+    /// 256 elements) where `stage` is a token count; [`STAGE_BY_SIZE`] leaves them unstaged,
+    /// as they are not yet timed on a GPU. At 8 tokens each block step loads 8 x 72 activation
+    /// words an invocation pair against 36 to 52 of weights.
     pub stage: u8,
-    /// Steps a chunk of the staged activations (0: the most, up to 64, whose arrays fit
+    /// Steps (the pair formats) or blocks (the thread pairs) a chunk of the staged activations
+    /// (0: the most, a power of two up to 64 steps or 16 blocks, whose arrays fit
     /// [`STAGE_BYTES`]); always within the adapter's workgroup storage.
     pub stage_steps: u8,
 }
@@ -2296,21 +2303,38 @@ fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
 }
 
 /// Steps a chunk of the staged activations (`Tuning::stage`) of `nt`-token dispatches of `f`
-/// under `t`, on an adapter with `limit` bytes of workgroup storage; 0: not staged (not a pair
-/// format, too few tokens, or not even one step fits beside the lookup tables' 3 KiB).
+/// under `t`, on an adapter with `limit` bytes of workgroup storage; 0: not staged. The pair
+/// formats' chunks are steps (at most 64); the thread pairs' (the K-quants, iq4_xs, the
+/// IQ2/IQ3 formats where they run on pairs) are blocks of 256 elements (at most 16). Not
+/// staged: other kernels (the IQ2/IQ3 formats on 8 invocations a row, the cooperative
+/// matrices), too few tokens, the IQ2/IQ3 grid copies (which fill the workgroup memory), or
+/// not even one step or block fitting beside the kernel's tables.
 fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
-    if !layout::is_pair(f) || t.stage == 0 || t.stage == STAGE_BY_SIZE || nt < u32::from(t.stage) {
+    if t.stage == 0 || t.stage == STAGE_BY_SIZE || nt < u32::from(t.stage) {
         return 0;
     }
-    let with_s = f == Format::Q5_1;
-    let room = limit.saturating_sub(3072);
-    let want = if t.stage_steps != 0 { u32::from(t.stage_steps) } else { 64 };
-    let budget = if t.stage_steps != 0 { room } else { room.min(STAGE_BYTES) };
-    let mut steps = want;
-    while steps > 1 && shaders::stage_bytes(f, nt, steps, with_s) > budget {
-        steps = if t.stage_steps != 0 { steps - 1 } else { steps / 2 };
+    let pair = layout::is_pair(f);
+    let kpair = shaders::on_kpair(f, iq_pairs_at(t, f, nt))
+        && coop_kernel(f, nt, t).is_none()
+        && !(t.grid_rep && shaders::is_iq23(f));
+    if !pair && !kpair {
+        return 0;
     }
-    if shaders::stage_bytes(f, nt, steps, with_s) > room { 0 } else { steps }
+    let bytes = |n: u32| {
+        if pair { shaders::stage_bytes(f, nt, n, f == Format::Q5_1) } else { shaders::kstage_bytes(f, nt, n) }
+    };
+    // Room beside the lookup tables: the pair formats' 16-entry and byte-pair tables (2 KiB
+    // and less); the thread pairs' grids (table_words) and iq4_xs's byte-pair tables.
+    let reserve = if pair { 3072 } else { 4096 + 4 * shaders::table_words(f) as u32 };
+    let room = limit.saturating_sub(reserve);
+    let most = if pair { 64 } else { 16 };
+    let want = if t.stage_steps != 0 { u32::from(t.stage_steps).min(most) } else { most };
+    let budget = if t.stage_steps != 0 { room } else { room.min(STAGE_BYTES) };
+    let mut n = want;
+    while n > 1 && bytes(n) > budget {
+        n = if t.stage_steps != 0 { n - 1 } else { n / 2 };
+    }
+    if bytes(n) > room { 0 } else { n }
 }
 
 /// `QKERN_WGPU_Q8K`: `ggml`, `split` or `both`.
@@ -2824,7 +2848,6 @@ mod tests {
         let t = Tuning { stage: 4, ..plain_tuning() };
         assert_eq!(stage_steps_of(Format::Q8_0, 8, plain_tuning(), 49152), 0);
         assert_eq!(stage_steps_of(Format::Q8_0, 3, t, 49152), 0);
-        assert_eq!(stage_steps_of(Format::Q4_K, 8, t, 49152), 0);
         // q8_0, 8 tokens: 36 bytes an activation block and token (+ 4), 16 steps = 4612 bytes.
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t, 49152), 16);
         assert_eq!(stage_steps_of(Format::Q8_0, 4, t, 49152), 32);
@@ -2845,6 +2868,22 @@ mod tests {
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 17);
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 600), 1);
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 500), 0);
+        // The thread pairs: blocks of 256 elements, 292 bytes a token (q4_K, with its bsums)
+        // or 260 (iq4_xs), at most 16; the IQ2/IQ3 formats only on pairs (iq_pairs), and not
+        // with their grid copies or on the cooperative matrices.
+        assert_eq!(stage_steps_of(Format::Q4_K, 8, t, 49152), 2);
+        assert_eq!(stage_steps_of(Format::Q4_K, 4, t, 49152), 4);
+        assert_eq!(stage_steps_of(Format::IQ4_XS, 4, t, 49152), 4);
+        assert_eq!(shaders::kstage_bytes(Format::Q4_K, 8, 2), 16 * 292);
+        assert_eq!(shaders::kstage_bytes(Format::IQ4_XS, 8, 2), 16 * 260 + 16);
+        let pairs = Tuning { iq_pairs: 1, ..t };
+        assert_eq!(stage_steps_of(Format::IQ2_XXS, 8, t, 49152), 0);
+        assert_eq!(stage_steps_of(Format::IQ2_XXS, 8, pairs, 49152), 2);
+        assert_eq!(stage_steps_of(Format::IQ2_XXS, 8, Tuning { grid_rep: true, ..pairs }, 49152), 0);
+        assert_eq!(stage_steps_of(Format::Q4_K, 8, Tuning { coop: Coop::Emulated(1), ..t }, 49152), 0);
+        // the room beside iq2_s's grid (1024 words): none in 8 KiB
+        assert_eq!(stage_steps_of(Format::IQ2_S, 4, pairs, 8192), 0);
+        assert_eq!(stage_steps_of(Format::IQ2_S, 4, Tuning { stage_steps: 40, ..pairs }, 49152), 16);
     }
 
     /// By size: large calls of the pair formats stage from one token on 128 rows (or the rows

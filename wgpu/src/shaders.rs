@@ -20,6 +20,7 @@ const KPAIR2_HEAD: &str = include_str!("wgsl/kpair2_head.wgsl");
 const KPAIR_MAIN2: &str = include_str!("wgsl/kpair_main2.wgsl");
 const PAIR_MAIN2: &str = include_str!("wgsl/pair_main2.wgsl");
 const PAIR_STAGE: &str = include_str!("wgsl/pair_stage.wgsl");
+const ACT_Q8K_STAGE: &str = include_str!("wgsl/act_q8k_stage.wgsl");
 const LANES4: &str = include_str!("wgsl/lanes4.wgsl");
 const KC_COMMON: &str = include_str!("wgsl/kc_common.wgsl");
 const KC_KQUANT: &str = include_str!("wgsl/kc_kquant.wgsl");
@@ -421,8 +422,9 @@ pub(crate) struct MmSrc {
     pub pair_rows: u32,
     /// Two rows per pair through `kpair_main2.wgsl` for q4_K and q5_K too.
     pub pair_generic: bool,
-    /// The pair formats' activations staged in workgroup memory, this many steps a chunk
-    /// (`pair_stage.wgsl`; 0: read from the buffer).
+    /// The activations staged in workgroup memory, this many steps a chunk (the pair
+    /// formats, `pair_stage.wgsl`) or blocks (the thread pairs, `act_q8k_stage.wgsl`); 0: read
+    /// from the buffer.
     pub stage: u32,
 }
 
@@ -580,7 +582,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
                 )
             }
         };
-        let lp = block_loop("P.nb", c.unroll, |b| call.replace("{b}", b));
+        let lp = kpair_loop(c, |b| call.replace("{b}", b));
         s.push_str(
             &row_bases(f, KPAIR_MAIN2)
                 .replace("STATE", state)
@@ -593,9 +595,54 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let wg = 2 * c.rows;
     kpair_prelude(&mut s, f, c, 2);
     c.tail(&mut s, body);
-    let lp = block_loop("P.nb", c.unroll, |b| format!("step(base, {b}, h, &st);"));
+    let lp = kpair_loop(c, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(&row_bases(f, KPAIR_MAIN).replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
     s
+}
+
+/// The thread pairs' block loop: over every block, or (staged) over chunks of `c.stage`
+/// blocks, each first copied (`stage_acts`).
+fn kpair_loop(c: &MmSrc, call: impl Fn(&str) -> String) -> String {
+    if c.stage == 0 {
+        return block_loop("P.nb", c.unroll, call);
+    }
+    format!(
+        "for (var c0 = 0u; c0 < P.nb; c0 += {kcb}u) {{\n    stage_acts(c0, lid);\n    \
+         let c1 = min(c0 + {kcb}u, P.nb);\n    {}\n    }}",
+        block_loop_from("c0", "c1", c.unroll, call),
+        kcb = c.stage
+    )
+}
+
+/// Whether the thread-pair kernel of `f` reads the q8_K bsums (the K-quants' mins and q6_K's
+/// bias), which `act_q8k_stage.wgsl` then stages too.
+pub(crate) fn reads_bsums(f: Format) -> bool {
+    matches!(f, Format::Q4_K | Format::Q5_K | Format::Q6_K)
+}
+
+/// Workgroup bytes of `act_q8k_stage.wgsl`'s arrays for `nt` tokens and `blocks` blocks a
+/// chunk of thread-pair format `f`.
+pub(crate) fn kstage_bytes(f: Format, nt: u32, blocks: u32) -> u32 {
+    let n = nt * blocks;
+    n * (256 + 4) + if reads_bsums(f) { 32 * n } else { 16 }
+}
+
+/// The staged q8_K accessors of a thread-pair kernel (`act_q8k_stage.wgsl`), after the
+/// buffer layout's own (`act_q8k`) renamed `g_*`, which the copy reads.
+fn staged_act_q8k(f: Format, c: &MmSrc) -> String {
+    let mut g = act_q8k(c.q8k_split, c.q8k_both);
+    for name in ["aq", "aq4", "ab4", "ad"] {
+        g = rename_calls(&g, name, &format!("g_{name}"));
+    }
+    let n = c.nt * c.stage;
+    let bs = reads_bsums(f);
+    format!(
+        "{g}const KCB: u32 = {}u;\nconst SQN: u32 = {}u;\nconst SBN: u32 = {}u;\nconst SDN: u32 = {n}u;\n\
+         const HAS_BS: bool = {bs};\n{ACT_Q8K_STAGE}",
+        c.stage,
+        16 * n,
+        if bs { 2 * n } else { 1 }
+    )
 }
 
 /// The thread-pair main `text` of `f`: the rows' `base` is `row * P.row_bytes` (ggml's blocks,
@@ -641,7 +688,11 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     if crate::layout::is_tiled(f) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
     }
-    s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
+    if c.stage > 0 {
+        s.push_str(&staged_act_q8k(f, c));
+    } else {
+        s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
+    }
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
     s.push_str(&if f == Format::IQ4_XS {
         iq4xs_table_src(wg, c.lut2)

@@ -120,10 +120,9 @@ fn run_format(f: Format) {
             }
         }
     }
-    // The pair formats with staged activations: every NT, several chunks a row.
-    if matches!(f, Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4)
-        && let Some(sb) = common::backend_staged()
-    {
+    // Staged activations (the pair formats and the thread pairs): every NT, several chunks a
+    // row.
+    if let Some(sb) = common::backend_staged() {
         assert!(sb.name().contains("staged activations from NT 1 (2 steps a chunk)"), "{}", sb.name());
         for (i, nt) in (1..=8).chain([11]).enumerate() {
             let rows = [13, 37, 1, 70][i % 4];

@@ -68,8 +68,9 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 /// (`Options::q8k`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
 /// off) with copies of their grid and sign tables (`Options::grid_rep`), the pair and
 /// thread-pair kernels on two rows per pair, q4_K and q5_K on their own two-row bodies
-/// (`Options::pair_rows`), the pair formats' activations staged from 3 tokens in chunks of 3
-/// steps (`Options::stage`).
+/// (`Options::pair_rows`), the pair and thread-pair formats' activations staged from 3 tokens
+/// in chunks of 3 steps or blocks (`Options::stage`; the IQ2/IQ3 formats on 8 invocations a
+/// row are not staged).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -112,14 +113,21 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend whose pair-format kernels (q8_0, q5_1, iq4_nl, nvfp4) stage their activations in
-/// workgroup memory from one token (`Options::stage`), in chunks of 2 steps (so that rows of
-/// several units take several chunks, the last one short), one row per pair, and the
-/// workgroup-memory reductions.
+/// A backend whose pair-format kernels (q8_0, q5_1, iq4_nl, nvfp4) and thread-pair kernels
+/// (the K-quants, iq4_xs, the IQ2/IQ3 formats, here on pairs from one token) stage their
+/// activations in workgroup memory from one token (`Options::stage`), in chunks of 2 steps or
+/// blocks (so that rows of several units take several chunks, the last one short), one row
+/// per pair, and the workgroup-memory reductions.
 pub fn backend_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
-        open(Options { stage: Some((1, 2)), pair_rows: Some((1, false)), subgroups: Some(false), ..Options::default() })
+        open(Options {
+            stage: Some((1, 2)),
+            pair_rows: Some((1, false)),
+            subgroups: Some(false),
+            iq_pairs: Some(1),
+            ..Options::default()
+        })
     })
     .as_ref()
 }
