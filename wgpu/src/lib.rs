@@ -2321,7 +2321,7 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
         return 0;
     }
     let bytes = |n: u32| {
-        if pair { shaders::stage_bytes(f, nt, n, f == Format::Q5_1) } else { shaders::kstage_bytes(f, nt, n) }
+        if pair { shaders::stage_bytes(f, nt, n) } else { shaders::kstage_bytes(f, nt, n) }
     };
     // Room beside the lookup tables: the pair formats' 16-entry and byte-pair tables (2 KiB
     // and less); the thread pairs' grids (table_words) and iq4_xs's byte-pair tables.
@@ -2857,8 +2857,8 @@ mod tests {
         assert_eq!(stage_steps_of(Format::IQ4_NL, 5, t, 49152), 16);
         for (f, nt) in [(Format::Q8_0, 8), (Format::Q5_1, 4), (Format::NVFP4, 8), (Format::IQ4_NL, 6)] {
             let s = stage_steps_of(f, nt, t, 49152);
-            assert!(shaders::stage_bytes(f, nt, s, f == Format::Q5_1) <= STAGE_BYTES);
-            assert!(shaders::stage_bytes(f, nt, 2 * s, f == Format::Q5_1) > STAGE_BYTES || s == 64);
+            assert!(shaders::stage_bytes(f, nt, s) <= STAGE_BYTES);
+            assert!(shaders::stage_bytes(f, nt, 2 * s) > STAGE_BYTES || s == 64);
         }
         // By size: resolved per call (call_tuning) before any kernel is chosen.
         assert_eq!(stage_steps_of(Format::Q8_0, 8, Tuning { stage: STAGE_BY_SIZE, ..t }, 49152), 0);

@@ -482,7 +482,7 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
         }
     };
     let lp = if c.stage > 0 {
-        s.push_str(&stage_consts(f, c.nt, c.stage, body.contains("as1(")));
+        s.push_str(&stage_consts(f, c.nt, c.stage));
         s.push_str(PAIR_STAGE);
         c.tail(&mut s, &staged_steps(body));
         format!(
@@ -507,15 +507,22 @@ pub(crate) fn pair_act_blocks_per_step(f: Format) -> u32 {
     if f == Format::IQ4_NL { 2 * per_block } else { per_block }
 }
 
+/// Whether the pair kernel of `f` reads q8_1 activations, whose s (`as1`) `pair_stage.wgsl`
+/// then stages too (q5_1).
+pub(crate) fn stages_s(f: Format) -> bool {
+    f.vec_dot_type() == Some(Format::Q8_1)
+}
+
 /// Workgroup bytes of `pair_stage.wgsl`'s arrays for `nt` tokens and `steps` steps a chunk of
-/// pair format `f` (`with_s`: q8_1 activations, whose s is staged too).
-pub(crate) fn stage_bytes(f: Format, nt: u32, steps: u32, with_s: bool) -> u32 {
+/// pair format `f`.
+pub(crate) fn stage_bytes(f: Format, nt: u32, steps: u32) -> u32 {
     let n = nt * steps * pair_act_blocks_per_step(f);
-    n * (32 + 4) + if with_s { 4 * n } else { 4 }
+    n * (32 + 4) + if stages_s(f) { 4 * n } else { 4 }
 }
 
 /// `pair_stage.wgsl`'s consts.
-fn stage_consts(f: Format, nt: u32, steps: u32, with_s: bool) -> String {
+fn stage_consts(f: Format, nt: u32, steps: u32) -> String {
+    let with_s = stages_s(f);
     let abps = pair_act_blocks_per_step(f);
     let cha = steps * abps;
     format!(
@@ -1133,7 +1140,8 @@ mod tests {
             assert!(src.contains("stage_acts(c0 * ABPS, lid);") && src.contains("c0 += 16u"), "{f}");
             let n = 4 * 16 * pair_act_blocks_per_step(f);
             assert!(src.contains(&format!("const SQN: u32 = {}u;", 2 * n)), "{f}");
-            assert_eq!(stage_bytes(f, 4, 16, f == Format::Q5_1), n * 36 + if f == Format::Q5_1 { 4 * n } else { 4 });
+            assert_eq!(stage_bytes(f, 4, 16), n * 36 + if f == Format::Q5_1 { 4 * n } else { 4 });
+            assert_eq!(stages_s(f), steps.contains("sas1("), "{f}");
         }
         assert_eq!(rename_calls("load(t, x) + ad(t, 1) + bad(2)", "ad", "sad"), "load(t, x) + sad(t, 1) + bad(2)");
     }
