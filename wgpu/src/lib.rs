@@ -476,6 +476,11 @@ pub struct Tuning {
 /// Workgroup bytes the staged activations take at most by default ([`Tuning::stage_steps`] 0).
 pub const STAGE_BYTES: u32 = 8192;
 
+/// Workgroup bytes a staged pair kernel keeps for its other arrays (`stage_steps_of`).
+const PAIR_STAGE_RESERVE: u32 = 4608;
+/// The same for a staged thread-pair kernel, besides its lookup table.
+const KPAIR_STAGE_RESERVE: u32 = 6144;
+
 /// [`Tuning::stage`]: by the call's rows (the default): see `call_tuning`.
 pub const STAGE_BY_SIZE: u8 = u8::MAX;
 
@@ -1240,33 +1245,8 @@ impl WgpuBackend {
         }
         let (src, layout, checks) = match k {
             Kernel::Matmul(f, nt, t) => {
-                let iq_pairs = iq_pairs_at(t, f, nt);
-                let (pair_rows, pair_generic) = pair_rows_of(f, nt, t);
-                let o = shaders::MmSrc {
-                    nt,
-                    subgroups: self.subgroups,
-                    native_fma: t.native_fma,
-                    unroll: unroll_of(f, nt, t),
-                    rows: wg_rows(f, t),
-                    lut2: t.lut2,
-                    iq_pairs,
-                    q8k_split: self.q8k.split_for(f, iq_pairs, pair_rows),
-                    q8k_both: self.q8k == Q8kLayout::Both,
-                    pair_rows,
-                    pair_generic,
-                    stage: stage_steps_of(f, nt, t, self.adapter.1.max_compute_workgroup_storage_size),
-                    grid_words: if t.grid_rep {
-                        grid_words(self.adapter.1.max_compute_workgroup_storage_size)
-                    } else {
-                        0
-                    },
-                };
-                let src = match coop_kernel(f, nt, t) {
-                    Some(tiles) => shaders::coop_source(f, &o, tiles),
-                    None => shaders::matmul_source(f, &o)
-                        .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
-                };
-                (src, &self.layouts.matmul, t.checks)
+                let limit = self.adapter.1.max_compute_workgroup_storage_size;
+                (matmul_kernel_source(f, nt, t, self.subgroups, self.q8k, limit), &self.layouts.matmul, t.checks)
             }
             Kernel::Dequant(f, c) => (shaders::dequant_source(f), &self.layouts.dequant, c),
             Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf, self.q8k), &self.layouts.quant_pl, c),
@@ -2323,9 +2303,11 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
     let bytes = |n: u32| {
         if pair { shaders::stage_bytes(f, nt, n) } else { shaders::kstage_bytes(f, nt, n) }
     };
-    // Room beside the lookup tables: the pair formats' 16-entry and byte-pair tables (2 KiB
-    // and less); the thread pairs' grids (table_words) and iq4_xs's byte-pair tables.
-    let reserve = if pair { 3072 } else { 4096 + 4 * shaders::table_words(f) as u32 };
+    // Room beside the kernel's other workgroup arrays: the pair formats' 16-entry and
+    // byte-pair tables (2 KiB and 16 bytes), the reductions without subgroups (8 bytes an
+    // invocation, at most 2 KiB); the thread pairs' grids (table_words) and iq4_xs's byte-pair
+    // tables (2 KiB), the reductions. `staged_kernels_fit_the_workgroup_storage` checks it.
+    let reserve = if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + 4 * shaders::table_words(f) as u32 };
     let room = limit.saturating_sub(reserve);
     let most = if pair { 64 } else { 16 };
     let want = if t.stage_steps != 0 { u32::from(t.stage_steps).min(most) } else { most };
@@ -2335,6 +2317,34 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
         n = if t.stage_steps != 0 { n - 1 } else { n / 2 };
     }
     if bytes(n) > room { 0 } else { n }
+}
+
+/// The WGSL source of the matmul kernel of `f` for `nt` tokens under `t` (resolved per call,
+/// `call_tuning`), on a device with or without subgroups, q8_K layout `q8k` and `limit` bytes
+/// of workgroup storage; `None`: no such kernel.
+fn matmul_kernel_source(f: Format, nt: u32, t: Tuning, subgroups: bool, q8k: Q8kLayout, limit: u32) -> Option<String> {
+    let iq_pairs = iq_pairs_at(t, f, nt);
+    let (pair_rows, pair_generic) = pair_rows_of(f, nt, t);
+    let o = shaders::MmSrc {
+        nt,
+        subgroups,
+        native_fma: t.native_fma,
+        unroll: unroll_of(f, nt, t),
+        rows: wg_rows(f, t),
+        lut2: t.lut2,
+        iq_pairs,
+        q8k_split: q8k.split_for(f, iq_pairs, pair_rows),
+        q8k_both: q8k == Q8kLayout::Both,
+        pair_rows,
+        pair_generic,
+        stage: stage_steps_of(f, nt, t, limit),
+        grid_words: if t.grid_rep { grid_words(limit) } else { 0 },
+    };
+    match coop_kernel(f, nt, t) {
+        Some(tiles) => shaders::coop_source(f, &o, tiles),
+        None => shaders::matmul_source(f, &o)
+            .map(|s| if t.flat || flat_by_default(f) { shaders::flatten_loops(&s, nt, 8) } else { s }),
+    }
 }
 
 /// `QKERN_WGPU_Q8K`: `ggml`, `split` or `both`.
@@ -2865,9 +2875,9 @@ mod tests {
         // Steps asked: kept where they fit, fewer where not.
         let t40 = Tuning { stage_steps: 40, ..t };
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 49152), 40);
-        assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 17);
-        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 600), 1);
-        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, 3072 + 500), 0);
+        assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 12);
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 600), 1);
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 500), 0);
         // The thread pairs: blocks of 256 elements, 292 bytes a token (q4_K, with its bsums)
         // or 260 (iq4_xs), at most 16; the IQ2/IQ3 formats only on pairs (iq_pairs), and not
         // with their grid copies or on the cooperative matrices.
@@ -2884,6 +2894,47 @@ mod tests {
         // the room beside iq2_s's grid (1024 words): none in 8 KiB
         assert_eq!(stage_steps_of(Format::IQ2_S, 4, pairs, 8192), 0);
         assert_eq!(stage_steps_of(Format::IQ2_S, 4, Tuning { stage_steps: 40, ..pairs }, 49152), 16);
+    }
+
+    /// Every staged kernel's workgroup arrays (the staged activations with the tables and
+    /// reductions beside them) fit the adapter's workgroup storage, for the smallest limit
+    /// WebGPU allows (16 KiB) and larger ones, with the chunks by size and the most asked,
+    /// one and two rows a pair, with and without subgroups, 32 and 128 rows a workgroup.
+    #[test]
+    fn staged_kernels_fit_the_workgroup_storage() {
+        use wgpu::naga;
+        let mut staged = 0;
+        for limit in [16384u32, 32768, 49152] {
+            for f in Format::WEIGHTS {
+                for nt in [1u32, 3, 8] {
+                    for (steps, wg_rows, pair_rows, sg) in
+                        [(0u8, 0u32, 0u8, true), (64, 128, 1, false), (64, 32, 2, false), (0, 128, 0, false)]
+                    {
+                        let t =
+                            Tuning { stage: 1, stage_steps: steps, wg_rows, pair_rows, iq_pairs: 1, ..plain_tuning() };
+                        if stage_steps_of(f, nt, t, limit) == 0 {
+                            continue;
+                        }
+                        staged += 1;
+                        let src = matmul_kernel_source(f, nt, t, sg, Q8kLayout::Both, limit).unwrap();
+                        let m = naga::front::wgsl::parse_str(&src).unwrap();
+                        let mut lay = naga::proc::Layouter::default();
+                        lay.update(m.to_ctx()).unwrap();
+                        let bytes: u32 = m
+                            .global_variables
+                            .iter()
+                            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                            .map(|(_, v)| lay[v.ty].size)
+                            .sum();
+                        assert!(
+                            bytes <= limit,
+                            "{f} nt {nt} steps {steps} rows {wg_rows} pair rows {pair_rows} sg {sg}: {bytes} > {limit}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(staged > 100, "{staged}");
     }
 
     /// By size: large calls of the pair formats stage from one token on 128 rows (or the rows
