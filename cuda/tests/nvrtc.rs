@@ -31,13 +31,12 @@ fn every_module_compiles_for_sm_90() {
         for n in names {
             assert!(ptx.contains(&format!(".entry {n}(")), "{m}: PTX lacks kernel {n}");
         }
-        // The tensor-core kernels really use the tensor cores on sm_90.
         if let kernels::Module::Weights(f) = m {
+            // The tensor-core kernels really use the tensor cores on sm_90.
             assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), args::has_mma(f), "{m}: mma.sync in the PTX");
-        }
-        // The staged row kernels of the 32-element formats take their activations into dynamic
-        // shared memory on sm_90 (mm_common.cuh QK_CACT_SMEM; unless the options say otherwise).
-        if let kernels::Module::Weights(f) = m {
+            // The staged row kernels of the 32-element formats take their activations into
+            // dynamic shared memory on sm_90 (mm_common.cuh QK_CACT_SMEM; unless the options say
+            // otherwise).
             let smem = kernels::cact_smem("sm_90");
             assert_eq!(
                 ptx.contains(".extern .shared .align 16 .b8 qk_sact[]"),

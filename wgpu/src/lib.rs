@@ -264,9 +264,9 @@ pub struct Options {
     /// q4_K and q5_K take the generic two-row kernel (`None`: `QKERN_WGPU_PAIR_ROWS=1|2|2g`,
     /// else 0: per format and token count). See [`Tuning::pair_rows`].
     pub pair_rows: Option<(u8, bool)>,
-    /// The pair formats' activations staged in workgroup memory from this many tokens a
-    /// dispatch on (0: never; [`STAGE_BY_SIZE`]: by the call's rows), and the steps a chunk (0:
-    /// by size) (`None`: `QKERN_WGPU_STAGE=auto`, `N` or `N:S`, else by the call's rows). See
+    /// The activations staged in workgroup memory from this many tokens a dispatch on (0:
+    /// never; [`STAGE_BY_SIZE`]: by the call's rows), and the steps or blocks a chunk (0: by
+    /// size) (`None`: `QKERN_WGPU_STAGE=auto`, `N` or `N:S`, else by the call's rows). See
     /// [`Tuning::stage`].
     pub stage: Option<(u8, u8)>,
 }
@@ -2850,9 +2850,10 @@ mod tests {
         }
     }
 
-    /// The staged activations' chunks: only the pair formats, from the token count asked, the
-    /// most steps (a power of two, at most 64) within `STAGE_BYTES`, or the steps asked where
-    /// they fit the adapter beside the tables, else fewer; none where not one step fits.
+    /// The staged activations' chunks: the pair formats and the thread pairs, from the token
+    /// count asked, the most steps or blocks (a power of two, at most 64 or 16) within
+    /// `STAGE_BYTES`, or those asked where they fit the adapter beside the tables, else fewer;
+    /// none where not one fits.
     #[test]
     fn stage_chunks() {
         let t = Tuning { stage: 4, ..plain_tuning() };

@@ -485,12 +485,7 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
         s.push_str(&stage_consts(f, c.nt, c.stage));
         s.push_str(PAIR_STAGE);
         c.tail(&mut s, &staged_steps(body));
-        format!(
-            "let ns = nsteps();\n    for (var c0 = 0u; c0 < ns; c0 += {chs}u) {{\n    stage_acts(c0 * ABPS, lid);\n    \
-             let c1 = min(c0 + {chs}u, ns);\n    {}\n    }}",
-            block_loop_from("c0", "c1", c.unroll, call),
-            chs = c.stage
-        )
+        format!("let ns = nsteps();\n    {}", chunked_loop("ns", c.stage, "c0 * ABPS", c.unroll, call))
     } else {
         c.tail(&mut s, body);
         format!("let ns = nsteps();\n    {}", block_loop("ns", c.unroll, call))
@@ -613,11 +608,17 @@ fn kpair_loop(c: &MmSrc, call: impl Fn(&str) -> String) -> String {
     if c.stage == 0 {
         return block_loop("P.nb", c.unroll, call);
     }
+    chunked_loop("P.nb", c.stage, "c0", c.unroll, call)
+}
+
+/// The staged kernels' loop (`pair_stage.wgsl`, `act_q8k_stage.wgsl`): [`block_loop`] over
+/// `0..bound` in chunks `c0..c1` of `chunk`, each first copied by `stage_acts(first, lid)`
+/// (`first`: the chunk's first activation block, an expression of `c0`).
+fn chunked_loop(bound: &str, chunk: u32, first: &str, unroll: u32, call: impl Fn(&str) -> String) -> String {
     format!(
-        "for (var c0 = 0u; c0 < P.nb; c0 += {kcb}u) {{\n    stage_acts(c0, lid);\n    \
-         let c1 = min(c0 + {kcb}u, P.nb);\n    {}\n    }}",
-        block_loop_from("c0", "c1", c.unroll, call),
-        kcb = c.stage
+        "for (var c0 = 0u; c0 < {bound}; c0 += {chunk}u) {{\n    stage_acts({first}, lid);\n    \
+         let c1 = min(c0 + {chunk}u, {bound});\n    {}\n    }}",
+        block_loop_from("c0", "c1", unroll, call)
     )
 }
 
@@ -1000,8 +1001,8 @@ mod tests {
                             grid_words: if sg { 8192 } else { 0 },
                             pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
-                            // The pair formats' staged activations (ignored by the others),
-                            // chunks of 1 and 8 steps.
+                            // Staged activations (the pair formats and the thread pairs; the
+                            // other kernels ignore it), chunks of 1 and 8 steps or blocks.
                             stage: if nt == 3 { 0 } else { nt },
                         };
                         let src = matmul_source(f, &o).unwrap();
