@@ -98,9 +98,9 @@
 //! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
 //! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, rows per
 //! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source, and the pair
-//! formats' activations staged in workgroup memory ([`Tuning::stage`]: by default in calls
-//! of at least [`STAGE_ROWS`] rows, on 128 rows a workgroup; on an H100 q5_1 at 8 tokens went
-//! from 952 to 1267 GB/s, iq4_nl from 678 to 937).
+//! activations staged in workgroup memory ([`Tuning::stage`]: by default in calls of at
+//! least [`STAGE_ROWS`] rows, per format and token count; on an H100 q5_1 at 8 tokens went
+//! from 952 to 1267 GB/s, iq4_nl from 678 to 937, q6_K from 840 to 1677).
 //! `examples/bench.rs --variants` times them side by side in one process.
 //!
 //! # Cooperative matrices (q4_K, q5_K, IQ2/IQ3; opt-in)
@@ -455,17 +455,20 @@ pub struct Tuning {
     /// every word from the buffer (at 8 tokens 16 loads a block step, against the weights'
     /// one). The CUDA backend's row kernels do the same (`QK_CACT_SMEM`), which on an H100 took
     /// q5_1 at 8 tokens from 1110 to 1828 GB/s and nvfp4 from 969 to 1326. The words are the
-    /// same, so are the bits. By default ([`STAGE_BY_SIZE`]) calls of at least
-    /// [`STAGE_ROWS`] rows stage from one token, on workgroups of 128 rows (unless
-    /// [`Tuning::wg_rows`] says otherwise), and smaller ones do not stage (see
-    /// `call_tuning` for the H100's numbers). `QKERN_WGPU_STAGE=auto`, `N` (from N tokens, every
-    /// call; 0: never) or `N:S`; bench variants `st`, `stcN`, `nost`.
+    /// same, so are the bits.
     ///
     /// The thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs) stage their
     /// q8_K activations the same way (`wgsl/act_q8k_stage.wgsl`, chunks of up to 16 blocks of
-    /// 256 elements) where `stage` is a token count; [`STAGE_BY_SIZE`] leaves them unstaged,
-    /// as they are not yet timed on a GPU. At 8 tokens each block step loads 8 x 72 activation
-    /// words an invocation pair against 36 to 52 of weights.
+    /// 256 elements). At 8 tokens each block step loads 8 x 72 activation words an invocation
+    /// pair against 36 to 52 of weights; on an H100 staging took q6_K at 8 tokens from 840 to
+    /// 1677 GB/s, q4_K from 769 to 1135.
+    ///
+    /// By default ([`STAGE_BY_SIZE`]) calls of at least [`STAGE_ROWS`] rows stage at the token
+    /// counts measured faster for their format, the pair formats on workgroups of 128 rows and
+    /// the K-quants and iq4_xs on 64 (unless [`Tuning::wg_rows`] says otherwise), and smaller
+    /// calls do not stage (`default_stage` has the H100's numbers). `QKERN_WGPU_STAGE=auto`,
+    /// `N` (from N tokens, every call and format; 0: never) or `N:S`; bench variants `st`,
+    /// `stcN`, `nost`.
     pub stage: u8,
     /// Steps (the pair formats) or blocks (the thread pairs) a chunk of the staged activations
     /// (0: the most, a power of two up to 64 steps or 16 blocks, whose arrays fit
@@ -481,11 +484,12 @@ const PAIR_STAGE_RESERVE: u32 = 4608;
 /// The same for a staged thread-pair kernel, besides its lookup table.
 const KPAIR_STAGE_RESERVE: u32 = 6144;
 
-/// [`Tuning::stage`]: by the call's rows (the default): see `call_tuning`.
+/// [`Tuning::stage`]: by the call's rows, format and token count (the default): see
+/// `call_tuning` and `default_stage`.
 pub const STAGE_BY_SIZE: u8 = u8::MAX;
 
 /// Rows from which a call stages its activations by default ([`STAGE_BY_SIZE`]): at 128 rows a
-/// workgroup, 256 workgroups (about two an SM on an H100 or H200).
+/// workgroup (the pair formats), 256 workgroups (about two an SM on an H100 or H200).
 pub const STAGE_ROWS: usize = 32768;
 
 /// The device layout of q8_K activation rows ([`Options::q8k`]). `import` and `read_acts`
@@ -2261,24 +2265,68 @@ fn parse_stage(v: &str) -> Option<(u8, u8)> {
 }
 
 /// The tuning of a matmul call of `rows` rows of format `f` under `t`: [`STAGE_BY_SIZE`]
-/// resolved. Calls of a pair format of at least [`STAGE_ROWS`] rows stage from one token on
-/// workgroups of 128 rows (unless `t` fixes the rows); other calls do not stage.
-///
-/// H100 (driver 580.159.04, benches/results/2026-12-06-session24, run6; 1 GiB of weights,
-/// kernel-only GB/s, default (32 rows, not staged) / staged on 128 rows, NT 1, 4, 8): q8_0 2928
-/// / 2867, 2434 / 2686, 1479 / 1948; q5_1 2790 / 2681, 1597 / 1966, 952 / 1267; iq4_nl 2202 /
-/// 2245, 1213 / 1448, 678 / 937; nvfp4 2234 / 2338, 1252 / 1626, 731 / 950. On 32 rows
-/// staging lost at NT 1 (iq4_nl 2144 -> 1406, run2), and 64 rows unstaged lost there too
-/// (q8_0 2742 -> 2320, run4); small matrices (fewer workgroups than the GPU has SMs at 128
-/// rows) were not measured, so they keep the kernels they had.
+/// resolved. Calls of at least [`STAGE_ROWS`] rows of a format with a default staging
+/// ([`default_stage`]) stage their dispatches at the token counts it names ([`STAGE_PER_NT`]),
+/// on its rows per workgroup (unless `t` fixes the rows); other calls do not stage.
 fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
     if t.stage != STAGE_BY_SIZE {
         return t;
     }
-    if layout::is_pair(f) && rows >= STAGE_ROWS {
-        Tuning { stage: 1, wg_rows: if t.wg_rows == 0 { 128 } else { t.wg_rows }, ..t }
-    } else {
-        Tuning { stage: 0, ..t }
+    match default_stage(f) {
+        (mask, wr) if mask != 0 && rows >= STAGE_ROWS => {
+            Tuning { stage: STAGE_PER_NT, wg_rows: if t.wg_rows == 0 { wr } else { t.wg_rows }, ..t }
+        }
+        _ => Tuning { stage: 0, ..t },
+    }
+}
+
+/// [`Tuning::stage`] as `call_tuning` resolves [`STAGE_BY_SIZE`] in a large call: a dispatch of
+/// `nt` tokens stages where bit `nt - 1` of its format's [`default_stage`] mask is set (`nt` above
+/// 8 as 8). Never set by a user: [`WgpuBackend::set_tuning`] and the options keep `stage` to
+/// 0..=8 or [`STAGE_BY_SIZE`].
+const STAGE_PER_NT: u8 = u8::MAX - 1;
+
+/// The staging of a large call of `f` by default: (the token counts that stage, bit `nt - 1`;
+/// rows per workgroup, 0: the format's). Measured on an H100 (driver 580.159.04), 1 GiB of
+/// weights, kernel-only GB/s, not staged on the format's rows / staged on the rows here.
+///
+/// The pair formats, on 128 rows (benches/results/2026-12-06-session24, run6), NT 1, 4, 8: q8_0
+/// 2928 / 2867, 2434 / 2686, 1479 / 1948; q5_1 2790 / 2681, 1597 / 1966, 952 / 1267; iq4_nl
+/// 2202 / 2245, 1213 / 1448, 678 / 937; nvfp4 2234 / 2338, 1252 / 1626, 731 / 950. On 32 rows
+/// staging lost at NT 1 (iq4_nl 2144 -> 1406, run2), and 64 rows unstaged lost there too (q8_0
+/// 2742 -> 2320, run4).
+///
+/// The thread pairs (benches/results/2026-12-06-session25, run3 and run4 at every NT, run4
+/// twice), the K-quants and iq4_xs on 64 rows, NT 1, 4, 8: q4_K 2036 / 2135, 1174 / 1650, 769 /
+/// 1135; q5_K 2384 / 2444, 1543 / 2060, 1065 / 1280 (but NT 2 2329 / 2219, so not there); q6_K
+/// 2537 / 2593, 1193 / 2451, 840 / 1677; iq4_xs 1794 / 1878, 1294 / 1494, 943 / 1045. The
+/// IQ2/IQ3 formats on their 32 rows (staged only where they run on pairs: iq2_xxs from 1 token,
+/// iq2_s and iq3_s from 4, the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 / 561
+/// (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
+/// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 /
+/// 783; iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage.
+///
+/// Small matrices (fewer workgroups than the GPU has SMs) were not measured, so they keep the
+/// kernels they had.
+fn default_stage(f: Format) -> (u8, u32) {
+    match f {
+        Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4 => (0xff, 128),
+        Format::Q4_K | Format::Q6_K | Format::IQ4_XS => (0xff, 64),
+        Format::Q5_K => (0xfd, 64),
+        Format::IQ2_XXS => (0xfe, 0),
+        Format::IQ2_XS => (0xfa, 0),
+        Format::IQ3_XXS | Format::IQ3_S => (0xff, 0),
+        _ => (0, 0),
+    }
+}
+
+/// Whether an `nt`-token dispatch of `f` stages under `t` (before its kernel's own limits,
+/// `stage_steps_of`).
+fn stages_at(f: Format, nt: u32, t: Tuning) -> bool {
+    match t.stage {
+        0 | STAGE_BY_SIZE => false,
+        STAGE_PER_NT => default_stage(f).0 >> (nt.clamp(1, 8) - 1) & 1 == 1,
+        s => nt >= u32::from(s),
     }
 }
 
@@ -2290,7 +2338,7 @@ fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
 /// matrices), too few tokens, the IQ2/IQ3 grid copies (which fill the workgroup memory), or
 /// not even one step or block fitting beside the kernel's tables.
 fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
-    if t.stage == 0 || t.stage == STAGE_BY_SIZE || nt < u32::from(t.stage) {
+    if !stages_at(f, nt, t) {
         return 0;
     }
     let pair = layout::is_pair(f);
@@ -2907,12 +2955,28 @@ mod tests {
         let mut staged = 0;
         for limit in [16384u32, 32768, 49152] {
             for f in Format::WEIGHTS {
-                for nt in [1u32, 3, 8] {
-                    for (steps, wg_rows, pair_rows, sg) in
-                        [(0u8, 0u32, 0u8, true), (64, 128, 1, false), (64, 32, 2, false), (0, 128, 0, false)]
-                    {
-                        let t =
-                            Tuning { stage: 1, stage_steps: steps, wg_rows, pair_rows, iq_pairs: 1, ..plain_tuning() };
+                // The defaults of a large call (`call_tuning`), with and without subgroups, and
+                // fixed tunings at their extremes.
+                let by_size = call_tuning(
+                    f,
+                    STAGE_ROWS,
+                    Tuning { stage: STAGE_BY_SIZE, iq_pairs: IQ_PAIRS_PER_FORMAT, ..plain_tuning() },
+                );
+                for nt in 1u32..=8 {
+                    let fixed = [(0u8, 0u32, 0u8, true), (64, 128, 1, false), (64, 32, 2, false), (0, 128, 0, false)]
+                        .map(|(steps, wg_rows, pair_rows, sg)| {
+                            let t = Tuning {
+                                stage: 1,
+                                stage_steps: steps,
+                                wg_rows,
+                                pair_rows,
+                                iq_pairs: 1,
+                                ..plain_tuning()
+                            };
+                            (t, sg)
+                        });
+                    for (t, sg) in [(by_size, true), (by_size, false)].into_iter().chain(fixed) {
+                        let (steps, wg_rows, pair_rows) = (t.stage_steps, t.wg_rows, t.pair_rows);
                         if stage_steps_of(f, nt, t, limit) == 0 {
                             continue;
                         }
@@ -2938,21 +3002,38 @@ mod tests {
         assert!(staged > 100, "{staged}");
     }
 
-    /// By size: large calls of the pair formats stage from one token on 128 rows (or the rows
-    /// asked), the rest do not stage; a fixed `stage` is kept.
+    /// By size: large calls of the pair formats stage at every token count on 128 rows (or the
+    /// rows asked), the K-quants and iq4_xs on 64, the IQ2/IQ3 formats on theirs, each at the
+    /// token counts of its mask; small calls do not stage; a fixed `stage` is kept.
     #[test]
     fn call_tuning_by_size() {
         let t = Tuning { stage: STAGE_BY_SIZE, ..plain_tuning() };
-        for f in [Format::Q8_0, Format::Q5_1, Format::IQ4_NL, Format::NVFP4] {
+        let staged_nts = |f: Format, tt: Tuning| (1..=8u32).filter(|&nt| stages_at(f, nt, tt)).collect::<Vec<_>>();
+        for f in Format::WEIGHTS {
             let big = call_tuning(f, STAGE_ROWS, t);
-            assert_eq!((big.stage, big.wg_rows), (1, 128), "{f}");
-            assert_eq!(wg_rows(f, big), 128);
-            assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { wg_rows: 64, ..t }).wg_rows, 64);
             let small = call_tuning(f, STAGE_ROWS - 1, t);
             assert_eq!((small.stage, small.wg_rows), (0, 0), "{f}");
+            assert!(staged_nts(f, small).is_empty(), "{f}");
+            let (nts, rows): (Vec<u32>, u32) = match f {
+                Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4 => ((1..=8).collect(), 128),
+                Format::Q4_K | Format::Q6_K | Format::IQ4_XS => ((1..=8).collect(), 64),
+                Format::Q5_K => (vec![1, 3, 4, 5, 6, 7, 8], 64),
+                Format::IQ2_XXS => ((2..=8).collect(), 32),
+                Format::IQ2_XS => (vec![2, 4, 5, 6, 7, 8], 32),
+                Format::IQ3_XXS | Format::IQ3_S => ((1..=8).collect(), 32),
+                _ => (vec![], if shaders::table_words(f) > 0 { 32 } else { 8 }),
+            };
+            assert_eq!(staged_nts(f, big), nts, "{f}");
+            assert_eq!(big.stage, if nts.is_empty() { 0 } else { STAGE_PER_NT }, "{f}");
+            assert_eq!(wg_rows(f, big), rows, "{f}");
+            if !nts.is_empty() {
+                assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { wg_rows: 16, ..t }).wg_rows, 16, "{f}");
+            }
         }
-        assert_eq!(call_tuning(Format::Q4_K, 1 << 20, t).stage, 0);
-        assert_eq!(call_tuning(Format::Q4_K, 1 << 20, t).wg_rows, 0);
+        // A fixed stage counts from its token count; STAGE_BY_SIZE unresolved stages nothing.
+        let from3 = Tuning { stage: 3, ..plain_tuning() };
+        assert_eq!(staged_nts(Format::Q4_K, from3), (3..=8).collect::<Vec<_>>());
+        assert!(staged_nts(Format::Q4_K, t).is_empty());
         let fixed = Tuning { stage: 3, ..plain_tuning() };
         assert_eq!(call_tuning(Format::Q8_0, 1 << 20, fixed), fixed);
         assert_eq!(parse_stage("auto"), Some((STAGE_BY_SIZE, 0)));

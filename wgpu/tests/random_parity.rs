@@ -196,6 +196,35 @@ fn large_calls_stage_by_default() {
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 
+/// The same for the thread-pair formats (the K-quants and iq4_xs on 64 rows a workgroup, the
+/// IQ2/IQ3 formats on theirs, each staged at the token counts its default names): one token,
+/// and 11 (a dispatch of 8 and one of 3), on two blocks of 256 columns.
+#[test]
+fn large_thread_pair_calls_stage_by_default() {
+    let Some(be) = common::backend() else { return };
+    let mut failures = Vec::new();
+    let formats = [
+        Format::Q4_K,
+        Format::Q5_K,
+        Format::Q6_K,
+        Format::IQ4_XS,
+        Format::IQ2_XXS,
+        Format::IQ2_XS,
+        Format::IQ2_S,
+        Format::IQ3_XXS,
+        Format::IQ3_S,
+    ];
+    for (i, f) in formats.into_iter().enumerate() {
+        for (k, nt) in [1, 11].into_iter().enumerate() {
+            let seed = 0x57A7E + (8 * i + k) as u64;
+            if let Err(m) = case(be, f, seed, qkern_wgpu::STAGE_ROWS, 2, nt, Dist::ALL[(i + k) % Dist::ALL.len()]) {
+                failures.push(m);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+}
+
 macro_rules! formats {
     ($($name:ident => $f:expr),* $(,)?) => {$(
         #[test]
