@@ -115,3 +115,31 @@ extern "C" int qk_emu_cact_fill(const void* src, unsigned long n) {
     std::memcpy(qk_cact, src, n);
     return 0;
 }
+
+// The shared-memory copy's size as the kernels compute it (mm_common.cuh `ActS<NTM>::SB` per
+// 32-element block, and the limit QK_SACT_BYTES), for the test that holds args.rs
+// `sact_bytes` and `SACT_BYTES` to it: were they to differ, a launch would size its copy one
+// way and the kernel check it another, and run the global-memory body (same bits, slower)
+// without a word. 0 for an NTM outside 1..8, or built without the copy (QK_CACT_SMEM=0).
+template <int NTM>
+static unsigned long sact_bytes_of(unsigned cols) {
+#if QK_CACT_SMEM
+    return (unsigned long)(cols / 32u) * ActS<NTM>::SB * 16u;
+#else
+    return 0 * cols;
+#endif
+}
+extern "C" unsigned long qk_emu_sact_bytes(unsigned cols, unsigned ntm) {
+    switch (ntm) {
+        case 1: return sact_bytes_of<1>(cols);
+        case 2: return sact_bytes_of<2>(cols);
+        case 3: return sact_bytes_of<3>(cols);
+        case 4: return sact_bytes_of<4>(cols);
+        case 5: return sact_bytes_of<5>(cols);
+        case 6: return sact_bytes_of<6>(cols);
+        case 7: return sact_bytes_of<7>(cols);
+        case 8: return sact_bytes_of<8>(cols);
+        default: return 0;
+    }
+}
+extern "C" unsigned long qk_emu_sact_limit() { return QK_SACT_BYTES; }

@@ -210,7 +210,8 @@ struct ActC {
 // The CTA's job's NT_S tokens in shared memory (mmc_body fills it), activation block b at
 // uint4 b * SB: its quads 2b (h = 0) and 2b + 1 (h = 1) of token t at h * NT_S + t, then NT_S
 // floats d and (q8_1) NT_S floats s. SB: 40 * NT_S bytes rounded up to 16 (args.rs
-// `sact_bytes`). Every thread of a warp reads the same word: a broadcast.
+// `sact_bytes`; the emulator test shared_copy_sizes_agree_with_the_kernels holds the two
+// equal). Every thread of a warp reads the same word: a broadcast.
 template <int NT_S>
 struct ActS {
     static constexpr u32 SB = (5u * NT_S + 1u) / 2u;

@@ -415,7 +415,8 @@ pub const SACT_BYTES: u64 = 49152;
 
 /// The shared memory a CTA of the shared-memory row kernels takes for `ntm` tokens of `cols`
 /// columns (mm_common.cuh `ActS`: per 32-element activation block its two quads, its scale and
-/// q8_1's sum for every token, 40 * ntm bytes rounded up to 16).
+/// q8_1's sum for every token, 40 * ntm bytes rounded up to 16). The emulator test
+/// `shared_copy_sizes_agree_with_the_kernels` holds this and [`SACT_BYTES`] to the kernels'.
 pub fn sact_bytes(cols: usize, ntm: u32) -> u64 {
     (cols as u64 / 32) * (5 * ntm as u64).div_ceil(2) * 16
 }

@@ -18,12 +18,18 @@ use qkern_parity::inputs::{Dist, Rng, SPECIALS, floats, random_blocks};
 
 type LaunchFn = unsafe extern "C" fn(*const i8, u32, u32, *const u8, *mut i8, i32) -> i32;
 type FillFn = unsafe extern "C" fn(*const u8, std::ffi::c_ulong) -> i32;
+type SactBytesFn = unsafe extern "C" fn(u32, u32) -> std::ffi::c_ulong;
+type SactLimitFn = unsafe extern "C" fn() -> std::ffi::c_ulong;
 
 struct Emu {
     _lib: libloading::Library,
     launch: LaunchFn,
     /// The host's stream-ordered copy into the constant bank (`qk_cact`).
     cact_fill: FillFn,
+    /// The shared-memory copy's bytes for (columns, tokens), as the kernels compute them.
+    sact_bytes: SactBytesFn,
+    /// The kernels' limit on that copy (QK_SACT_BYTES).
+    sact_limit: SactLimitFn,
 }
 
 fn emu() -> Option<&'static Emu> {
@@ -84,7 +90,12 @@ fn emu() -> Option<&'static Emu> {
         let lib = unsafe { libloading::Library::new(&out) }.expect("load emulator");
         let launch: LaunchFn = *unsafe { lib.get::<LaunchFn>(b"qk_emu_launch\0") }.expect("qk_emu_launch");
         let cact_fill: FillFn = *unsafe { lib.get::<FillFn>(b"qk_emu_cact_fill\0") }.expect("qk_emu_cact_fill");
-        Some(Emu { _lib: lib, launch, cact_fill })
+        // SAFETY: both are `extern "C"` functions of emu.cpp with these signatures.
+        let sact_bytes: SactBytesFn =
+            *unsafe { lib.get::<SactBytesFn>(b"qk_emu_sact_bytes\0") }.expect("qk_emu_sact_bytes");
+        let sact_limit: SactLimitFn =
+            *unsafe { lib.get::<SactLimitFn>(b"qk_emu_sact_limit\0") }.expect("qk_emu_sact_limit");
+        Some(Emu { _lib: lib, launch, cact_fill, sact_bytes, sact_limit })
     })
     .as_ref()
 }
@@ -186,6 +197,28 @@ fn ref_quantize(act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
         reference::quantize_row(act, xr, o).unwrap();
     }
     out
+}
+
+/// The shared-memory row kernels' copy is sized twice: by the host (args.rs `sact_bytes`, the
+/// launch's dynamic shared memory and `alen`) and by the kernel (`ActS::SB`, `QK_SACT_BYTES`),
+/// which runs its global-memory body where the copy would not fit. The two must agree, or the
+/// staged kernels silently never run.
+#[test]
+fn shared_copy_sizes_agree_with_the_kernels() {
+    // The defaults only (scripts/test.sh also builds the emulator with other sizes on purpose).
+    if std::env::var("QKERN_EMU_DEFINES").is_ok_and(|d| !d.trim().is_empty()) {
+        return;
+    }
+    let Some(e) = emu() else { return };
+    // SAFETY: pure functions of their integer arguments (emu.cpp).
+    assert_eq!(unsafe { (e.sact_limit)() } as u64, qkern_cuda::args::SACT_BYTES);
+    for cols in [32usize, 256, 4096, 5120] {
+        for nt in 1..=8u32 {
+            // SAFETY: as above.
+            let kernel = unsafe { (e.sact_bytes)(cols as u32, nt) } as u64;
+            assert_eq!(qkern_cuda::args::sact_bytes(cols, nt), kernel, "cols {cols} nt {nt}");
+        }
+    }
 }
 
 #[test]
