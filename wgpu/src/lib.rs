@@ -98,8 +98,8 @@
 //! by construction: the H200 measured the bounds checks at 7 % on average, up to 1.5x),
 //! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, rows per
 //! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source, and the pair
-//! activations staged in workgroup memory ([`Tuning::stage`]: by default in calls of at
-//! least [`STAGE_ROWS`] rows, per format and token count; on an H100 q5_1 at 8 tokens went
+//! activations staged in workgroup memory ([`Tuning::stage`]: by default per format and token
+//! count, on wider workgroups in calls of at least [`STAGE_ROWS`] rows; on an H100 q5_1 at 8 tokens went
 //! from 952 to 1267 GB/s, iq4_nl from 678 to 937, q6_K from 840 to 1677).
 //! `examples/bench.rs --variants` times them side by side in one process.
 //!
@@ -463,10 +463,11 @@ pub struct Tuning {
     /// pair against 36 to 52 of weights; on an H100 staging took q6_K at 8 tokens from 840 to
     /// 1677 GB/s, q4_K from 769 to 1135.
     ///
-    /// By default ([`STAGE_BY_SIZE`]) calls of at least [`STAGE_ROWS`] rows stage at the token
-    /// counts measured faster for their format, the pair formats on workgroups of 128 rows and
-    /// the K-quants and iq4_xs on 64 (unless [`Tuning::wg_rows`] says otherwise), and smaller
-    /// calls do not stage (`default_stage` has the H100's numbers). `QKERN_WGPU_STAGE=auto`,
+    /// By default ([`STAGE_BY_SIZE`]) dispatches stage at the token counts measured faster for
+    /// their format (none for iq2_s), in calls of at least [`STAGE_ROWS`] rows the pair formats
+    /// on workgroups of 128 rows and the K-quants and iq4_xs on 64 (unless [`Tuning::wg_rows`]
+    /// says otherwise), in smaller calls on the format's usual rows (`default_stage` and
+    /// `call_tuning` have the H100's numbers). `QKERN_WGPU_STAGE=auto`,
     /// `N` (from N tokens, every call and format; 0: never) or `N:S`; bench variants `st`,
     /// `stcN`, `nost`.
     pub stage: u8,
@@ -488,8 +489,9 @@ const KPAIR_STAGE_RESERVE: u32 = 6144;
 /// `call_tuning` and `default_stage`.
 pub const STAGE_BY_SIZE: u8 = u8::MAX;
 
-/// Rows from which a call stages its activations by default ([`STAGE_BY_SIZE`]): at 128 rows a
-/// workgroup (the pair formats), 256 workgroups (about two an SM on an H100 or H200).
+/// Rows from which a call's staged activations ([`STAGE_BY_SIZE`]) take the wider workgroups of
+/// their format (`default_stage`): at 128 rows a workgroup (the pair formats), 256 workgroups
+/// (about two an SM on an H100 or H200). Smaller calls stage on the format's usual rows.
 pub const STAGE_ROWS: usize = 32768;
 
 /// The device layout of q8_K activation rows ([`Options::q8k`]). `import` and `read_acts`
@@ -2265,29 +2267,44 @@ fn parse_stage(v: &str) -> Option<(u8, u8)> {
 }
 
 /// The tuning of a matmul call of `rows` rows of format `f` under `t`: [`STAGE_BY_SIZE`]
-/// resolved. Calls of at least [`STAGE_ROWS`] rows of a format with a default staging
-/// ([`default_stage`]) stage their dispatches at the token counts it names ([`STAGE_PER_NT`]),
-/// on its rows per workgroup (unless `t` fixes the rows); other calls do not stage.
+/// resolved. The dispatches of a format with a default staging ([`default_stage`]) stage at
+/// the token counts it names ([`STAGE_PER_NT`]); calls of at least [`STAGE_ROWS`] rows on its
+/// rows per workgroup, smaller ones on the format's usual rows (unless `t` fixes the rows).
+///
+/// Smaller calls, H100 (benches/results/2026-12-06-session25, run7: about 1000-2000 rows, run8:
+/// 7000-20000, 4096 columns), kernel-only GB/s not staged / staged on the usual rows, NT 1, 4,
+/// 8. Run8: q4_K 1263 / 1813, 649 / 854, 439 / 438; q6_K 959 / 1638, 597 / 1033, 482 / 712;
+/// q5_1 795 / 792, 471 / 562, 385 / 404; q8_0 931 / 917, 518 / 721, 380 / 486; iq4_nl 1043 /
+/// 1034, 487 / 893, 444 / 628; iq3_xxs 1047 / 1037, 481 / 700, 484 / 526. Run7 (bound by the
+/// dispatch more than the weights): q6_K 104 / 207, 64 / 124, 52 / 86; q8_0 133 / 130, 66 /
+/// 93, 46 / 61; iq4_nl 115 / 113, 56 / 123, 53 / 92; q4_K 145 / 211, 66 / 90, 10.7 / 8.9.
 fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
     if t.stage != STAGE_BY_SIZE {
         return t;
     }
     match default_stage(f) {
-        (mask, wr) if mask != 0 && rows >= STAGE_ROWS => {
-            Tuning { stage: STAGE_PER_NT, wg_rows: if t.wg_rows == 0 { wr } else { t.wg_rows }, ..t }
+        (0, _) => Tuning { stage: 0, ..t },
+        (_, wr) => {
+            let wg_rows = if t.wg_rows != 0 {
+                t.wg_rows
+            } else if rows >= STAGE_ROWS {
+                wr
+            } else {
+                0
+            };
+            Tuning { stage: STAGE_PER_NT, wg_rows, ..t }
         }
-        _ => Tuning { stage: 0, ..t },
     }
 }
 
-/// [`Tuning::stage`] as `call_tuning` resolves [`STAGE_BY_SIZE`] in a large call: a dispatch of
+/// [`Tuning::stage`] as `call_tuning` resolves [`STAGE_BY_SIZE`]: a dispatch of
 /// `nt` tokens stages where bit `nt - 1` of its format's [`default_stage`] mask is set (`nt` above
 /// 8 as 8). Never set by a user: [`WgpuBackend::set_tuning`] and the options keep `stage` to
 /// 0..=8 or [`STAGE_BY_SIZE`].
 const STAGE_PER_NT: u8 = u8::MAX - 1;
 
-/// The staging of a large call of `f` by default: (the token counts that stage, bit `nt - 1`;
-/// rows per workgroup, 0: the format's). Measured on an H100 (driver 580.159.04), 1 GiB of
+/// The staging of a call of `f` by default: (the token counts that stage, bit `nt - 1`; rows
+/// per workgroup in calls of at least [`STAGE_ROWS`] rows, 0: the format's). Measured on an H100 (driver 580.159.04), 1 GiB of
 /// weights, kernel-only GB/s, not staged on the format's rows / staged on the rows here.
 ///
 /// The pair formats, on 128 rows (benches/results/2026-12-06-session24, run6), NT 1, 4, 8: q8_0
@@ -2306,8 +2323,8 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 /
 /// 783; iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage.
 ///
-/// Small matrices (fewer workgroups than the GPU has SMs) were not measured, so they keep the
-/// kernels they had.
+/// Calls of fewer than [`STAGE_ROWS`] rows stage at the same token counts on the format's
+/// usual rows (`call_tuning` has their numbers).
 fn default_stage(f: Format) -> (u8, u32) {
     match f {
         Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4 => (0xff, 128),
@@ -2957,11 +2974,14 @@ mod tests {
             for f in Format::WEIGHTS {
                 // The defaults of a large call (`call_tuning`), with and without subgroups, and
                 // fixed tunings at their extremes.
-                let by_size = call_tuning(
-                    f,
-                    STAGE_ROWS,
-                    Tuning { stage: STAGE_BY_SIZE, iq_pairs: IQ_PAIRS_PER_FORMAT, ..plain_tuning() },
-                );
+                let by_size = |rows| {
+                    call_tuning(
+                        f,
+                        rows,
+                        Tuning { stage: STAGE_BY_SIZE, iq_pairs: IQ_PAIRS_PER_FORMAT, ..plain_tuning() },
+                    )
+                };
+                let (big, small) = (by_size(STAGE_ROWS), by_size(STAGE_ROWS - 1));
                 for nt in 1u32..=8 {
                     let fixed = [(0u8, 0u32, 0u8, true), (64, 128, 1, false), (64, 32, 2, false), (0, 128, 0, false)]
                         .map(|(steps, wg_rows, pair_rows, sg)| {
@@ -2975,7 +2995,7 @@ mod tests {
                             };
                             (t, sg)
                         });
-                    for (t, sg) in [(by_size, true), (by_size, false)].into_iter().chain(fixed) {
+                    for (t, sg) in [(big, true), (big, false), (small, true), (small, false)].into_iter().chain(fixed) {
                         let (steps, wg_rows, pair_rows) = (t.stage_steps, t.wg_rows, t.pair_rows);
                         if stage_steps_of(f, nt, t, limit) == 0 {
                             continue;
@@ -3002,9 +3022,9 @@ mod tests {
         assert!(staged > 100, "{staged}");
     }
 
-    /// By size: large calls of the pair formats stage at every token count on 128 rows (or the
-    /// rows asked), the K-quants and iq4_xs on 64, the IQ2/IQ3 formats on theirs, each at the
-    /// token counts of its mask; small calls do not stage; a fixed `stage` is kept.
+    /// By size: every call stages at the token counts of its format's mask; large calls of the
+    /// pair formats on 128 rows (or the rows asked), the K-quants and iq4_xs on 64, the IQ2/IQ3
+    /// formats on theirs; small calls on the usual rows; a fixed `stage` is kept.
     #[test]
     fn call_tuning_by_size() {
         let t = Tuning { stage: STAGE_BY_SIZE, ..plain_tuning() };
@@ -3012,8 +3032,6 @@ mod tests {
         for f in Format::WEIGHTS {
             let big = call_tuning(f, STAGE_ROWS, t);
             let small = call_tuning(f, STAGE_ROWS - 1, t);
-            assert_eq!((small.stage, small.wg_rows), (0, 0), "{f}");
-            assert!(staged_nts(f, small).is_empty(), "{f}");
             let (nts, rows): (Vec<u32>, u32) = match f {
                 Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4 => ((1..=8).collect(), 128),
                 Format::Q4_K | Format::Q6_K | Format::IQ4_XS => ((1..=8).collect(), 64),
@@ -3024,8 +3042,11 @@ mod tests {
                 _ => (vec![], if shaders::table_words(f) > 0 { 32 } else { 8 }),
             };
             assert_eq!(staged_nts(f, big), nts, "{f}");
+            assert_eq!(staged_nts(f, small), nts, "{f}");
             assert_eq!(big.stage, if nts.is_empty() { 0 } else { STAGE_PER_NT }, "{f}");
+            assert_eq!(small.stage, big.stage, "{f}");
             assert_eq!(wg_rows(f, big), rows, "{f}");
+            assert_eq!(small.wg_rows, 0, "{f}");
             if !nts.is_empty() {
                 assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { wg_rows: 16, ..t }).wg_rows, 16, "{f}");
             }

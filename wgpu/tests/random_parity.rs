@@ -176,9 +176,10 @@ fn large_result_parallel_copy() {
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 
-/// Calls large enough to stage their activations by default (`qkern_wgpu::STAGE_ROWS` rows of
-/// a pair format: 128 rows a workgroup, staged from one token; 20 units of columns, several
-/// chunks at 8 tokens), and one row fewer (not staged).
+/// Calls large enough to stage their activations on wider workgroups by default
+/// (`qkern_wgpu::STAGE_ROWS` rows of a pair format: 128 rows a workgroup, staged from one
+/// token; 20 units of columns, several chunks at 8 tokens), and one row fewer (staged on the
+/// usual 32 rows, a partial last workgroup).
 #[test]
 fn large_calls_stage_by_default() {
     let Some(be) = common::backend() else { return };
@@ -198,7 +199,8 @@ fn large_calls_stage_by_default() {
 
 /// The same for the thread-pair formats (the K-quants and iq4_xs on 64 rows a workgroup, the
 /// IQ2/IQ3 formats on theirs, each staged at the token counts its default names): one token,
-/// and 11 (a dispatch of 8 and one of 3), on two blocks of 256 columns.
+/// and 11 (a dispatch of 8 and one of 3), on two blocks of 256 columns. (Small calls stage
+/// the same way on their usual rows: every test of this file runs them.)
 #[test]
 fn large_thread_pair_calls_stage_by_default() {
     let Some(be) = common::backend() else { return };
