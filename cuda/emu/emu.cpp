@@ -122,14 +122,14 @@ extern "C" int qk_emu_cact_fill(const void* src, unsigned long n) {
 // way and the kernel check it another, and run the global-memory body (same bits, slower)
 // without a word. 0 for an NTM outside 1..8, or built without the copy (QK_CACT_SMEM=0).
 template <int NTM>
-static unsigned long sact_bytes_of(unsigned cols) {
+static unsigned long long sact_bytes_of(unsigned cols) {
 #if QK_CACT_SMEM
-    return (unsigned long)(cols / 32u) * ActS<NTM>::SB * 16u;
+    return (unsigned long long)(cols / 32u) * ActS<NTM>::SB * 16u;
 #else
     return 0 * cols;
 #endif
 }
-extern "C" unsigned long qk_emu_sact_bytes(unsigned cols, unsigned ntm) {
+extern "C" unsigned long long qk_emu_sact_bytes(unsigned cols, unsigned ntm) {
     switch (ntm) {
         case 1: return sact_bytes_of<1>(cols);
         case 2: return sact_bytes_of<2>(cols);
@@ -142,4 +142,4 @@ extern "C" unsigned long qk_emu_sact_bytes(unsigned cols, unsigned ntm) {
         default: return 0;
     }
 }
-extern "C" unsigned long qk_emu_sact_limit() { return QK_SACT_BYTES; }
+extern "C" unsigned long long qk_emu_sact_limit() { return QK_SACT_BYTES; }

@@ -18,8 +18,8 @@ use qkern_parity::inputs::{Dist, Rng, SPECIALS, floats, random_blocks};
 
 type LaunchFn = unsafe extern "C" fn(*const i8, u32, u32, *const u8, *mut i8, i32) -> i32;
 type FillFn = unsafe extern "C" fn(*const u8, std::ffi::c_ulong) -> i32;
-type SactBytesFn = unsafe extern "C" fn(u32, u32) -> std::ffi::c_ulong;
-type SactLimitFn = unsafe extern "C" fn() -> std::ffi::c_ulong;
+type SactBytesFn = unsafe extern "C" fn(u32, u32) -> u64;
+type SactLimitFn = unsafe extern "C" fn() -> u64;
 
 struct Emu {
     _lib: libloading::Library,
@@ -211,11 +211,11 @@ fn shared_copy_sizes_agree_with_the_kernels() {
     }
     let Some(e) = emu() else { return };
     // SAFETY: pure functions of their integer arguments (emu.cpp).
-    assert_eq!(unsafe { (e.sact_limit)() } as u64, qkern_cuda::args::SACT_BYTES);
+    assert_eq!(unsafe { (e.sact_limit)() }, qkern_cuda::args::SACT_BYTES);
     for cols in [32usize, 256, 4096, 5120] {
         for nt in 1..=8u32 {
             // SAFETY: as above.
-            let kernel = unsafe { (e.sact_bytes)(cols as u32, nt) } as u64;
+            let kernel = unsafe { (e.sact_bytes)(cols as u32, nt) };
             assert_eq!(qkern_cuda::args::sact_bytes(cols, nt), kernel, "cols {cols} nt {nt}");
         }
     }
