@@ -116,15 +116,15 @@ extern "C" int qk_emu_cact_fill(const void* src, unsigned long n) {
     return 0;
 }
 
-// The shared-memory copy's size as the kernels compute it (mm_common.cuh `ActS<NTM>::SB` per
-// 32-element block, and the limit QK_SACT_BYTES), for the test that holds args.rs
+// The shared-memory copy's size as the kernels compute it (mm_common.cuh `ActS<NTM>::bytes`,
+// mmc_body's check, and the limit QK_SACT_BYTES), for the test that holds args.rs
 // `sact_bytes` and `SACT_BYTES` to it: were they to differ, a launch would size its copy one
 // way and the kernel check it another, and run the global-memory body (same bits, slower)
 // without a word. 0 for an NTM outside 1..8, or built without the copy (QK_CACT_SMEM=0).
 template <int NTM>
 static unsigned long long sact_bytes_of(unsigned cols) {
 #if QK_CACT_SMEM
-    return (unsigned long long)(cols / 32u) * ActS<NTM>::SB * 16u;
+    return ActS<NTM>::bytes(cols);
 #else
     return 0 * cols;
 #endif

@@ -215,6 +215,8 @@ struct ActC {
 template <int NT_S>
 struct ActS {
     static constexpr u32 SB = (5u * NT_S + 1u) / 2u;
+    // The copy's bytes for `cols` columns (mmc_body's check; emu.cpp reports it to the test).
+    static QK_MEMBER u32 bytes(u32 cols) { return cols / 32u * SB * 16u; }
     static QK_MEMBER uint4 quad(const MmJob&, u64 q, u32, u32 t) {
         return qk_sact[((u32)q >> 1) * SB + ((u32)q & 1u) * NT_S + t];
     }
@@ -713,7 +715,7 @@ QK_DEV void mmc_body(const MmArgs& A) {
 #if QK_CACT_SMEM
     // This CTA's job's NTM tokens (ActS); a launch whose copy does not fit reads global memory.
     typedef ActS<NTM> S;
-    const u32 na = A.cols / 32u, need = na * S::SB * 16u;
+    const u32 na = A.cols / 32u, need = S::bytes(A.cols);
     if (need > A.alen || need > QK_SACT_BYTES) {  // uniform: launch arguments
         mmr_body<U, CH, NTM, ActG>(A);
         return;

@@ -75,8 +75,9 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
         c if c.strip_prefix('c').and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { chunks: c[1..].parse().unwrap_or(0), ..d }
         }
-        // the pair formats' activations staged in workgroup memory (Tuning::stage) from one
-        // token, chunks by size (`st`) or of N steps (`stcN`); `nost`: not staged
+        // the activations staged in workgroup memory (Tuning::stage) from one token in every
+        // format (the pair formats and the thread pairs), chunks by size (`st`) or of N steps
+        // or blocks (`stcN`); `nost`: not staged
         "st" => Tuning { stage: 1, stage_steps: 0, ..d },
         "nost" => Tuning { stage: 0, ..d },
         c if c.strip_prefix("stc").and_then(|n| n.parse::<u8>().ok()).is_some() => {

@@ -99,8 +99,8 @@
 //! blocks per loop iteration (default per format, `unroll_of`), rows per workgroup, rows per
 //! pair of invocations ([`Tuning::pair_rows`]), loops unrolled in the source, and the pair
 //! activations staged in workgroup memory ([`Tuning::stage`]: by default per format and token
-//! count, on wider workgroups in calls of at least [`STAGE_ROWS`] rows; on an H100 q5_1 at 8 tokens went
-//! from 952 to 1267 GB/s, iq4_nl from 678 to 937, q6_K from 840 to 1677).
+//! count, on wider workgroups in calls of at least [`STAGE_ROWS`] rows; on an H100 q5_1 at 8
+//! tokens went from 952 to 1267 GB/s, iq4_nl from 678 to 937, q6_K from 840 to 1677).
 //! `examples/bench.rs --variants` times them side by side in one process.
 //!
 //! # Cooperative matrices (q4_K, q5_K, IQ2/IQ3; opt-in)
@@ -265,9 +265,9 @@ pub struct Options {
     /// else 0: per format and token count). See [`Tuning::pair_rows`].
     pub pair_rows: Option<(u8, bool)>,
     /// The activations staged in workgroup memory from this many tokens a dispatch on (0:
-    /// never; [`STAGE_BY_SIZE`]: by the call's rows), and the steps or blocks a chunk (0: by
-    /// size) (`None`: `QKERN_WGPU_STAGE=auto`, `N` or `N:S`, else by the call's rows). See
-    /// [`Tuning::stage`].
+    /// never; [`STAGE_BY_SIZE`]: by format and token count, on rows by the call's size), and
+    /// the steps or blocks a chunk (0: by size) (`None`: `QKERN_WGPU_STAGE=auto`, `N` or `N:S`,
+    /// else [`STAGE_BY_SIZE`]). See [`Tuning::stage`].
     pub stage: Option<(u8, u8)>,
 }
 
@@ -2251,8 +2251,8 @@ fn parse_pair_rows(v: &str) -> Option<(u8, bool)> {
     }
 }
 
-/// `QKERN_WGPU_STAGE`: `auto` (by the call's rows), `N` (from N tokens, 0 to 8; 0: never) or
-/// `N:S` (S steps a chunk, 1 to 64).
+/// `QKERN_WGPU_STAGE`: `auto` (by format and token count, `call_tuning`), `N` (from N tokens,
+/// 0 to 8; 0: never) or `N:S` (S steps or blocks a chunk, 1 to 64).
 fn parse_stage(v: &str) -> Option<(u8, u8)> {
     let (n, c) = match v.split_once(':') {
         Some((n, c)) => (n, Some(c)),
@@ -2278,16 +2278,23 @@ fn parse_stage(v: &str) -> Option<(u8, u8)> {
 /// 1034, 487 / 893, 444 / 628; iq3_xxs 1047 / 1037, 481 / 700, 484 / 526. Run7 (bound by the
 /// dispatch more than the weights): q6_K 104 / 207, 64 / 124, 52 / 86; q8_0 133 / 130, 66 /
 /// 93, 46 / 61; iq4_nl 115 / 113, 56 / 123, 53 / 92; q4_K 145 / 211, 66 / 90, 10.7 / 8.9.
+/// Run10 timed this rule against `nost` in all 13 formats, twice (the session's NOTES.md has
+/// the tables): at 4 and 8 tokens it won in most cells (nvfp4 x2.3-2.8), at one token it was
+/// within the noise of these short dispatches or better; it lost 5-9 % in medium calls of
+/// iq2_xxs and q5_K at 8 tokens. Calls of 30000-32767 rows were not measured.
 fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
     if t.stage != STAGE_BY_SIZE {
         return t;
     }
+    // The cooperative-matrix kernels (opt-in) run only on their own rows per workgroup
+    // (`coop_kernel`): where a call may take them, it keeps the format's rows.
+    let coop = (1..=MAX_NT as u32).any(|nt| t.coop.kernel(f, nt).is_some());
     match default_stage(f) {
         (0, _) => Tuning { stage: 0, ..t },
         (_, wr) => {
             let wg_rows = if t.wg_rows != 0 {
                 t.wg_rows
-            } else if rows >= STAGE_ROWS {
+            } else if rows >= STAGE_ROWS && !coop {
                 wr
             } else {
                 0
@@ -2297,21 +2304,23 @@ fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
     }
 }
 
-/// [`Tuning::stage`] as `call_tuning` resolves [`STAGE_BY_SIZE`]: a dispatch of
-/// `nt` tokens stages where bit `nt - 1` of its format's [`default_stage`] mask is set (`nt` above
-/// 8 as 8). Never set by a user: [`WgpuBackend::set_tuning`] and the options keep `stage` to
-/// 0..=8 or [`STAGE_BY_SIZE`].
+/// [`Tuning::stage`] as `call_tuning` resolves [`STAGE_BY_SIZE`]: a dispatch of `nt` tokens
+/// stages where bit `nt - 1` of its format's [`default_stage`] mask is set (`nt` above 8 as 8).
+/// Never set by a user: [`WgpuBackend::set_tuning`] and the options keep `stage` to 0..=8 or
+/// [`STAGE_BY_SIZE`].
 const STAGE_PER_NT: u8 = u8::MAX - 1;
 
 /// The staging of a call of `f` by default: (the token counts that stage, bit `nt - 1`; rows
-/// per workgroup in calls of at least [`STAGE_ROWS`] rows, 0: the format's). Measured on an H100 (driver 580.159.04), 1 GiB of
-/// weights, kernel-only GB/s, not staged on the format's rows / staged on the rows here.
+/// per workgroup in calls of at least [`STAGE_ROWS`] rows, 0: the format's). Measured on an
+/// H100 (driver 580.159.04), 1 GiB of weights, kernel-only GB/s, not staged on the format's
+/// rows / staged on the rows here.
 ///
 /// The pair formats, on 128 rows (benches/results/2026-12-06-session24, run6), NT 1, 4, 8: q8_0
 /// 2928 / 2867, 2434 / 2686, 1479 / 1948; q5_1 2790 / 2681, 1597 / 1966, 952 / 1267; iq4_nl
-/// 2202 / 2245, 1213 / 1448, 678 / 937; nvfp4 2234 / 2338, 1252 / 1626, 731 / 950. On 32 rows
-/// staging lost at NT 1 (iq4_nl 2144 -> 1406, run2), and 64 rows unstaged lost there too (q8_0
-/// 2742 -> 2320, run4).
+/// 2202 / 2245, 1213 / 1448, 678 / 937; nvfp4 2234 / 2338, 1252 / 1626, 731 / 950. In these
+/// 1 GiB calls staging on 32 rows lost at NT 1 (iq4_nl 2144 -> 1406, run2), and 64 rows
+/// unstaged lost there too (q8_0 2742 -> 2320, run4); in calls below [`STAGE_ROWS`] rows,
+/// staged on 32 rows, NT 1 was within the noise (`call_tuning`).
 ///
 /// The thread pairs (benches/results/2026-12-06-session25, run3 and run4 at every NT, run4
 /// twice), the K-quants and iq4_xs on 64 rows, NT 1, 4, 8: q4_K 2036 / 2135, 1174 / 1650, 769 /
@@ -2965,15 +2974,16 @@ mod tests {
     /// Every staged kernel's workgroup arrays (the staged activations with the tables and
     /// reductions beside them) fit the adapter's workgroup storage, for the smallest limit
     /// WebGPU allows (16 KiB) and larger ones, with the chunks by size and the most asked,
-    /// one and two rows a pair, with and without subgroups, 32 and 128 rows a workgroup.
+    /// one and two rows a pair, with and without subgroups, 32 and 128 rows a workgroup, and the
+    /// defaults of large (64 or 128 rows) and small calls.
     #[test]
     fn staged_kernels_fit_the_workgroup_storage() {
         use wgpu::naga;
         let mut staged = 0;
         for limit in [16384u32, 32768, 49152] {
             for f in Format::WEIGHTS {
-                // The defaults of a large call (`call_tuning`), with and without subgroups, and
-                // fixed tunings at their extremes.
+                // The defaults of a large and a small call (`call_tuning`), with and without
+                // subgroups, and fixed tunings at their extremes.
                 let by_size = |rows| {
                     call_tuning(
                         f,
@@ -3050,6 +3060,26 @@ mod tests {
             if !nts.is_empty() {
                 assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { wg_rows: 16, ..t }).wg_rows, 16, "{f}");
             }
+            // The masked token counts get a staged kernel where their kernel can stage (the
+            // pair formats, the thread pairs; the IQ2/IQ3 formats from the token count they
+            // run on pairs), on a 32 KiB adapter, in large and small calls alike.
+            let per_format = |tt: Tuning| Tuning { iq_pairs: IQ_PAIRS_PER_FORMAT, ..tt };
+            for nt in 1..=8u32 {
+                let can = layout::is_pair(f) || shaders::on_kpair(f, iq_pairs_at(per_format(big), f, nt));
+                for tt in [big, small].map(per_format) {
+                    let staged = stage_steps_of(f, nt, tt, 32768) > 0;
+                    assert_eq!(staged, can && nts.contains(&nt), "{f} nt {nt} rows {}", tt.wg_rows);
+                }
+            }
+        }
+        // The opt-in cooperative matrices keep their rows: large q4_K and q5_K calls do not
+        // widen where they may run them.
+        for f in [Format::Q4_K, Format::Q5_K] {
+            let ct = Tuning { coop: Coop::Emulated(1), ..t };
+            let big = call_tuning(f, STAGE_ROWS, ct);
+            assert_eq!(big.wg_rows, 0, "{f}");
+            assert!(coop_kernel(f, 8, big).is_some(), "{f}");
+            assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { coop: Coop::Emulated(8), ..t }).wg_rows, 0, "{f}");
         }
         // A fixed stage counts from its token count; STAGE_BY_SIZE unresolved stages nothing.
         let from3 = Tuning { stage: 3, ..plain_tuning() };
