@@ -448,9 +448,9 @@ pub struct Tuning {
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
-    /// From how many tokens a dispatch (0: never) the pair-layout kernels (q8_0, q5_1,
-    /// iq4_nl, nvfp4) stage their activations in workgroup memory (`wgsl/pair_stage.wgsl`):
-    /// each workgroup copies a chunk of its tokens' activation blocks once, between two
+    /// From how many tokens a dispatch (0: never) the kernels stage their activations in
+    /// workgroup memory ([`STAGE_BY_SIZE`]: per format and token count, below). The pair-layout
+    /// kernels (q8_0, q5_1, iq4_nl, nvfp4; `wgsl/pair_stage.wgsl`): each workgroup copies a chunk of its tokens' activation blocks once, between two
     /// barriers, and every row's steps read them there, instead of each invocation loading
     /// every word from the buffer (at 8 tokens 16 loads a block step, against the weights'
     /// one). The CUDA backend's row kernels do the same (`QK_CACT_SMEM`), which on an H100 took
