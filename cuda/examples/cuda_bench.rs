@@ -174,7 +174,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let b = CudaBackend::new(0)?;
     let t = Instant::now();
     b.warm_up()?;
+    // The report, printed as it grows (`show`: what is new since the last print), so that a
+    // run cut short still shows its tables with their headers.
     let mut md = String::new();
+    let mut shown = 0usize;
     writeln!(md, "# qkern CUDA bench\n\ndevice: {} (kernels compiled + loaded in {:.1?})\n", b.name(), t.elapsed())?;
 
     // copy bandwidth: 2 x `gib` GiB buffers, device to device
@@ -203,7 +206,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Err(_) => writeln!(md, "\ncuBLAS reference not measured: cudarc panicked (see stderr)\n")?,
         }
     }
-    println!("{md}");
+    show(&md, &mut shown);
 
     // matmul throughput
     let cols = 4096;
@@ -368,11 +371,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             gbs[3],
             times[3] / times[0]
         );
-        println!("{line}");
         writeln!(md, "{line}")?;
+        show(&md, &mut shown);
         for l in forced {
-            println!("{l}");
             writeln!(md, "{l}")?;
+            show(&md, &mut shown);
         }
     }
 
@@ -389,15 +392,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| format | NT1 dev sync | NT1 dev flag | NT1 host chunked | mapped | pinned | pageable | NT8 dev sync | NT8 dev flag | NT8 host chunked | mapped | pinned | pageable |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )?;
     for l in &l2r {
-        println!("{l}");
         writeln!(md, "{l}")?;
+        show(&md, &mut shown);
     }
     writeln!(md, "\nkernels (registers, local memory, occupancy at 256 threads):\n")?;
     for l in &stats {
         writeln!(md, "- {l}")?;
     }
     if kernels_only || args.iter().any(|a| a == "--no-experts") {
-        println!("{md}");
+        show(&md, &mut shown);
         return Ok(());
     }
     // experts
@@ -549,8 +552,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             median(host_t),
             median(grp_t)
         );
-        println!("{line}");
         writeln!(md, "{line}")?;
+        show(&md, &mut shown);
         // The grouped launch on the tensor-core kernel (S = 1 forced; the size heuristic gives
         // a layer's experts S = 4), for the formats that have one.
         if qkern_cuda::args::has_mma(f) {
@@ -570,8 +573,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     writeln!(md, "\n(medians of 300 host-timed calls; kernel column: CUDA events over 200 back-to-back launches)")?;
     for n in &notes {
-        println!("{n}");
         writeln!(md, "\n{n}")?;
+        show(&md, &mut shown);
     }
     writeln!(md, "\n### experts, NT = 4: sync flag / wait x way back (launch-to-result, us, medians of 300)\n")?;
     writeln!(
@@ -583,9 +586,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| expert | sync flag / wait | device out | host mapped | host pinned | host pageable | tiny launch + wait | tiny enqueue | expert enqueue |\n|---|---|---|---|---|---|---|---|---|"
     )?;
     for l in &sync_rows {
-        println!("{l}");
         writeln!(md, "{l}")?;
+        show(&md, &mut shown);
     }
+    show(&md, &mut shown);
     if let Some(d) = std::env::var_os("QKERN_RESULTS_DIR") {
         std::fs::create_dir_all(&d)?;
         std::fs::write(std::path::Path::new(&d).join("bench_cuda.md"), &md)?;
@@ -596,4 +600,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The token counts of a token-count mask (bit `n - 1`), e.g. "3,5,6,7,8".
 fn mask_nts(m: u32) -> String {
     (1..=8u32).filter(|n| m >> (n - 1) & 1 == 1).map(|n| n.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Print what `md` gained since the last call (`shown`: bytes already printed).
+fn show(md: &str, shown: &mut usize) {
+    print!("{}", &md[(*shown).min(md.len())..]);
+    *shown = md.len();
 }

@@ -742,11 +742,34 @@ QK_DEV void mmc_body(const MmArgs& A) {
 // qk_mmr_*: activations from global memory; qk_mmc_*: from shared memory (ActS) or the
 // constant bank (ActC).
 #define MMR_MINB(NTM) ((NTM) == 1 ? QK_MINB_R1 : (NTM) == 2 ? QK_MINB_R12 : QK_MINB_R)
+// The shared-memory kernels ask ptxas for 3 resident CTAs (80 registers) at the token counts of
+// the format's U::MINB_C3 mask (bit NT - 1; QK_MINB_C3_Q51, _Q8, _NL, _NV), else QK_MINB_C12 /
+// QK_MINB_C (2: 128 registers). H100 session 26 (benches/results/2026-12-06-session26,
+// kernel-only GB/s): run5 `ntsweep.md`, QK_MINB_C 2 / 3 at every NT: nvfp4 NT 3 2177 / 2375,
+// NT 4 1964 / 2112, NT 5-8 slower (NT 8 1341 / 832: spills); q5_1 NT 3 2727 / 2781, NT 4 2620
+// / 2713, NT 5-8 slower (NT 8 1837 / 741); q8_0 and iq4_nl slower at every NT. run6, the masks
+// on and off, each twice, interleaved: nvfp4 NT 3 2366, 2382 / 2177, 2176, NT 4 2096, 2115 /
+// 1961, 1963; q5_1 NT 3 2828, 2805 / 2717, 2718, NT 4 2670, 2672 / 2588, 2584 (its NT 4 kernel
+// spills 16 bytes on 80 registers, ptxas 13.0, and gains all the same).
+#define MMC_MINB(U, NTM) \
+    (((U::MINB_C3 >> ((NTM) - 1)) & 1u) ? 3 : (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
+#ifndef QK_MINB_C3_Q51
+#define QK_MINB_C3_Q51 0x0cu
+#endif
+#ifndef QK_MINB_C3_Q8
+#define QK_MINB_C3_Q8 0u
+#endif
+#ifndef QK_MINB_C3_NL
+#define QK_MINB_C3_NL 0u
+#endif
+#ifndef QK_MINB_C3_NV
+#define QK_MINB_C3_NV 0x0cu
+#endif
 #define MMR_KERNEL_1(fmt, U, CH, NTM)                                                              \
     QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }              \
     QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, MMR_MINB(NTM))                   \
     QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmc_body<U, CH, NTM>(A); }                    \
-    QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
+    QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, MMC_MINB(U, NTM))
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
 

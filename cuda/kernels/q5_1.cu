@@ -16,6 +16,7 @@ struct UnitQ5_1 {
     // run3, kernel-only GB/s without / with, NT 1..8: 2717 / 2685 (2847 with 4 CTAs, QK_MINB_R1),
     // 2646 / 2256, 2205 / 2175, 2150 / 2132, 2044 / 1291, 1319 / 1367, 1317 / 1434, 1108 / 1016.
     static const u32 PIPE_R = 0x61u;
+    static const u32 MINB_C3 = QK_MINB_C3_Q51;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // The block's 24 bytes (d, m | qh, then the 16 qs bytes), for the row kernels' one-ahead loads.
     struct Raw {
         uint2 hd, q0, q1;
