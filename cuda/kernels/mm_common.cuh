@@ -597,11 +597,21 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 // stalling the unit that needs it (Nsight Compute, H100 session 20: the row kernels at 21-23 %
 // occupancy, 63 % of their stalls on the L1TEX scoreboard). Same words, same arithmetic: the
 // same bits. It costs 8-17 registers, and where those push ptxas into spills or fewer CTAs it
-// loses, so the masks are measured per format and NT (each Unit's PIPE_R).
+// loses, so the masks are measured per format and NT (each Unit's PIPE_R). The shared-memory
+// kernels (qk_mmc_*, activations ActS or ActC) have masks of their own (U::PIPE_C): with the
+// activations out of the L1 the weights' latency is the stall left, and their registers differ.
 #ifdef QK_PIPE_R
 #define MMR_PIPE(U, ntm) ((ntm) <= QK_PIPE_R)
 #else
-#define MMR_PIPE(U, ntm) (((U::PIPE_R >> ((ntm) - 1)) & 1u) != 0u)
+template <class U, class AS>
+struct PipeMask {
+    static const u32 v = U::PIPE_C;
+};
+template <class U>
+struct PipeMask<U, ActG> {
+    static const u32 v = U::PIPE_R;
+};
+#define MMR_PIPE(U, ntm) (((PipeMask<U, AS>::v >> ((ntm) - 1)) & 1u) != 0u)
 #endif
 
 template <class U, int CH, int NTM, class AS>
