@@ -78,8 +78,9 @@ q8k) F=${Q8K_FORMATS:-q4_K,q5_K,q6_K,iq4_xs,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
       --variants default --formats $F --csv "$R/q8k_$lay.csv" > "$R/q8k_$lay.log" 2>&1
     echo "## QKERN_WGPU_Q8K=$lay"; grep -E 'default|adapter|rror' "$R/q8k_$lay.log"; done 2>&1 | tee "$R/q8k.txt" ;;
 # The IQ2/IQ3 formats from 1 to 4 tokens and at 8: the default (8 invocations a row on ggml's
-# blocks at NT 1, thread pairs on the split copy from NT 2) against pairs at every NT (iqpair)
-# and 8 invocations at every NT (iq8), to place Tuning::iq_pairs (session 16).
+# blocks at few tokens, thread pairs on the split copy from each format's own count,
+# wgpu/src/lib.rs `iq_pairs_from`; from NT 2 for all of them when session 16 ran it) against
+# pairs at every NT (iqpair) and 8 invocations at every NT (iq8), to place Tuning::iq_pairs.
 iqnt) timeout ${IQNT_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 --nt 1,2,3,4,8 --variants default,iqpair,iq8 \
     --formats ${IQNT_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s} --csv "$R/iqnt.csv" > "$R/iqnt.log" 2>&1
   grep -E 'default|iqpair|iq8|adapter|rror' "$R/iqnt.log" ;;

@@ -154,7 +154,7 @@ QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_M
                                // GB/s, H100 session 20 run3)
 #endif
 #ifndef QK_MINB_C
-#define QK_MINB_C QK_MINB_R  // the row kernels with staged activations (qk_mmc_*; mm_common.cuh MMC_MINB: 2 measured best from NT 5)
+#define QK_MINB_C QK_MINB_R  // the row kernels with staged activations (qk_mmc_*, NT 3-8; mm_common.cuh MMC_MINB)
 #endif
 #ifndef QK_MINB_C12
 #define QK_MINB_C12 QK_MINB_R12  // the same at NT 1 and 2

@@ -598,23 +598,20 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 // occupancy, 63 % of their stalls on the L1TEX scoreboard). Same words, same arithmetic: the
 // same bits. It costs 8-17 registers, and where those push ptxas into spills or fewer CTAs it
 // loses, so the masks are measured per format and NT (each Unit's PIPE_R). The shared-memory
-// kernels (qk_mmc_*, activations ActS or ActC) have masks of their own (U::PIPE_C): with the
+// kernels (qk_mmc_*) have masks of their own (U::PIPE_C), for both of their bodies (the staged
+// one, and the global-memory one they fall back to where the copy does not fit): with the
 // activations out of the L1 the weights' latency is the stall left, and their registers differ.
+// QK_PIPE_R=n, where given, overrides both masks.
+#ifndef QK_PIPE_C_Q51
+#define QK_PIPE_C_Q51 0xf1u  // q5_1's PIPE_C (q5_1.cu): NT 1, 5-8
+#endif
 #ifdef QK_PIPE_R
-#define MMR_PIPE(U, ntm) ((ntm) <= QK_PIPE_R)
+#define MMR_PIPE(ntm) ((ntm) <= QK_PIPE_R)
 #else
-template <class U, class AS>
-struct PipeMask {
-    static const u32 v = U::PIPE_C;
-};
-template <class U>
-struct PipeMask<U, ActG> {
-    static const u32 v = U::PIPE_R;
-};
-#define MMR_PIPE(U, ntm) (((PipeMask<U, AS>::v >> ((ntm) - 1)) & 1u) != 0u)
+#define MMR_PIPE(ntm) (((PIPE >> ((ntm) - 1)) & 1u) != 0u)
 #endif
 
-template <class U, int CH, int NTM, class AS>
+template <class U, int CH, int NTM, class AS, u32 PIPE>
 QK_DEV void mmr_body(const MmArgs& A) {
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
@@ -637,7 +634,7 @@ QK_DEV void mmr_body(const MmArgs& A) {
             for (int i = 0; i < 8; ++i) acc2[t][i] = 0.0f;
         const u32 pairs = units / 2u;
         typename U::Raw w0 = {}, w1 = {};
-        if (MMR_PIPE(U, NTM) && pairs > 0u) {
+        if (MMR_PIPE(NTM) && pairs > 0u) {
             w0 = U::load(A, J, row, 0u);
             w1 = U::load(A, J, row, 1u);
         }
@@ -647,7 +644,7 @@ QK_UNROLL(1)
             mmr_pf<U>(J, A.nb, row, 2u * p + 1u);
             typename U::Raw n0, n1;
             const u32 np = p + 1u < pairs ? p + 1u : p;  // the last pair loads itself again (no branch)
-            if (MMR_PIPE(U, NTM)) {
+            if (MMR_PIPE(NTM)) {
                 n0 = U::load(A, J, row, 2u * np);
                 n1 = U::load(A, J, row, 2u * np + 1u);
             } else {
@@ -658,7 +655,7 @@ QK_UNROLL(1)
             mm_row_half<U, NTM, AS>(A, J, w0, 2u * p, 1u, acc, nullptr);
             mm_row_half<U, NTM, AS>(A, J, w1, 2u * p + 1u, 0u, acc2, nullptr);
             mm_row_half<U, NTM, AS>(A, J, w1, 2u * p + 1u, 1u, acc2, nullptr);
-            if (MMR_PIPE(U, NTM)) {
+            if (MMR_PIPE(NTM)) {
                 w0 = n0;
                 w1 = n1;
             }
@@ -688,19 +685,19 @@ QK_UNROLL(1)
 #pragma unroll
         for (int t = 0; t < NTM; ++t) summs[t] = 0.0f;
         typename U::Raw w = {};
-        if (MMR_PIPE(U, NTM) && units > 0u) w = U::load(A, J, row, 0u);
+        if (MMR_PIPE(NTM) && units > 0u) w = U::load(A, J, row, 0u);
 QK_UNROLL(1)
         for (u32 u = 0; u < units; ++u) {
             float m = 0.0f;
             if (u % U::UNITS_PER_BLOCK == 0u) mmr_pf<U>(J, A.nb, row, u / U::UNITS_PER_BLOCK);
             typename U::Raw n;
-            if (MMR_PIPE(U, NTM))
+            if (MMR_PIPE(NTM))
                 n = U::load(A, J, row, u + 1u < units ? u + 1u : u);  // the last unit loads itself again (no branch)
             else
                 w = U::load(A, J, row, u);
             mm_row_half<U, NTM, AS>(A, J, w, u, 0u, acc, &m);
             mm_row_half<U, NTM, AS>(A, J, w, u, 1u, acc, &m);
-            if (MMR_PIPE(U, NTM)) w = n;
+            if (MMR_PIPE(NTM)) w = n;
             if (CH == MmSumms) {
                 float sa[NTM];
                 AS::template f32s<NTM>(J, J.a_x, u, J.capw, sa);
@@ -727,7 +724,7 @@ QK_DEV void mmc_body(const MmArgs& A) {
     typedef ActS<NTM> S;
     const u32 na = A.cols / 32u, need = S::bytes(A.cols);
     if (need > A.alen || need > QK_SACT_BYTES) {  // uniform: launch arguments
-        mmr_body<U, CH, NTM, ActG>(A);
+        mmr_body<U, CH, NTM, ActG, U::PIPE_C>(A);
         return;
     }
     const MmJob& J = A.jobs[mm_job_of(A, qk_bid())];
@@ -743,9 +740,9 @@ QK_DEV void mmc_body(const MmArgs& A) {
         if (J.a_x != 0) c[NTM + t] = qk_ld((const float*)J.a_x + (u64)b * capw + t);
     }
     qk_sync();
-    mmr_body<U, CH, NTM, S>(A);
+    mmr_body<U, CH, NTM, S, U::PIPE_C>(A);
 #else
-    mmr_body<U, CH, NTM, ActC>(A);
+    mmr_body<U, CH, NTM, ActC, U::PIPE_C>(A);
 #endif
 }
 
@@ -755,11 +752,13 @@ QK_DEV void mmc_body(const MmArgs& A) {
 // The shared-memory kernels ask ptxas for 3 resident CTAs (80 registers) at the token counts of
 // the format's U::MINB_C3 mask (bit NT - 1; QK_MINB_C3_Q51, _Q8, _NL, _NV), else QK_MINB_C12 /
 // QK_MINB_C (2: 128 registers). H100 session 26 (benches/results/2026-12-06-session26,
-// kernel-only GB/s): run5 `ntsweep.md`, QK_MINB_C 2 / 3 at every NT: nvfp4 NT 3 2177 / 2375,
-// NT 4 1964 / 2112, NT 5-8 slower (NT 8 1341 / 832: spills); q5_1 NT 3 2727 / 2781, NT 4 2620
-// / 2713, NT 5-8 slower (NT 8 1837 / 741); q8_0 and iq4_nl slower at every NT. run6, the masks
-// on and off, each twice, interleaved: nvfp4 NT 3 2366, 2382 / 2177, 2176, NT 4 2096, 2115 /
-// 1961, 1963; q5_1 NT 3 2828, 2805 / 2717, 2718, NT 4 2670, 2672 / 2588, 2584 (its NT 4 kernel
+// kernel-only GB/s): run5-ntsweep, QK_MINB_C 2 / 3 (NT 3-8; QK_MINB_C12 keeps NT 1-2): nvfp4
+// NT 3 2177 / 2375, NT 4 1964 / 2112, NT 5-8 slower (NT 8 1341 / 832: spills); q5_1 NT 3 2727
+// / 2781, NT 4 2620 / 2713, NT 5-8 slower (NT 8 1837 / 741); q8_0 and iq4_nl no faster at any
+// NT from 3. QK_MINB_C 1 (one CTA, up to 255 registers) won only iq4_nl's NT 7-8 (which run
+// two chunks of 4 by default) and nvfp4's NT 5 (1698 / 1622, one run). run6, the masks on and
+// off, each twice, interleaved: nvfp4 NT 3 2366, 2382 / 2177, 2176, NT 4 2096, 2115 / 1961,
+// 1963; q5_1 NT 3 2828, 2805 / 2717, 2718, NT 4 2670, 2672 / 2588, 2584 (its NT 4 kernel
 // spills 16 bytes on 80 registers, ptxas 13.0, and gains all the same).
 #define MMC_MINB(U, NTM) \
     (((U::MINB_C3 >> ((NTM) - 1)) & 1u) ? 3 : (NTM) <= 2 ? QK_MINB_C12 : QK_MINB_C)
@@ -776,7 +775,7 @@ QK_DEV void mmc_body(const MmArgs& A) {
 #define QK_MINB_C3_NV 0x0cu
 #endif
 #define MMR_KERNEL_1(fmt, U, CH, NTM)                                                              \
-    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG>(A); }              \
+    QK_DEV void mmr_##fmt##_n##NTM(const MmArgs& A) { mmr_body<U, CH, NTM, ActG, U::PIPE_R>(A); } \
     QK_ENTRY_LB(qk_mmr_##fmt##_n##NTM, MmArgs, mmr_##fmt##_n##NTM, MMR_MINB(NTM))                   \
     QK_DEV void mmc_##fmt##_n##NTM(const MmArgs& A) { mmc_body<U, CH, NTM>(A); }                    \
     QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, MMC_MINB(U, NTM))

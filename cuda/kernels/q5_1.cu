@@ -16,11 +16,14 @@ struct UnitQ5_1 {
     // run3, kernel-only GB/s without / with, NT 1..8: 2717 / 2685 (2847 with 4 CTAs, QK_MINB_R1),
     // 2646 / 2256, 2205 / 2175, 2150 / 2132, 2044 / 1291, 1319 / 1367, 1317 / 1434, 1108 / 1016.
     static const u32 PIPE_R = 0x61u;
-    // The shared-memory kernels (qk_mmc_*, the default from NT 3) at NT 1, 4-8: H100 session 26
-    // run8 (benches/results/2026-12-06-session26), kernel-only GB/s with PIPE_R / with every NT,
-    // twice, NT 3..8: 2816, 2784 / 2811, 2794; 2676, 2716 / 2777, 2776; 2339, 2351 / 2515, 2517;
-    // NT 6-7 as before (PIPE_R has them); NT 8 1771, 1772 / 1922, 1848.
-    static const u32 PIPE_C = PIPE_R | 0x98u;
+    // The shared-memory kernels (qk_mmc_*, the default from NT 3) at NT 1 and 5-8
+    // (QK_PIPE_C_Q51 overrides it): H100 session 26 run8 (benches/results/2026-12-06-session26),
+    // kernel-only GB/s with PIPE_R / with one-ahead loads at every NT (QK_PIPE_R=8), twice,
+    // NT 3..8: 2816, 2784 / 2811, 2794; 2676, 2716 / 2777, 2776; 2339, 2351 / 2515, 2517; NT 6-7
+    // (the same kernels both ways) 2125, 2126 / 2224, 2186 and 1932, 1931 / 2023, 1923; NT 8
+    // 1771, 1772 / 1922, 1848. NT 4's gain is within what NT 6-7 show between identical kernels,
+    // so it is not taken.
+    static const u32 PIPE_C = QK_PIPE_C_Q51;
     static const u32 MINB_C3 = QK_MINB_C3_Q51;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // The block's 24 bytes (d, m | qh, then the 16 qs bytes), for the row kernels' one-ahead loads.
     struct Raw {

@@ -5,7 +5,7 @@
 //! first and last 64 rows of one call are checked bit for bit against the scalar reference.
 //!
 //! `--variants` (or `QKERN_WGPU_VARIANTS`) runs every (format, NT) under several kernel
-//! variants in one process (same bits, different speed; `call` is timed for the first only):
+//! variants in one process (same bits, different speed; each variant's `call` timed too):
 //! `default` (the backend's choice), `emul` (fma emulation even where `fma()` is fused),
 //! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
 //! checks without loop bounding), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`

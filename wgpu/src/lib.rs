@@ -2217,23 +2217,23 @@ fn parse_iq_pairs(v: &str) -> Option<u8> {
 /// [`Tuning::iq_pairs`]: each IQ2/IQ3 format from its own token count ([`iq_pairs_from`]).
 pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
 
-/// From how many tokens the IQ2/IQ3 format `f` runs on thread pairs by default, with q8_K in
-/// both layouts: where the pairs on the split copy measured faster than 8 invocations a row on
-/// ggml's blocks on the H200 (benches/results/2026-12-05-h200-session16 run7 `iqnt.log`,
-/// kernel-only GB/s, 8 invocations / pairs): iq2_xxs from 1 token (NT 1 1058 / 1103, NT 2 774 /
-/// 875), iq3_xxs from 2 (NT 1 1360 / 1244, NT 2 1045 / 1118), iq2_s from 4 (NT 2 889 / 734, NT
-/// 3 710 / 686, NT 4 590 / 643), iq3_s then from 4 too (NT 3 881 / 804, NT 4 740 / 868); iq2_xs,
-/// measured at NT 1 and 8 only (run1: 1111 / 1000, 320 / 469), from 2. At NT 8 the pairs gain 33-72 % for
-/// every one of them (iq2_xxs 290 / 491, iq3_xxs 413 / 623).
+/// From how many tokens the IQ2/IQ3 format `f` runs on thread pairs by default, with q8_K in both
+/// layouts: where the pairs on the split copy measured faster than 8 invocations a row on ggml's
+/// blocks on the H200 (benches/results/2026-12-05-h200-session16 run7 `iqnt.log`, kernel-only GB/s,
+/// 8 invocations / pairs): iq2_xxs from 1 token (NT 1 1058 / 1103, NT 2 774 / 875), iq3_xxs from 2
+/// (NT 1 1360 / 1244, NT 2 1045 / 1118), iq2_s from 4 (NT 2 889 / 734, NT 3 710 / 686, NT 4 590 /
+/// 643), iq3_s then from 4 too (NT 3 881 / 804, NT 4 740 / 868); iq2_xs, measured at NT 1 and 8
+/// only (run1: 1111 / 1000, 320 / 469), from 2. At NT 8 the pairs gain 33-72 % for every one of
+/// them (iq2_xxs 290 / 491, iq3_xxs 413 / 623).
 ///
-/// iq3_s moved to 2 once the pairs staged their activations (session 25, `default_stage`):
-/// H100 (driver 580.159.04), benches/results/2026-12-06-session26 run5, fastest of 3
-/// interleaved rounds (`examples/bench.rs --rounds`), 8 invocations / pairs: NT 1 1429 / 1239,
-/// NT 2 1103 / 1188, NT 3 891 / 980, NT 4 747 / 993. The same
-/// run kept the others: iq3_xxs NT 1 1376 / 1375 (a tie; session 16's H200 had 8 invocations
-/// ahead), NT 2 1052 / 1246; iq2_s NT 2 897 / 731, NT 3 713 / 681, NT 4 594 / 643. (Runs 2-4,
-/// one round each, had put iq3_xxs's pairs 9 % ahead at NT 1: the first variant measured ran
-/// at lower clocks, which the rounds now filter.)
+/// iq3_s moved to 2 once the pairs staged their activations (session 25, `default_stage`): H100
+/// (driver 580.159.04), benches/results/2026-12-06-session26 run5-wstage, fastest of 3 interleaved
+/// rounds (`examples/bench.rs --rounds`), 8 invocations / pairs: NT 1 1429 / 1239, NT 2 1103 /
+/// 1188, NT 3 891 / 980, NT 4 747 / 993. The same run kept the others: iq3_xxs NT 1 1376 / 1375 (a
+/// tie; session 16's H200 had 8 invocations ahead), NT 2 1052 / 1246; iq2_s NT 2 897 / 731, NT 3
+/// 713 / 681, NT 4 594 / 643. (Runs 2-4, one round each, had iq3_xxs's pairs 9 % ahead at NT 1;
+/// identical kernels read up to 2.5x apart there, the GPU's clocks, which the fastest of
+/// interleaved rounds filters.)
 pub fn iq_pairs_from(f: Format) -> u8 {
     match f {
         Format::IQ2_XXS => 1,
@@ -2331,15 +2331,15 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// unstaged lost there too (q8_0 2742 -> 2320, run4); in calls below [`STAGE_ROWS`] rows,
 /// staged on 32 rows, NT 1 was within the noise (`call_tuning`).
 ///
-/// The thread pairs (benches/results/2026-12-06-session25, run3 and run4 at every NT, run4
-/// twice), the K-quants and iq4_xs on 64 rows, NT 1, 4, 8: q4_K 2036 / 2135, 1174 / 1650, 769 /
-/// 1135; q5_K 2384 / 2444, 1543 / 2060, 1065 / 1280 (but NT 2 2329 / 2219, so not there); q6_K
-/// 2537 / 2593, 1193 / 2451, 840 / 1677; iq4_xs 1794 / 1878, 1294 / 1494, 943 / 1045. The
-/// IQ2/IQ3 formats on their 32 rows (staged only where they run on pairs, [`iq_pairs_from`]:
-/// then iq2_xxs from 1 token, iq2_s and iq3_s from 4, the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 / 561
-/// (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
-/// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 /
-/// 783; iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage.
+/// The thread pairs (benches/results/2026-12-06-session25, run3 and run4 at every NT, run4 twice),
+/// the K-quants and iq4_xs on 64 rows, NT 1, 4, 8: q4_K 2036 / 2135, 1174 / 1650, 769 / 1135; q5_K
+/// 2384 / 2444, 1543 / 2060, 1065 / 1280 (but NT 2 2329 / 2219, so not there); q6_K 2537 / 2593,
+/// 1193 / 2451, 840 / 1677; iq4_xs 1794 / 1878, 1294 / 1494, 943 / 1045. The IQ2/IQ3 formats on
+/// their 32 rows (staged only where they run on pairs, [`iq_pairs_from`]: then iq2_xxs from 1
+/// token, iq2_s and iq3_s from 4, the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 /
+/// 561 (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
+/// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 / 783;
+/// iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage.
 ///
 /// Calls of fewer than [`STAGE_ROWS`] rows stage at the same token counts on the format's
 /// usual rows (`call_tuning` has their numbers).
