@@ -201,8 +201,9 @@ dout) for v in "" --direct-out; do timeout ${DOUT_TIMEOUT:-90} $C/wgpu_bench --g
 # 1 GiB calls) against not staged (`nost`), or other variants (WSTAGE_VARIANTS, e.g.
 # default,st,st+r64,st+r128), kernel-only and call GB/s, bits checked; token counts
 # WSTAGE_NT, formats WSTAGE_FORMATS, WSTAGE_GIB GiB of weights (small matrices: 0.003, about
-# 1400 rows of q4_K at 4096 columns), WSTAGE_REPS, WSTAGE_ROUNDS (interleaved rounds, the fastest kept).
-wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} --reps ${WSTAGE_REPS:-8} --rounds ${WSTAGE_ROUNDS:-1} --nt ${WSTAGE_NT:-1,2,4,8} --formats ${WSTAGE_FORMATS:-q8_0,q5_1,iq4_nl,nvfp4} \
+# 1400 rows of q4_K at 4096 columns), WSTAGE_REPS, WSTAGE_ROUNDS (interleaved rounds, the fastest
+# kept; default 3: one round let identical kernels read up to 2.5x apart, session 26).
+wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} --reps ${WSTAGE_REPS:-8} --rounds ${WSTAGE_ROUNDS:-3} --nt ${WSTAGE_NT:-1,2,4,8} --formats ${WSTAGE_FORMATS:-q8_0,q5_1,iq4_nl,nvfp4} \
     --variants ${WSTAGE_VARIANTS:-default,nost} --csv "$R/wstage.csv" > "$R/wstage.log" 2>&1
   grep -vE '^ *$' "$R/wstage.log" | head -80 ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
