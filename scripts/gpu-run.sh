@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [pipec] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -93,6 +93,12 @@ cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
 # cudasweep at every NT 1..8 (cuda_bench --mma-sweep: lanes / tensor cores, two threads / one thread
 # per row), one cuda_bench per CUDA_SWEEP variant ("opts|formats;..."), in that order.
 ntsweep) ntsweep_run "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"; cat "$R/ntsweep.md" ;;
+# The staged row kernels' one-ahead loads (mm_common.cuh MMR_PIPE, U::PIPE_C) at every NT against
+# the default, twice, interleaved: q5_1 gained at NT 5 and 8 (session 26 run8); nvfp4's fit 128
+# registers without spills at every NT with them (ptxas 13.0), q8_0's spill 12 bytes at NT 8,
+# iq4_nl's spill from NT 4 either way.
+pipec) F=${PIPEC_FORMATS:-nvfp4,q8_0,iq4_nl}; O="-DQK_PIPE_C_Q8=0xffu -DQK_PIPE_C_NL=0xffu -DQK_PIPE_C_NV=0xffu"
+  ntsweep_run "|$F;$O|$F;|$F;$O|$F"; grep -E '^##|shared memory' "$R/ntsweep.md" ;;
 # ntsweep with session 20's H100 retuning against the knobs it replaced, for a card it has not
 # run on (about 4 minutes): the row kernels' one-ahead loads and NT 1 budget, q6_K's and iq4_xs's
 # tensor-core budget and prefetch, and the untried IQ2/IQ3 tensor-core prefetch and budget.

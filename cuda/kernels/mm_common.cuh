@@ -602,8 +602,19 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 // one, and the global-memory one they fall back to where the copy does not fit): with the
 // activations out of the L1 the weights' latency is the stall left, and their registers differ.
 // QK_PIPE_R=n, where given, overrides both masks.
+// Each format's PIPE_C, overridable for sweeps (`gpu-run.sh pipec`): q5_1's measured (q5_1.cu);
+// the others' as their PIPE_R until measured (0: none, 0xffu: every NT).
 #ifndef QK_PIPE_C_Q51
-#define QK_PIPE_C_Q51 0xf1u  // q5_1's PIPE_C (q5_1.cu): NT 1, 5-8
+#define QK_PIPE_C_Q51 0xf1u  // NT 1, 5-8
+#endif
+#ifndef QK_PIPE_C_Q8
+#define QK_PIPE_C_Q8 0x40u
+#endif
+#ifndef QK_PIPE_C_NL
+#define QK_PIPE_C_NL 0x0bu
+#endif
+#ifndef QK_PIPE_C_NV
+#define QK_PIPE_C_NV 0x1fu
 #endif
 #ifdef QK_PIPE_R
 #define MMR_PIPE(ntm) ((ntm) <= QK_PIPE_R)
