@@ -18,7 +18,12 @@ struct UnitIq4Nl {
     // run at NT 1-4): H100 session 20 run3, kernel-only GB/s without / with: 2493 / 2595 (2717
     // with 4 CTAs, QK_MINB_R1), 2308 / 2375, 1826 / 1721, 1686 / 1744.
     static const u32 PIPE_R = 0x0bu;
-    static const u32 PIPE_C = QK_PIPE_C_NL;  // the shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured
+    // The shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured there.
+#ifdef QK_PIPE_C_NL
+    static const u32 PIPE_C = QK_PIPE_C_NL;
+#else
+    static const u32 PIPE_C = PIPE_R;
+#endif
     static const u32 MINB_C3 = QK_MINB_C3_NL;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // The block's 16 nibble bytes in element order (both halves) and its fp16 d, for the row kernels'
     // one-ahead loads.

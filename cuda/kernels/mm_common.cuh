@@ -601,21 +601,9 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 // kernels (qk_mmc_*) have masks of their own (U::PIPE_C), for both of their bodies (the staged
 // one, and the global-memory one they fall back to where the copy does not fit): with the
 // activations out of the L1 the weights' latency is the stall left, and their registers differ.
-// QK_PIPE_R=n, where given, overrides both masks.
-// Each format's PIPE_C, overridable for sweeps (`gpu-run.sh pipec`): q5_1's measured (q5_1.cu);
-// the others' as their PIPE_R until measured (0: none, 0xffu: every NT).
-#ifndef QK_PIPE_C_Q51
-#define QK_PIPE_C_Q51 0xf1u  // NT 1, 5-8
-#endif
-#ifndef QK_PIPE_C_Q8
-#define QK_PIPE_C_Q8 0x40u
-#endif
-#ifndef QK_PIPE_C_NL
-#define QK_PIPE_C_NL 0x0bu
-#endif
-#ifndef QK_PIPE_C_NV
-#define QK_PIPE_C_NV 0x1fu
-#endif
+// QK_PIPE_R=n, where given, overrides both masks. Each Unit's PIPE_C is overridable for sweeps
+// (QK_PIPE_C_Q51, _Q8, _NL, _NV: a mask, 0xffu every NT; `gpu-run.sh pipec`); unmeasured ones
+// default to their PIPE_R.
 #ifdef QK_PIPE_R
 #define MMR_PIPE(ntm) ((ntm) <= QK_PIPE_R)
 #else

@@ -51,7 +51,12 @@ struct UnitNvfp4 {
     // kernel-only GB/s without / with, NT 1..8: 2544 / 2581, 2222 / 2243, 1758 / 1878, 1667 /
     // 1693, 1463 / 1562, 1171 / 1052, 1126 / 1117, 908 / 872.
     static const u32 PIPE_R = 0x1fu;
-    static const u32 PIPE_C = QK_PIPE_C_NV;  // the shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured
+    // The shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured there.
+#ifdef QK_PIPE_C_NV
+    static const u32 PIPE_C = QK_PIPE_C_NV;
+#else
+    static const u32 PIPE_C = PIPE_R;
+#endif
     static const u32 MINB_C3 = QK_MINB_C3_NV;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // Step u's two sub-blocks (thread h's at 16h + 8 (u & 1)) and the block's scale word, for
     // the row kernels' one-ahead loads.

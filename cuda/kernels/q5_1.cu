@@ -23,7 +23,11 @@ struct UnitQ5_1 {
     // (the same kernels both ways) 2125, 2126 / 2224, 2186 and 1932, 1931 / 2023, 1923; NT 8
     // 1771, 1772 / 1922, 1848. NT 4's gain is within what NT 6-7 show between identical kernels,
     // so it is not taken.
+#ifdef QK_PIPE_C_Q51
     static const u32 PIPE_C = QK_PIPE_C_Q51;
+#else
+    static const u32 PIPE_C = PIPE_R | 0x90u;  // NT 1, 5-8
+#endif
     static const u32 MINB_C3 = QK_MINB_C3_Q51;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // The block's 24 bytes (d, m | qh, then the 16 qs bytes), for the row kernels' one-ahead loads.
     struct Raw {

@@ -17,7 +17,12 @@ struct UnitQ8_0 {
     // from NT 4): H100 session 20 run3, kernel-only GB/s without / with, NT 4..8: 2703 / 2633,
     // 2641 / 2545, 2496 / 2012, 1790 / 1853, 1851 / 1573.
     static const u32 PIPE_R = 0x40u;
-    static const u32 PIPE_C = QK_PIPE_C_Q8;  // the shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured
+    // The shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured there.
+#ifdef QK_PIPE_C_Q8
+    static const u32 PIPE_C = QK_PIPE_C_Q8;
+#else
+    static const u32 PIPE_C = PIPE_R;
+#endif
     static const u32 MINB_C3 = QK_MINB_C3_Q8;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // The whole block's weight words (both halves), for the row kernels' one-ahead loads.
     struct Raw {
