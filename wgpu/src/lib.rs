@@ -448,14 +448,14 @@ pub struct Tuning {
     /// With `pair_rows` 2: q4_K and q5_K on the generic two-row kernel too
     /// (`QKERN_WGPU_PAIR_ROWS=2g`, bench variant `prow2g`).
     pub pair_generic: bool,
-    /// From how many tokens a dispatch (0: never) the kernels stage their activations in
-    /// workgroup memory ([`STAGE_BY_SIZE`]: per format and token count, below). The pair-layout
-    /// kernels (q8_0, q5_1, iq4_nl, nvfp4; `wgsl/pair_stage.wgsl`): each workgroup copies a chunk of its tokens' activation blocks once, between two
-    /// barriers, and every row's steps read them there, instead of each invocation loading
-    /// every word from the buffer (at 8 tokens 16 loads a block step, against the weights'
-    /// one). The CUDA backend's row kernels do the same (`QK_CACT_SMEM`), which on an H100 took
-    /// q5_1 at 8 tokens from 1110 to 1828 GB/s and nvfp4 from 969 to 1326. The words are the
-    /// same, so are the bits.
+    /// From how many tokens a dispatch (0: never) the kernels stage their activations in workgroup
+    /// memory ([`STAGE_BY_SIZE`]: per format and token count, below). The pair-layout kernels
+    /// (q8_0, q5_1, iq4_nl, nvfp4; `wgsl/pair_stage.wgsl`): each workgroup copies a chunk of its
+    /// tokens' activation blocks once, between two barriers, and every row's steps read them there,
+    /// instead of each invocation loading every word from the buffer (at 8 tokens 16 loads a block
+    /// step, against the weights' one). The CUDA backend's row kernels do the same
+    /// (`QK_CACT_SMEM`), which on an H100 took q5_1 at 8 tokens from 1110 to 1828 GB/s and nvfp4
+    /// from 969 to 1326. The words are the same, so are the bits.
     ///
     /// The thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs) stage their
     /// q8_K activations the same way (`wgsl/act_q8k_stage.wgsl`, chunks of up to 16 blocks of
@@ -2290,7 +2290,9 @@ fn parse_stage(v: &str) -> Option<(u8, u8)> {
 /// Run10 timed this rule against `nost` in all 13 formats, twice (the session's NOTES.md has
 /// the tables): at 4 and 8 tokens it won in most cells (nvfp4 x2.3-2.8), at one token it was
 /// within the noise of these short dispatches or better; it lost 5-9 % in medium calls of
-/// iq2_xxs and q5_K at 8 tokens. Calls of 30000-32767 rows were not measured.
+/// iq2_xxs and q5_K at 8 tokens. Timed again with 5 interleaved rounds
+/// (benches/results/2026-12-06-session26 run6-wstage, staged / not, NT 8): iq2_xxs 333 / 363 at
+/// 30504 rows, a loss kept as small and large calls gain; q5_K 397 / 401, q4_K 379 / 385.
 fn call_tuning(f: Format, rows: usize, t: Tuning) -> Tuning {
     if t.stage != STAGE_BY_SIZE {
         return t;
