@@ -93,11 +93,10 @@ cudasweep) IFS=';' read -ra vs <<< "${CUDA_SWEEP:-|q4_K,q5_K,q6_K,nvfp4,iq4_nl}"
 # cudasweep at every NT 1..8 (cuda_bench --mma-sweep: lanes / tensor cores, two threads / one thread
 # per row), one cuda_bench per CUDA_SWEEP variant ("opts|formats;..."), in that order.
 ntsweep) ntsweep_run "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"; cat "$R/ntsweep.md" ;;
-# The staged row kernels' one-ahead loads (mm_common.cuh MMR_PIPE, U::PIPE_C) at every NT against
-# the default, twice, interleaved: q5_1 gained at NT 5 and 8 (session 26 run8); nvfp4's fit 128
-# registers without spills at every NT with them (ptxas 13.0), q8_0's spill 12 bytes at NT 8,
-# iq4_nl's spill from NT 4 either way.
-pipec) F=${PIPEC_FORMATS:-nvfp4,q8_0,iq4_nl}; O="-DQK_PIPE_C_Q8=0xffu -DQK_PIPE_C_NL=0xffu -DQK_PIPE_C_NV=0xffu"
+# The staged row kernels' one-ahead loads (mm_common.cuh MMR_PIPE, U::PIPE_C): the defaults
+# against the masks before session 27 (each unit's PIPE_R), twice, interleaved. Session 27 run2
+# timed every NT with them against PIPE_R and took the gains into the defaults (the units' .cu).
+pipec) F=${PIPEC_FORMATS:-nvfp4,q8_0,iq4_nl}; O="-DQK_PIPE_C_Q8=0x40u -DQK_PIPE_C_NL=0x0bu -DQK_PIPE_C_NV=0x1fu"
   ntsweep_run "|$F;$O|$F;|$F;$O|$F"; grep -E '^##|shared memory' "$R/ntsweep.md" ;;
 # ntsweep with session 20's H100 retuning against the knobs it replaced, for a card it has not
 # run on (about 4 minutes): the row kernels' one-ahead loads and NT 1 budget, q6_K's and iq4_xs's

@@ -602,8 +602,8 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 // one, and the global-memory one they fall back to where the copy does not fit): with the
 // activations out of the L1 the weights' latency is the stall left, and their registers differ.
 // QK_PIPE_R=n, where given, overrides both masks. Each Unit's PIPE_C is overridable for sweeps
-// (QK_PIPE_C_Q51, _Q8, _NL, _NV: a mask, 0xffu every NT; `gpu-run.sh pipec`); unmeasured ones
-// default to their PIPE_R.
+// (QK_PIPE_C_Q51, _Q8, _NL, _NV: a mask, 0xffu every NT; `gpu-run.sh pipec`); each unit's
+// default is its PIPE_R plus the token counts measured to gain (H100, sessions 26-27).
 #ifdef QK_PIPE_R
 #define MMR_PIPE(ntm) ((ntm) <= QK_PIPE_R)
 #else

@@ -51,11 +51,15 @@ struct UnitNvfp4 {
     // kernel-only GB/s without / with, NT 1..8: 2544 / 2581, 2222 / 2243, 1758 / 1878, 1667 /
     // 1693, 1463 / 1562, 1171 / 1052, 1126 / 1117, 908 / 872.
     static const u32 PIPE_R = 0x1fu;
-    // The shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured there.
+    // The shared-memory kernels (qk_mmc_*, the default at every NT) at every NT (QK_PIPE_C_NV
+    // overrides it): H100 session 27 run2 (benches/results/2026-12-06-session27), kernel-only
+    // GB/s with PIPE_R / with one-ahead loads at every NT (QK_PIPE_C_NV=0xffu), twice, NT 6..8:
+    // 1486, 1477 / 1530, 1520; 1420, 1412 / 1495, 1484; 1351, 1342 / 1437, 1427. NT 1-5 (the
+    // same kernels both ways) are within 1 %.
 #ifdef QK_PIPE_C_NV
     static const u32 PIPE_C = QK_PIPE_C_NV;
 #else
-    static const u32 PIPE_C = PIPE_R;
+    static const u32 PIPE_C = PIPE_R | 0xe0u;  // every NT
 #endif
     static const u32 MINB_C3 = QK_MINB_C3_NV;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // Step u's two sub-blocks (thread h's at 16h + 8 (u & 1)) and the block's scale word, for

@@ -17,11 +17,16 @@ struct UnitQ8_0 {
     // from NT 4): H100 session 20 run3, kernel-only GB/s without / with, NT 4..8: 2703 / 2633,
     // 2641 / 2545, 2496 / 2012, 1790 / 1853, 1851 / 1573.
     static const u32 PIPE_R = 0x40u;
-    // The shared-memory kernels' (mm_common.cuh MMR_PIPE): PIPE_R's, unmeasured there.
+    // The shared-memory kernels (qk_mmc_*, the default from NT 4) at NT 4-8 (QK_PIPE_C_Q8
+    // overrides it): H100 session 27 run2 (benches/results/2026-12-06-session27), kernel-only
+    // GB/s with PIPE_R / with one-ahead loads at every NT (QK_PIPE_C_Q8=0xffu), twice, NT 4..8:
+    // 2838, 2838 / 2912, 2910; 2738, 2737 / 2861, 2858; 2519, 2514 / 2789, 2788; NT 7 (the same
+    // kernels both ways) 2695, 2680 / 2701, 2691; 2279, 2258 / 2604, 2594. ptxas spills 12
+    // bytes at NT 8 with them, and NT 8 is still the largest gain.
 #ifdef QK_PIPE_C_Q8
     static const u32 PIPE_C = QK_PIPE_C_Q8;
 #else
-    static const u32 PIPE_C = PIPE_R;
+    static const u32 PIPE_C = PIPE_R | 0xb8u;  // NT 4-8
 #endif
     static const u32 MINB_C3 = QK_MINB_C3_Q8;  // the shared-memory kernels' 3-CTA token counts (mm_common.cuh MMC_MINB)
     // The whole block's weight words (both halves), for the row kernels' one-ahead loads.
