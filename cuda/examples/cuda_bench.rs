@@ -298,16 +298,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.set_mma_tokens(Some(0))?;
             // each NT on its own kernels (not iq4_nl's 8 tokens as two chunks of 4)
             b.set_split8(Some(false));
-            let mut cells = [String::new(), String::new(), String::new()];
-            for (k, (row, cact)) in
-                [(Some(0u32), Some(0u32)), (Some(1), Some(0)), (Some(0), Some(1))].into_iter().enumerate()
+            let pair = qkern_cuda::args::has_pair(f);
+            let mut cells = [String::new(), String::new(), String::new(), String::new()];
+            for (k, (row, cact, pairs)) in [(0u32, 0u32, 0u32), (1, 0, 0), (0, 1, 0), (0, 1, 1)].into_iter().enumerate()
             {
-                b.set_row_tokens(row)?;
-                b.set_cact_tokens(cact)?;
+                if pairs == 1 && !pair {
+                    continue;
+                }
+                b.set_row_tokens(Some(row))?;
+                b.set_cact_tokens(Some(cact))?;
+                b.set_pair_tokens(Some(pairs))?;
                 cells[k] = nt_cells(&mut out)?;
             }
             b.set_row_tokens(None)?;
             b.set_cact_tokens(None)?;
+            b.set_pair_tokens(None)?;
             b.set_mma_tokens(None)?;
             b.set_split8(None);
             let d = mask_nts(qkern_cuda::args::row_default_mask(f));
@@ -320,6 +325,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "| {f} NT 1..8, one thread per row, activations {staged} (default at NT {d}) |{}",
                 cells[2]
             ));
+            if pair {
+                let d = mask_nts(qkern_cuda::args::pair_default_mask(f));
+                forced.push(format!(
+                    "| {f} NT 1..8, two threads per row by block parity, activations {staged} (default at NT {d}) |{}",
+                    cells[3]
+                ));
+            }
         }
         // Launch-to-result, one call at a time (host clock): into device memory + stream
         // sync, and into host memory (`matmul`, what `qkern::Device::matmul` calls) by each

@@ -121,6 +121,7 @@ QK_UNROLL(QK_UNROLL_P)
 MM_KERNELS_B(iq4_nl, mm_iq4_nl)
 MM_KERNELS_K(iq4_nl, UnitIq4Nl, MmPairs)
 MM_KERNELS_R(iq4_nl, UnitIq4Nl, MmPairs)
+MM_KERNELS_P(iq4_nl, UnitIq4Nl, MmPairs)
 
 QK_DEV float deq_iq4_nl(const u8* body, u32 d16, u32 e, const u32* tab) {
     // Element order (layout.rs `nibble_seq`): element e is nibble e & 1 of byte e / 2.

@@ -610,13 +610,20 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 #define MMR_PIPE(ntm) (((PIPE >> ((ntm) - 1)) & 1u) != 0u)
 #endif
 
-template <class U, int CH, int NTM, class AS, u32 PIPE>
+// TPR 2 (MmPairs only, the qk_mmp_* kernels): two threads per row, split by block parity.
+// The even thread runs the even blocks into what the one-thread body calls acc, the odd thread
+// the odd blocks into acc2; the pair adds them with one shuffle, in the same order (acc +
+// acc2), so the bits are the one-thread body's. Each thread holds half the accumulators
+// (iq4_nl at NT 8: 64 floats, not 128, which spilled 792 bytes on 128 registers).
+template <class U, int CH, int NTM, class AS, u32 PIPE, int TPR = 1>
 QK_DEV void mmr_body(const MmArgs& A) {
+    static_assert(TPR == 1 || (TPR == 2 && CH == MmPairs), "two threads a row: the even/odd chains only");
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob J = A.jobs[j];  // a copy: its fields in (uniform) registers, not reloaded from the parameter bank every block
     const u32 rows = J.rows;
-    const u32 r = (bid - J.cta0) * qk_bdim() + tid;
+    const u32 r = ((bid - J.cta0) * qk_bdim() + tid) / (u32)TPR;
+    const u32 par = TPR == 2 ? (tid & 1u) : 0u;  // the pair's block parity (qk_bdim() is even)
     const u32 row = r < rows ? r : rows - 1u;
     mm_prefetch(A, j, row, 0u, 1u);
     const u32 units = A.nb * U::UNITS_PER_BLOCK;
@@ -625,7 +632,48 @@ QK_DEV void mmr_body(const MmArgs& A) {
     for (int t = 0; t < NTM; ++t)
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[t][i] = 0.0f;
-    if (CH == MmPairs) {
+    if (CH == MmPairs && TPR == 2) {
+        const u32 pairs = units / 2u;
+        typename U::Raw w = {};
+        if (MMR_PIPE(NTM) && pairs > 0u) w = U::load(A, J, row, par);
+QK_UNROLL(1)
+        for (u32 p = 0; p < pairs; ++p) {
+            const u32 b = 2u * p + par;
+            mmr_pf<U>(J, A.nb, row, b);
+            typename U::Raw n;
+            const u32 np = p + 1u < pairs ? p + 1u : p;  // the last pair loads itself again (no branch)
+            if (MMR_PIPE(NTM))
+                n = U::load(A, J, row, 2u * np + par);
+            else
+                w = U::load(A, J, row, b);
+            mm_row_half<U, NTM, AS>(A, J, w, b, 0u, acc, nullptr);
+            mm_row_half<U, NTM, AS>(A, J, w, b, 1u, acc, nullptr);
+            if (MMR_PIPE(NTM)) w = n;
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            float s[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float o = qk_shfl_xor(acc[t][i], 1);
+                s[i] = par ? qk_add(o, acc[t][i]) : qk_add(acc[t][i], o);  // even + odd on both threads
+            }
+            res[t] = mm_hsum8(s);
+        }
+        if (units & 1u) {
+            // the scalar tail, as below (both threads of the pair: the same loads, the same bits)
+            i32 i0[4][NTM], i1[4][NTM];
+            float d[NTM];
+            U::template unit<NTM, AS>(A, J, row, units - 1u, 0u, i0, d, nullptr);
+            U::template unit<NTM, AS>(A, J, row, units - 1u, 1u, i1, d, nullptr);
+#pragma unroll
+            for (int t = 0; t < NTM; ++t) {
+                const u32 s0 = (u32)i0[0][t] + (u32)i0[1][t] + (u32)i0[2][t] + (u32)i0[3][t];
+                const u32 s1 = (u32)i1[0][t] + (u32)i1[1][t] + (u32)i1[2][t] + (u32)i1[3][t];
+                res[t] = qk_fma(d[t], qk_i2f(qk_unbias_sum(s0 + s1, 8)), res[t]);
+            }
+        }
+    } else if (CH == MmPairs) {
         float acc2[NTM][8];
 #pragma unroll
         for (int t = 0; t < NTM; ++t)
@@ -707,7 +755,7 @@ QK_UNROLL(1)
 #pragma unroll
         for (int t = 0; t < NTM; ++t) res[t] = CH == MmSumms ? qk_add(mm_hsum8(acc[t]), summs[t]) : mm_hsum8(acc[t]);
     }
-    if (r < rows)
+    if (r < rows && par == 0u)
 #pragma unroll
         for (int t = 0; t < NTM; ++t)
             if ((u32)t < J.nt) ((float*)J.out)[(u64)t * rows + r] = res[t];
@@ -716,14 +764,14 @@ QK_UNROLL(1)
 // The qk_mmc_* kernels: activations from the constant bank (ActC: the one buffer every job of
 // the launch reads, copied by the host), or with QK_CACT_SMEM from shared memory, where each CTA
 // first copies its own job's NTM tokens here (ActS).
-template <class U, int CH, int NTM>
+template <class U, int CH, int NTM, int TPR = 1>
 QK_DEV void mmc_body(const MmArgs& A) {
 #if QK_CACT_SMEM
     // This CTA's job's NTM tokens (ActS); a launch whose copy does not fit reads global memory.
     typedef ActS<NTM> S;
     const u32 na = A.cols / 32u, need = S::bytes(A.cols);
     if (need > A.alen || need > QK_SACT_BYTES) {  // uniform: launch arguments
-        mmr_body<U, CH, NTM, ActG, U::PIPE_C>(A);
+        mmr_body<U, CH, NTM, ActG, U::PIPE_C, TPR>(A);
         return;
     }
     const MmJob& J = A.jobs[mm_job_of(A, qk_bid())];
@@ -739,9 +787,9 @@ QK_DEV void mmc_body(const MmArgs& A) {
         if (J.a_x != 0) c[NTM + t] = qk_ld((const float*)J.a_x + (u64)b * capw + t);
     }
     qk_sync();
-    mmr_body<U, CH, NTM, S, U::PIPE_C>(A);
+    mmr_body<U, CH, NTM, S, U::PIPE_C, TPR>(A);
 #else
-    mmr_body<U, CH, NTM, ActC, U::PIPE_C>(A);
+    mmr_body<U, CH, NTM, ActC, U::PIPE_C, TPR>(A);
 #endif
 }
 
@@ -780,6 +828,13 @@ QK_DEV void mmc_body(const MmArgs& A) {
     QK_ENTRY_LB(qk_mmc_##fmt##_n##NTM, MmArgs, mmc_##fmt##_n##NTM, MMC_MINB(U, NTM))
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
+
+// qk_mmp_*: the staged kernels (qk_mmc_*) with two threads per row, by block parity (mmr_body
+// TPR 2; the even/odd chains, MmPairs: iq4_nl).
+#define MMP_KERNEL_1(fmt, U, CH, NTM)                                                    \
+    QK_DEV void mmp_##fmt##_n##NTM(const MmArgs& A) { mmc_body<U, CH, NTM, 2>(A); } \
+    QK_ENTRY_LB(qk_mmp_##fmt##_n##NTM, MmArgs, mmp_##fmt##_n##NTM, MMC_MINB(U, NTM))
+#define MM_KERNELS_P(fmt, U, CH) QK_EACH_NTM(MMP_KERNEL_1, fmt, U, CH)
 
 // A block body of W words into registers with the widest loads its alignment AL (bytes: 16,
 // 8 or 4) allows: a few wide loads instead of one narrow load per sub-block and byte. Index

@@ -247,6 +247,24 @@ pub fn cact_default_mask(format: Format, smem: bool) -> u32 {
     }
 }
 
+/// Whether the format has staged row kernels with two threads per row, split by block parity
+/// (`qk_mmp_*`, mm_common.cuh `mmr_body` TPR 2): iq4_nl, whose one-thread kernels keep its
+/// even and odd chains (ggml's accum1 and accum2) in one thread, 16 floats a token, and spill
+/// from NT 4 on 128 registers (792 bytes at NT 8, ptxas 13.0).
+pub fn has_pair(format: Format) -> bool {
+    format == Format::IQ4_NL
+}
+
+/// The token counts (a mask as [`row_default_mask`]) at which a format with
+/// [`has_pair`] runs the staged launches on its two-threads-a-row kernels (`qk_mmp_*`,
+/// `QKERN_CUDA_PAIR_NT=n`: n and above) instead of `qk_mmc_*`.
+pub fn pair_default_mask(format: Format) -> u32 {
+    match format {
+        Format::IQ4_NL => 0,
+        _ => 0,
+    }
+}
+
 /// The mask of [`row_default_mask`] for "from `n` tokens on" (0: never).
 pub fn row_mask_from(n: u32) -> u32 {
     if n == 0 { 0 } else { (0xffu32 << (n.min(8) - 1)) & 0xff }
@@ -291,6 +309,10 @@ pub fn mm_kernel_names(format: Format) -> Vec<Option<String>> {
         v.push(has_row(format).then(|| format!("qk_mmc_{st}_n{ntm}")));
     }
     debug_assert_eq!(v.len(), cact_kernel_index(8) + 1);
+    for ntm in NTMS {
+        v.push(has_pair(format).then(|| format!("qk_mmp_{st}_n{ntm}")));
+    }
+    debug_assert_eq!(v.len(), pair_kernel_index(8) + 1);
     v
 }
 
@@ -395,6 +417,9 @@ pub struct PlanKnobs {
     /// where the copy fits (shared memory: [`sact_bytes`] at most [`SACT_BYTES`]; the bank: one
     /// activation buffer for every job, of at most [`CACT_BYTES`]); before `row_mask`.
     pub cact_mask: u32,
+    /// Staged launches (`cact_mask`) whose NTM has its bit set run the format's kernels with two
+    /// threads per row by block parity ([`has_pair`], [`pair_kernel_index`]) where it has them.
+    pub pair_mask: u32,
     /// Jobs of at least `s4_rows` rows run an 8-token chunk as two chunks of 4 (in the same
     /// launch, each reading the weights): where the format's 4-token kernel is more than twice
     /// as fast as its 8-token one ([`split8_default`]).
@@ -426,6 +451,12 @@ pub fn sact_bytes(cols: usize, ntm: u32) -> u64 {
 /// in [`mm_kernel_names`].
 pub fn cact_kernel_index(ntm: u32) -> usize {
     row_kernel_index(8) + ntm.clamp(1, 8) as usize
+}
+
+/// Index of the staged kernel with two threads per row by block parity (`qk_mmp_*`,
+/// [`has_pair`]) for `ntm` tokens in [`mm_kernel_names`].
+pub fn pair_kernel_index(ntm: u32) -> usize {
+    cact_kernel_index(8) + ntm.clamp(1, 8) as usize
 }
 
 /// Split `jobs` into launches of at most [`MAX_JOBS`] jobs of at most [`MAX_NT`] tokens
@@ -501,7 +532,14 @@ pub fn plan_matmul<E>(
         let stage = abuf.filter(|&(base, len)| !k.cact_smem && staged_nt && base != 0 && len > 0 && len <= CACT_BYTES);
         let staged = stage.is_some() || shared > 0;
         let row = staged || (large_row && k.row_mask >> (ntm - 1) & 1 == 1);
-        let tpr = if row { 1 } else { threads_per_row(format, s) };
+        let pair = staged && has_pair(format) && k.pair_mask >> (ntm - 1) & 1 == 1;
+        let tpr = if pair {
+            2
+        } else if row {
+            1
+        } else {
+            threads_per_row(format, s)
+        };
         // Small launches get 64-thread CTAs, so that more SMs share the rows.
         let ctas =
             |block: u32| args.jobs[..args.njobs as usize].iter().map(|j| j.rows.div_ceil(block / tpr)).sum::<u32>();
@@ -520,6 +558,8 @@ pub fn plan_matmul<E>(
         args.alen = shared;
         let kernel = if mma {
             MMA_KERNEL
+        } else if pair {
+            pair_kernel_index(ntm)
         } else if staged {
             cact_kernel_index(ntm)
         } else if row {
@@ -640,7 +680,7 @@ mod tests {
     fn tensor_core_kernels_are_named_and_defaults_have_one() {
         for f in Format::WEIGHTS {
             let names = mm_kernel_names(f);
-            assert_eq!(names.len(), cact_kernel_index(8) + 1);
+            assert_eq!(names.len(), pair_kernel_index(8) + 1);
             for ntm in NTMS {
                 let n = &names[row_kernel_index(ntm)];
                 assert_eq!(n.is_some(), has_row(f), "{f}");
@@ -648,7 +688,12 @@ mod tests {
                 let n = &names[cact_kernel_index(ntm)];
                 assert_eq!(n.is_some(), has_row(f), "{f}");
                 assert!(n.as_ref().is_none_or(|n| n == &format!("qk_mmc_{}_n{ntm}", stem(f))));
+                let n = &names[pair_kernel_index(ntm)];
+                assert_eq!(n.is_some(), has_pair(f), "{f}");
+                assert!(n.as_ref().is_none_or(|n| n == &format!("qk_mmp_{}_n{ntm}", stem(f))));
             }
+            assert!(pair_default_mask(f) == 0 || has_pair(f));
+            assert!(!has_pair(f) || has_row(f));
             assert!(row_default_mask(f) == 0 || has_row(f));
             assert!(row_default_mask(f) <= 0xff);
             assert_eq!(names[MMA_KERNEL].is_some(), has_mma(f), "{f}");
@@ -674,6 +719,44 @@ mod tests {
         assert_eq!(kernels_r(Format::Q5_1, rows, 8, 0, 5, 4)[0].0, MMA_KERNEL);
         assert_eq!(kernels_r(Format::Q4_K, rows, 8, 0, 0, 1)[0].0, mm_kernel_index(8, 1));
         assert_eq!((row_mask_from(0), row_mask_from(1), row_mask_from(8)), (0, 0xff, 0x80));
+    }
+
+    /// Staged launches of iq4_nl at the pair mask's token counts run two threads a row by
+    /// block parity (128 rows a 256-thread CTA); launches that are not staged, and the formats
+    /// without such kernels, ignore the mask.
+    #[test]
+    fn plan_picks_the_parity_pair_kernel_only_for_staged_launches() {
+        let rows = 100_000;
+        let plan = |f: Format, nt: u32, cact: u32, pair: u32| {
+            let k = PlanKnobs {
+                cact_mask: row_mask_from(cact),
+                pair_mask: row_mask_from(pair),
+                cact_smem: true,
+                ..Default::default()
+            };
+            let mut v = Vec::new();
+            plan_matmul::<()>(f, 4096, 0, [job(rows, nt)], k, |l, _| {
+                v.push((l.kernel, l.grid, l.shared));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        let s8 = sact_bytes(4096, 8) as u32;
+        assert_eq!(plan(Format::IQ4_NL, 8, 1, 5), vec![(pair_kernel_index(8), rows.div_ceil(128), s8)]);
+        assert_eq!(plan(Format::IQ4_NL, 4, 1, 5)[0].0, cact_kernel_index(4));
+        assert_eq!(plan(Format::IQ4_NL, 8, 1, 0), vec![(cact_kernel_index(8), rows.div_ceil(256), s8)]);
+        assert_eq!(plan(Format::IQ4_NL, 8, 0, 1)[0].0, mm_kernel_index(8, 1));
+        assert_eq!(plan(Format::Q8_0, 8, 1, 1)[0].0, cact_kernel_index(8));
+        // a copy over the shared-memory budget is not staged, so not paired either
+        let k = PlanKnobs { cact_mask: 0xff, pair_mask: 0xff, cact_smem: true, ..Default::default() };
+        let mut v = Vec::new();
+        plan_matmul::<()>(Format::IQ4_NL, 5120, 0, [job(rows, 8)], k, |l, _| {
+            v.push(l.kernel);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v, vec![mm_kernel_index(8, 1)]);
     }
 
     #[test]

@@ -132,6 +132,9 @@ pub struct CudaBackend {
     /// The token counts that run the constant-bank row kernels (a mask as `row_mask`;
     /// `u32::MAX`: each format's `args::cact_default_mask`).
     cact_mask: std::sync::atomic::AtomicU32,
+    /// The token counts whose staged launches run two threads a row by block parity (a mask
+    /// as `row_mask`; `u32::MAX`: each format's `args::pair_default_mask`).
+    pair_mask: std::sync::atomic::AtomicU32,
     /// Bumped whenever an activation buffer of this backend may change (allocation,
     /// quantize, import), so that a constant bank's copy of a buffer is made again after.
     act_epoch: AtomicU64,
@@ -457,6 +460,7 @@ impl CudaBackend {
             kq_mmk: std::sync::atomic::AtomicBool::new(args::KQ_MMK_DEFAULT),
             split8: std::sync::atomic::AtomicU8::new(0),
             cact_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
+            pair_mask: std::sync::atomic::AtomicU32::new(u32::MAX),
             act_epoch: AtomicU64::new(0),
         })
         .and_then(|b| {
@@ -477,6 +481,7 @@ impl CudaBackend {
             b.set_mma_tokens(env_knob("QKERN_CUDA_MMA_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             b.set_row_tokens(env_knob("QKERN_CUDA_ROW_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             b.set_cact_tokens(env_knob("QKERN_CUDA_CACT_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
+            b.set_pair_tokens(env_knob("QKERN_CUDA_PAIR_NT", "a token count 0..=8 (0: never)", parse_mma_nt)?)?;
             if let Some(on) = env_knob("QKERN_CUDA_KQ_MMK", "0 or 1", qkern_formats::env::switch)? {
                 b.set_kq_two_phase(on);
             }
@@ -1060,6 +1065,18 @@ impl CudaBackend {
         token_mask(&self.cact_mask, args::cact_default_mask(format, kernels::cact_smem(self.arch)))
     }
 
+    /// From how many tokens the staged launches (`set_cact_tokens`) of a format with two-thread
+    /// row kernels (`args::has_pair`: iq4_nl) run them (`qk_mmp_*`: the even blocks on one
+    /// thread, the odd on the other, half the accumulators a thread). `Some(0)`: never; `None`:
+    /// each format's default (`args::pair_default_mask`). The bits are the same either way.
+    pub fn set_pair_tokens(&self, n: Option<u32>) -> Result<()> {
+        store_token_mask(&self.pair_mask, n, "two-thread staged row kernels")
+    }
+
+    fn pair_mask(&self, format: Format) -> u32 {
+        token_mask(&self.pair_mask, args::pair_default_mask(format))
+    }
+
     /// Whether small launches of q4_K with at most 16 blocks per row (a MoE expert's gate and
     /// up projections) run its two-phase kernel (`args::has_mmk`; by default
     /// `args::KQ_MMK_DEFAULT`, on; `QKERN_CUDA_KQ_MMK=0|1`). The bits are the same either way.
@@ -1105,6 +1122,7 @@ impl CudaBackend {
             kq_mmk: self.kq_mmk.load(Ordering::Relaxed),
             cact_mask: if m.cact.is_some() { self.cact_mask(format) } else { 0 },
             cact_smem: kernels::cact_smem(self.arch),
+            pair_mask: self.pair_mask(format),
             split8: self.split8(format),
         };
         args::plan_matmul(format, cols, self.tab, jobs, k, |l, a| {

@@ -342,7 +342,7 @@ fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
 }
 
 /// The kernel choices of `args::plan_matmul` ([`Config`]).
-fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_nt): Knobs) -> Vec<Vec<f32>> {
+fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_nt, pair_nt): Knobs) -> Vec<Vec<f32>> {
     let devs: Vec<DevCase> = cases.iter().map(|c| upload(c)).collect();
     let outs: Vec<Buf> = cases.iter().map(|c| Buf::new(4 * c.rows * c.nt)).collect();
     let f = cases[0].f;
@@ -360,11 +360,12 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
         kq_mmk,
         cact_mask: args::row_mask_from(cact_nt),
         cact_smem: smem,
+        pair_mask: args::row_mask_from(pair_nt),
         // every NT's kernels run as such (iq4_nl's 8-token chunks would run as two of 4 by
         // default: chunks, as the 11-token cases run them, change no token's bits)
         split8: false,
     };
-    let mut staged = 0usize;
+    let (mut staged, mut pairs) = (0usize, 0usize);
     args::plan_matmul::<()>(f, cases[0].cols, tab().ptr(), jobs, k, |l, a| {
         let name = names[l.kernel].as_ref().expect("kernel exists");
         let _g = emu_lock();
@@ -377,17 +378,26 @@ fn emu_matmul(e: &Emu, cases: &[&Case], (s4_rows, mma_nt, row_nt, kq_mmk, cact_n
         }
         // the staged kernels: with shared memory each CTA copies its tokens (no bank copy), else
         // the bank holds the buffer
-        assert_eq!(name.starts_with("qk_mmc_"), l.stage.is_some() || l.shared > 0, "{name}");
+        assert_eq!(
+            name.starts_with("qk_mmc_") || name.starts_with("qk_mmp_"),
+            l.stage.is_some() || l.shared > 0,
+            "{name}"
+        );
         assert!(l.stage.is_none() || !smem, "{name}: a bank copy with shared-memory kernels");
         assert!(l.shared == 0 || smem, "{name}: shared memory for the bank kernels");
         if l.shared > 0 {
             staged += 1;
         }
+        // (pair_nt is 0 or 1 here: every staged launch of a format with them is paired)
+        let paired = pair_nt > 0 && args::has_pair(f) && (l.stage.is_some() || l.shared > 0);
+        assert_eq!(name.starts_with("qk_mmp_"), paired, "{name}");
+        pairs += usize::from(paired);
         run_locked(e, name, l.grid, l.block, a);
         Ok(())
     })
     .unwrap();
     assert!(cact_nt == 0 || staged > 0 || cases.len() > 1 || !args::has_row(f), "{f}: nothing staged");
+    assert!(pair_nt == 0 || pairs > 0 || cases.len() > 1 || !args::has_pair(f), "{f}: nothing paired");
     cases.iter().zip(&outs).map(|(c, o)| o.f32s(c.rows * c.nt)).collect()
 }
 
@@ -452,20 +462,23 @@ fn matmul_format(f: Format) {
 
 /// The kernel choices a format's matmul tests run: (S = 4 row threshold, tensor-core token
 /// threshold, one-thread-per-row token threshold, q4_K's two-phase kernel, constant-bank row
-/// kernel token threshold).
-type Knobs = (u64, u32, u32, bool, u32);
+/// kernel token threshold, two-threads-a-row staged kernel token threshold).
+type Knobs = (u64, u32, u32, bool, u32, u32);
 type Config = (Knobs, &'static str);
 fn configs(f: Format) -> Vec<Config> {
-    let mut v = vec![((0, 0, 0, false, 0), "S=1"), ((u64::MAX, 0, 0, false, 0), "S=4")];
+    let mut v = vec![((0, 0, 0, false, 0, 0), "S=1"), ((u64::MAX, 0, 0, false, 0, 0), "S=4")];
     if args::has_mma(f) {
-        v.push(((0, 1, 0, false, 0), "MMA"));
+        v.push(((0, 1, 0, false, 0, 0), "MMA"));
     }
     if args::has_row(f) {
-        v.push(((0, 0, 1, false, 0), "row"));
-        v.push(((0, 0, 0, false, 1), "row, constant bank"));
+        v.push(((0, 0, 1, false, 0, 0), "row"));
+        v.push(((0, 0, 0, false, 1, 0), "row, constant bank"));
+    }
+    if args::has_pair(f) {
+        v.push(((0, 0, 0, false, 1, 1), "row pairs, staged"));
     }
     if args::has_mmk(f) && args::has_split(f) {
-        v.push(((u64::MAX, 0, 0, true, 0), "two-phase"));
+        v.push(((u64::MAX, 0, 0, true, 0, 0), "two-phase"));
     }
     v
 }

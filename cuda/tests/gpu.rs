@@ -116,11 +116,10 @@ impl Row {
     }
 }
 
-/// A kernel choice of the live tests: (S = 4 row threshold, tensor-core tokens, row-kernel
-/// tokens, q4_K's two-phase kernel).
-/// (S = 4 row threshold, tensor-core tokens, one-thread-per-row tokens, q4_K's two-phase
-/// kernel, constant-bank row kernel tokens).
-type Config = (Option<u64>, Option<u32>, Option<u32>, bool, Option<u32>);
+/// A kernel choice of the live tests: (S = 4 row threshold, tensor-core tokens,
+/// one-thread-per-row tokens, q4_K's two-phase kernel, staged row kernel tokens, two-thread
+/// staged row kernel tokens).
+type Config = (Option<u64>, Option<u32>, Option<u32>, bool, Option<u32>, Option<u32>);
 
 fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &mut String) {
     let act = f.vec_dot_type().unwrap();
@@ -154,22 +153,29 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 // memory, and from the constant bank) at every NT
                 let mut configs: Vec<Config> = if qkern_cuda::args::has_mma(f) {
                     vec![
-                        (Some(0), Some(1), Some(0), false, Some(0)),
-                        (Some(u64::MAX), None, None, false, None),
-                        (Some(0), Some(0), Some(0), false, Some(0)),
+                        (Some(0), Some(1), Some(0), false, Some(0), None),
+                        (Some(u64::MAX), None, None, false, None, None),
+                        (Some(0), Some(0), Some(0), false, Some(0), None),
                     ]
                 } else {
-                    vec![(Some(0), None, Some(0), false, Some(0)), (Some(u64::MAX), None, None, false, None)]
+                    vec![
+                        (Some(0), None, Some(0), false, Some(0), None),
+                        (Some(u64::MAX), None, None, false, None, None),
+                    ]
                 };
                 if qkern_cuda::args::has_row(f) {
-                    configs.push((Some(0), Some(0), Some(1), false, Some(0)));
-                    configs.push((Some(0), Some(0), Some(0), false, Some(1)));
+                    configs.push((Some(0), Some(0), Some(1), false, Some(0), None));
+                    configs.push((Some(0), Some(0), Some(0), false, Some(1), Some(0)));
+                }
+                // iq4_nl's staged kernels with two threads a row, by block parity, at every NT
+                if qkern_cuda::args::has_pair(f) {
+                    configs.push((Some(0), Some(0), Some(0), false, Some(1), Some(1)));
                 }
                 // q4_K's two-phase kernel: small launches (S = 4 threshold above every size)
                 if qkern_cuda::args::has_mmk(f) && qkern_cuda::args::has_split(f) {
-                    configs.push((Some(u64::MAX), Some(0), None, true, None));
+                    configs.push((Some(u64::MAX), Some(0), None, true, None, None));
                 }
-                for &(s, mma, rk, kq, ck) in &configs {
+                for &(s, mma, rk, kq, ck, pk) in &configs {
                     if s == Some(u64::MAX) && f.block_elems() != 256 {
                         continue;
                     }
@@ -178,6 +184,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                     b.set_row_tokens(rk).unwrap();
                     b.set_kq_two_phase(kq);
                     b.set_cact_tokens(ck).unwrap();
+                    b.set_pair_tokens(pk).unwrap();
                     // every way back to host memory, in turn (the bits must not depend on it)
                     b.set_host_out([HostOut::Pageable, HostOut::Pinned, HostOut::Mapped][(nt + i + wild as usize) % 3]);
                     b.set_wait_mode(
@@ -196,7 +203,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                             .unwrap_or(0);
                         writeln!(
                             log,
-                            "{f} {what} S={} mma {mma:?} row {rk:?} two-phase {kq} constant bank {ck:?} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
+                            "{f} {what} S={} mma {mma:?} row {rk:?} two-phase {kq} constant bank {ck:?} pairs {pk:?} {rows}x{cols}: {n}/{} differ, first (t {}, r {}): want {:#010x} got {:#010x}",
                             if s == Some(0) { 1 } else { 4 },
                             want.len(),
                             k / rows,
@@ -212,6 +219,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                 b.set_row_tokens(None).unwrap();
                 b.set_kq_two_phase(qkern_cuda::args::KQ_MMK_DEFAULT);
                 b.set_cact_tokens(None).unwrap();
+                b.set_pair_tokens(None).unwrap();
                 // more tokens than a launch holds: a typed error, the setting unchanged
                 let e = b.set_mma_tokens(Some(qkern_cuda::args::MAX_NT as u32 + 1)).unwrap_err();
                 assert!(matches!(e, qkern_cuda::CudaError::Invalid(_)), "{e}");
