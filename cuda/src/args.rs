@@ -226,7 +226,8 @@ fn mask_of(nts: &[u32]) -> u32 {
 /// shared memory) added q5_1 NT 3 (2283 / 2717) and iq4_nl NT 5-6 (two threads a row, 1377 /
 /// 1817 and 1093 / 1306; NT 7 1038 / 1075 is within the noise and stays); the rest of that
 /// sweep agreed with the masks (q8_0 NT 3: two threads 2993, shared memory 2899; nvfp4 NT 5
-/// 1635 / 1624).
+/// 1635 / 1624). Session 27 added iq4_nl NT 7-8, where its staged kernels run two threads a
+/// row ([`pair_default_mask`]).
 ///
 /// Before, the staged copy was the module's constant bank (mm_common.cuh `ActC` with
 /// `QK_CACT_SMEM=0`, the default on devices with less shared memory): in sm_90 SASS the words
@@ -240,7 +241,7 @@ pub fn cact_default_mask(format: Format, smem: bool) -> u32 {
     match format {
         Format::Q5_1 if smem => mask_of(&[3, 4, 5, 6, 7, 8]),
         Format::Q8_0 if smem => mask_of(&[4, 5, 6, 7, 8]),
-        Format::IQ4_NL if smem => mask_of(&[2, 3, 4, 5, 6]),
+        Format::IQ4_NL if smem => mask_of(&[2, 3, 4, 5, 6, 7, 8]),
         Format::NVFP4 if smem => mask_of(&[1, 2, 3, 4, 5, 6, 7, 8]),
         Format::Q8_0 => mask_of(&[8]),
         _ => 0,
@@ -257,10 +258,15 @@ pub fn has_pair(format: Format) -> bool {
 
 /// The token counts (a mask as [`row_default_mask`]) at which a format with
 /// [`has_pair`] runs the staged launches on its two-threads-a-row kernels (`qk_mmp_*`,
-/// `QKERN_CUDA_PAIR_NT=n`: n and above) instead of `qk_mmc_*`.
+/// `QKERN_CUDA_PAIR_NT=n`: n and above) instead of `qk_mmc_*`. H100, session 27 run5
+/// (benches/results/2026-12-06-session27, `cuda_bench --mma-sweep`, kernel-only GB/s, twice,
+/// one thread / two threads a row, both staged), NT 5..8: 1855, 1853 / 1736, 1735; 1540, 1537 /
+/// 1568, 1568; 1073, 1070 / 1282, 1282; 723, 722 / 1220, 1220. NT 8 also beats its two chunks
+/// of 4 (NT 4 2313, 2311: 1156 for 8 tokens, [`split8_default`]) and NT 7 the two-thread lane
+/// kernels it ran on before (1039, 1038). NT 1-4 slower (NT 3 1959 / 2432).
 pub fn pair_default_mask(format: Format) -> u32 {
     match format {
-        Format::IQ4_NL => 0,
+        Format::IQ4_NL => mask_of(&[6, 7, 8]),
         _ => 0,
     }
 }
@@ -279,6 +285,8 @@ pub const NTMS: [u32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 /// against NT 8 (two chunks of 4 run at half the NT 4 figure): H200, session 22 `cuda_bench.md`,
 /// 1922 against 922 (961 > 922); H100, session 23 run4, 2263 (on the shared-memory kernel, the
 /// default at NT 4) against 919 (1131 > 919). Each token's result is the same in any chunk.
+/// Since session 27 not where the 8-token chunk runs on the staged two-thread kernel
+/// ([`pair_default_mask`], faster than two chunks of 4): only where its copy does not fit.
 pub fn split8_default(format: Format) -> bool {
     format == Format::IQ4_NL
 }
@@ -572,11 +580,17 @@ pub fn plan_matmul<E>(
         Ok(())
     };
 
+    // An 8-token chunk that would run on the staged two-threads-a-row kernel stays whole.
+    let pair8 = has_pair(format)
+        && k.pair_mask >> 7 & 1 == 1
+        && k.cact_mask >> 7 & 1 == 1
+        && k.cact_smem
+        && sact_bytes(cols, 8) <= SACT_BYTES;
     for j in jobs {
         let mut t0 = 0u32;
         while t0 < j.tokens {
             let mut nt = (j.tokens - t0).min(MAX_NT as u32);
-            if nt == MAX_NT as u32 && k.split8 && j.rows as u64 >= k.s4_rows {
+            if nt == MAX_NT as u32 && k.split8 && !pair8 && j.rows as u64 >= k.s4_rows {
                 nt = 4;
             }
             if args.njobs as usize == MAX_JOBS {
@@ -835,7 +849,7 @@ mod tests {
         };
         assert_eq!(
             [Format::Q5_1, Format::Q8_0, Format::IQ4_NL, Format::NVFP4].map(staged),
-            [6, 5, 5, 8],
+            [6, 5, 7, 8],
             "token counts on the shared-memory kernels"
         );
         assert_eq!(dflt(Format::Q5_1, 1, true), (row_kernel_index(1), 0));
@@ -895,6 +909,28 @@ mod tests {
         // a small job (under the S = 4 row threshold), and q8_0: one chunk of 8
         assert_eq!(plan(Format::IQ4_NL, rows, 8, r + 1)[0].1.iter().map(|j| j.0).collect::<Vec<_>>(), vec![8]);
         assert_eq!(plan(Format::Q8_0, rows, 8, 0)[0].1.iter().map(|j| j.0).collect::<Vec<_>>(), vec![8]);
+        // the defaults with shared memory: 8 tokens whole on the two-thread staged kernel where
+        // its copy fits (4096 columns), two chunks of 4 where it does not (5120)
+        let dflt = |cols: usize| {
+            let f = Format::IQ4_NL;
+            let k = PlanKnobs {
+                cact_mask: cact_default_mask(f, true),
+                pair_mask: pair_default_mask(f),
+                row_mask: row_default_mask(f),
+                cact_smem: true,
+                split8: split8_default(f),
+                ..Default::default()
+            };
+            let mut v = Vec::new();
+            plan_matmul::<()>(f, cols, 0, [job(100_000, 8)], k, |l, a| {
+                v.push((l.kernel, a.jobs[..a.njobs as usize].iter().map(|j| j.nt).collect::<Vec<_>>()));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        assert_eq!(dflt(4096), vec![(pair_kernel_index(8), vec![8])]);
+        assert_eq!(dflt(5120), vec![(cact_kernel_index(4), vec![4, 4])]);
     }
 
     /// A grouped launch of q4_K experts at a tensor-core token count takes the tensor cores
