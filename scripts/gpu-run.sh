@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [pipec] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [pipec] [pairs] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -98,6 +98,11 @@ ntsweep) ntsweep_run "${CUDA_SWEEP:-|q8_0,q5_1,iq4_nl,nvfp4}"; cat "$R/ntsweep.m
 # timed every NT with them against PIPE_R and took the gains into the defaults (the units' .cu).
 pipec) F=${PIPEC_FORMATS:-nvfp4,q8_0,iq4_nl}; O="-DQK_PIPE_C_Q8=0x40u -DQK_PIPE_C_NL=0x0bu -DQK_PIPE_C_NV=0x1fu"
   ntsweep_run "|$F;$O|$F;|$F;$O|$F"; grep -E '^##|shared memory' "$R/ntsweep.md" ;;
+# The staged kernels with two threads a row (qk_mmp_*, session 27: iq4_nl by block parity, the
+# others by lane) against one (qk_mmc_*) at every NT, with the staged kernels' CTA budget and
+# with 3 CTAs (-DQK_MINB_P=3), each twice, interleaved.
+pairs) F=${PAIRS_FORMATS:-q8_0,q5_1,iq4_nl,nvfp4}
+  ntsweep_run "|$F;-DQK_MINB_P=3|$F;|$F;-DQK_MINB_P=3|$F"; grep -E '^##|shared memory|regs' "$R/ntsweep.md" | grep -E '^##|shared|mmp' ;;
 # ntsweep with session 20's H100 retuning against the knobs it replaced, for a card it has not
 # run on (about 4 minutes): the row kernels' one-ahead loads and NT 1 budget, q6_K's and iq4_xs's
 # tensor-core budget and prefetch, and the untried IQ2/IQ3 tensor-core prefetch and budget.

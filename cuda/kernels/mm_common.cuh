@@ -610,14 +610,17 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 #define MMR_PIPE(ntm) (((PIPE >> ((ntm) - 1)) & 1u) != 0u)
 #endif
 
-// TPR 2 (MmPairs only, the qk_mmp_* kernels): two threads per row, split by block parity.
-// The even thread runs the even blocks into what the one-thread body calls acc, the odd thread
-// the odd blocks into acc2; the pair adds them with one shuffle, in the same order (acc +
-// acc2), so the bits are the one-thread body's. Each thread holds half the accumulators
-// (iq4_nl at NT 8: 64 floats, not 128, which spilled 792 bytes on 128 registers).
+// TPR 2 (the qk_mmp_* kernels): two threads per row, each with half the accumulators. MmPairs
+// (iq4_nl) splits by block parity: the even thread runs the even blocks into what the
+// one-thread body calls acc, the odd thread the odd blocks into acc2, and the pair adds them
+// with one shuffle in the same order (acc + acc2) (iq4_nl at NT 8: 64 floats a thread, not 128,
+// which spilled 792 bytes on 128 registers). The single chains (MmPlain, MmSumms) split by
+// lane: thread h runs half h of every unit into lanes 4h..4h+3 (the two-thread lane kernels'
+// split, mm_hsum_b, on the staged activations), and each adds its partner's lane 4 away before
+// hsum_float_8's last two levels. Either way the bits are the one-thread body's.
 template <class U, int CH, int NTM, class AS, u32 PIPE, int TPR = 1>
 QK_DEV void mmr_body(const MmArgs& A) {
-    static_assert(TPR == 1 || (TPR == 2 && CH == MmPairs), "two threads a row: the even/odd chains only");
+    static_assert(TPR == 1 || TPR == 2, "one or two threads a row");
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob J = A.jobs[j];  // a copy: its fields in (uniform) registers, not reloaded from the parameter bank every block
@@ -672,6 +675,55 @@ QK_UNROLL(1)
                 const u32 s1 = (u32)i1[0][t] + (u32)i1[1][t] + (u32)i1[2][t] + (u32)i1[3][t];
                 res[t] = qk_fma(d[t], qk_i2f(qk_unbias_sum(s0 + s1, 8)), res[t]);
             }
+        }
+    } else if (TPR == 2) {
+        // the lane split: lanes 4 * par + i of the one-thread body's acc in a4[t][i]
+        float a4[NTM][4], summs[NTM];
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            summs[t] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a4[t][i] = 0.0f;
+        }
+        typename U::Raw w = {};
+        if (MMR_PIPE(NTM) && units > 0u) w = U::load(A, J, row, 0u);
+QK_UNROLL(1)
+        for (u32 u = 0; u < units; ++u) {
+            float m = 0.0f;
+            if (par == 0u && u % U::UNITS_PER_BLOCK == 0u) mmr_pf<U>(J, A.nb, row, u / U::UNITS_PER_BLOCK);
+            typename U::Raw n;
+            if (MMR_PIPE(NTM))
+                n = U::load(A, J, row, u + 1u < units ? u + 1u : u);  // the last unit loads itself again (no branch)
+            else
+                w = U::load(A, J, row, u);
+            {
+                i32 isum[4][NTM];
+                float d[NTM];
+                U::template unit_raw<NTM, AS>(A, J, w, u, par, isum, d, &m);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) a4[t][i] = qk_fma(d[t], qk_unbias(isum[i][t]), a4[t][i]);
+            }
+            if (MMR_PIPE(NTM)) w = n;
+            if (CH == MmSumms) {
+                float sa[NTM];
+                AS::template f32s<NTM>(J, J.a_x, u, J.capw, sa);
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) summs[t] = qk_fma(m, sa[t], summs[t]);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            // hsum_float_8 (mm_hsum8): ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+            float s4[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float o = qk_shfl_xor(a4[t][i], 1);
+                s4[i] = par ? qk_add(o, a4[t][i]) : qk_add(a4[t][i], o);  // lane i + lane i + 4 on both threads
+            }
+            const float hs = qk_add(qk_add(s4[0], s4[2]), qk_add(s4[1], s4[3]));
+            res[t] = CH == MmSumms ? qk_add(hs, summs[t]) : hs;
         }
     } else if (CH == MmPairs) {
         float acc2[NTM][8];
@@ -829,11 +881,18 @@ QK_DEV void mmc_body(const MmArgs& A) {
 
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
 
-// qk_mmp_*: the staged kernels (qk_mmc_*) with two threads per row, by block parity (mmr_body
-// TPR 2; the even/odd chains, MmPairs: iq4_nl).
+// qk_mmp_*: the staged kernels (qk_mmc_*) with two threads per row (mmr_body TPR 2: by block
+// parity for iq4_nl's even/odd chains, by lane for the others). Their CTAs an SM: the staged
+// kernels' (MMC_MINB), or QK_MINB_P where given (a sweep: their halved accumulators fit 80
+// registers at lower NT than the one-thread kernels').
+#ifdef QK_MINB_P
+#define MMP_MINB(U, NTM) QK_MINB_P
+#else
+#define MMP_MINB(U, NTM) MMC_MINB(U, NTM)
+#endif
 #define MMP_KERNEL_1(fmt, U, CH, NTM)                                                    \
     QK_DEV void mmp_##fmt##_n##NTM(const MmArgs& A) { mmc_body<U, CH, NTM, 2>(A); } \
-    QK_ENTRY_LB(qk_mmp_##fmt##_n##NTM, MmArgs, mmp_##fmt##_n##NTM, MMC_MINB(U, NTM))
+    QK_ENTRY_LB(qk_mmp_##fmt##_n##NTM, MmArgs, mmp_##fmt##_n##NTM, MMP_MINB(U, NTM))
 #define MM_KERNELS_P(fmt, U, CH) QK_EACH_NTM(MMP_KERNEL_1, fmt, U, CH)
 
 // A block body of W words into registers with the widest loads its alignment AL (bytes: 16,

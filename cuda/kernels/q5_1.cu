@@ -100,6 +100,7 @@ QK_UNROLL(QK_UNROLL_B5(NTM))
 MM_KERNELS_B(q5_1, mm_q5_1)
 MM_KERNELS_K(q5_1, UnitQ5_1, MmSumms)
 MM_KERNELS_R(q5_1, UnitQ5_1, MmSumms)
+MM_KERNELS_P(q5_1, UnitQ5_1, MmSumms)
 
 // q5_1 on tensor cores (mm_common.cuh "Tensor-core kernels"). A block has one scale, so K is
 // the block's 32 quants and the lanes go to N instead: per token one m16n8k32 product with

@@ -248,12 +248,14 @@ pub fn cact_default_mask(format: Format, smem: bool) -> u32 {
     }
 }
 
-/// Whether the format has staged row kernels with two threads per row, split by block parity
-/// (`qk_mmp_*`, mm_common.cuh `mmr_body` TPR 2): iq4_nl, whose one-thread kernels keep its
-/// even and odd chains (ggml's accum1 and accum2) in one thread, 16 floats a token, and spill
-/// from NT 4 on 128 registers (792 bytes at NT 8, ptxas 13.0).
+/// Whether the format has staged row kernels with two threads per row (`qk_mmp_*`,
+/// mm_common.cuh `mmr_body` TPR 2), each with half the one-thread kernel's accumulators: the
+/// 32-element formats ([`has_row`]). iq4_nl's split by block parity: its one-thread kernels
+/// keep its even and odd chains (ggml's accum1 and accum2) in one thread, 16 floats a token,
+/// and spill from NT 4 on 128 registers (792 bytes at NT 8, ptxas 13.0). The others' split by
+/// lane (lanes 0-3 and 4-7 of their one chain).
 pub fn has_pair(format: Format) -> bool {
-    format == Format::IQ4_NL
+    has_row(format)
 }
 
 /// The token counts (a mask as [`row_default_mask`]) at which a format with
@@ -735,9 +737,9 @@ mod tests {
         assert_eq!((row_mask_from(0), row_mask_from(1), row_mask_from(8)), (0, 0xff, 0x80));
     }
 
-    /// Staged launches of iq4_nl at the pair mask's token counts run two threads a row by
-    /// block parity (128 rows a 256-thread CTA); launches that are not staged, and the formats
-    /// without such kernels, ignore the mask.
+    /// Staged launches at the pair mask's token counts run two threads a row (128 rows a
+    /// 256-thread CTA); launches that are not staged, and the formats without such kernels,
+    /// ignore the mask.
     #[test]
     fn plan_picks_the_parity_pair_kernel_only_for_staged_launches() {
         let rows = 100_000;
@@ -761,7 +763,8 @@ mod tests {
         assert_eq!(plan(Format::IQ4_NL, 4, 1, 5)[0].0, cact_kernel_index(4));
         assert_eq!(plan(Format::IQ4_NL, 8, 1, 0), vec![(cact_kernel_index(8), rows.div_ceil(256), s8)]);
         assert_eq!(plan(Format::IQ4_NL, 8, 0, 1)[0].0, mm_kernel_index(8, 1));
-        assert_eq!(plan(Format::Q8_0, 8, 1, 1)[0].0, cact_kernel_index(8));
+        assert_eq!(plan(Format::Q8_0, 8, 1, 1), vec![(pair_kernel_index(8), rows.div_ceil(128), s8)]);
+        assert_eq!(plan(Format::Q4_K, 8, 1, 1)[0].0, mm_kernel_index(8, 1));
         // a copy over the shared-memory budget is not staged, so not paired either
         let k = PlanKnobs { cact_mask: 0xff, pair_mask: 0xff, cact_smem: true, ..Default::default() };
         let mut v = Vec::new();
