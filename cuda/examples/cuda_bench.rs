@@ -327,8 +327,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
             if pair {
                 let d = mask_nts(qkern_cuda::args::pair_default_mask(f));
+                let split = if f == Format::IQ4_NL { "by block parity" } else { "by lane" };
                 forced.push(format!(
-                    "| {f} NT 1..8, two threads per row by block parity, activations {staged} (default at NT {d}) |{}",
+                    "| {f} NT 1..8, two threads per row ({split}), activations {staged} (default at NT {d}) |{}",
                     cells[3]
                 ));
             }

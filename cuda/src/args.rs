@@ -226,8 +226,8 @@ fn mask_of(nts: &[u32]) -> u32 {
 /// shared memory) added q5_1 NT 3 (2283 / 2717) and iq4_nl NT 5-6 (two threads a row, 1377 /
 /// 1817 and 1093 / 1306; NT 7 1038 / 1075 is within the noise and stays); the rest of that
 /// sweep agreed with the masks (q8_0 NT 3: two threads 2993, shared memory 2899; nvfp4 NT 5
-/// 1635 / 1624). Session 27 added iq4_nl NT 7-8, where its staged kernels run two threads a
-/// row ([`pair_default_mask`]).
+/// 1635 / 1624). Session 27 added iq4_nl NT 7-8 and q5_1 NT 2, where their staged kernels run
+/// two threads a row ([`pair_default_mask`]).
 ///
 /// Before, the staged copy was the module's constant bank (mm_common.cuh `ActC` with
 /// `QK_CACT_SMEM=0`, the default on devices with less shared memory): in sm_90 SASS the words
@@ -239,7 +239,7 @@ fn mask_of(nts: &[u32]) -> u32 {
 /// stream, is part of the call; so is the bank mask below.
 pub fn cact_default_mask(format: Format, smem: bool) -> u32 {
     match format {
-        Format::Q5_1 if smem => mask_of(&[3, 4, 5, 6, 7, 8]),
+        Format::Q5_1 if smem => mask_of(&[2, 3, 4, 5, 6, 7, 8]),
         Format::Q8_0 if smem => mask_of(&[4, 5, 6, 7, 8]),
         Format::IQ4_NL if smem => mask_of(&[2, 3, 4, 5, 6, 7, 8]),
         Format::NVFP4 if smem => mask_of(&[1, 2, 3, 4, 5, 6, 7, 8]),
@@ -266,9 +266,17 @@ pub fn has_pair(format: Format) -> bool {
 /// 1568, 1568; 1073, 1070 / 1282, 1282; 723, 722 / 1220, 1220. NT 8 also beats its two chunks
 /// of 4 (NT 4 2313, 2311: 1156 for 8 tokens, [`split8_default`]) and NT 7 the two-thread lane
 /// kernels it ran on before (1039, 1038). NT 1-4 slower (NT 3 1959 / 2432).
+///
+/// The lane split (run7, the same sweep, the four formats twice, and twice more with 3 CTAs,
+/// `-DQK_MINB_P=3`): only q5_1 at NT 2 gains, 2774, 2784 against its default one-thread
+/// kernel's 2647, 2647 (3 CTAs: 2532, 2533). Everywhere else it loses to each NT's default,
+/// with either budget: q5_1 NT 1 2774 / 2822, NT 8 1372 (1352) / 1851; q8_0 NT 1 2605 (2838)
+/// / 2934, NT 8 1899 (2019) / 2535; nvfp4 NT 1 2355 / 2678, NT 8 1128 (1147) / 1427. iq4_nl's
+/// block-parity kernels with 3 CTAs spill at NT 8 (144 bytes) and lose at NT 3-5 too.
 pub fn pair_default_mask(format: Format) -> u32 {
     match format {
         Format::IQ4_NL => mask_of(&[6, 7, 8]),
+        Format::Q5_1 => mask_of(&[2]),
         _ => 0,
     }
 }
@@ -852,7 +860,7 @@ mod tests {
         };
         assert_eq!(
             [Format::Q5_1, Format::Q8_0, Format::IQ4_NL, Format::NVFP4].map(staged),
-            [6, 5, 7, 8],
+            [7, 5, 7, 8],
             "token counts on the shared-memory kernels"
         );
         assert_eq!(dflt(Format::Q5_1, 1, true), (row_kernel_index(1), 0));
