@@ -663,19 +663,6 @@ QK_UNROLL(1)
             }
             res[t] = mm_hsum8(s);
         }
-        if (units & 1u) {
-            // the scalar tail, as below (both threads of the pair: the same loads, the same bits)
-            i32 i0[4][NTM], i1[4][NTM];
-            float d[NTM];
-            U::template unit<NTM, AS>(A, J, row, units - 1u, 0u, i0, d, nullptr);
-            U::template unit<NTM, AS>(A, J, row, units - 1u, 1u, i1, d, nullptr);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const u32 s0 = (u32)i0[0][t] + (u32)i0[1][t] + (u32)i0[2][t] + (u32)i0[3][t];
-                const u32 s1 = (u32)i1[0][t] + (u32)i1[1][t] + (u32)i1[2][t] + (u32)i1[3][t];
-                res[t] = qk_fma(d[t], qk_i2f(qk_unbias_sum(s0 + s1, 8)), res[t]);
-            }
-        }
     } else if (TPR == 2) {
         // the lane split: lanes 4 * par + i of the one-thread body's acc in a4[t][i]
         float a4[NTM][4], summs[NTM];
@@ -766,19 +753,6 @@ QK_UNROLL(1)
             for (int i = 0; i < 8; ++i) s[i] = qk_add(acc[t][i], acc2[t][i]);
             res[t] = mm_hsum8(s);
         }
-        if (units & 1u) {
-            // the scalar tail: sumf = fma(d, sum of the 8 lanes, sumf) (iq4_nl: both halves' d agree)
-            i32 i0[4][NTM], i1[4][NTM];
-            float d[NTM];
-            U::template unit<NTM, AS>(A, J, row, units - 1u, 0u, i0, d, nullptr);
-            U::template unit<NTM, AS>(A, J, row, units - 1u, 1u, i1, d, nullptr);
-#pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                const u32 s0 = (u32)i0[0][t] + (u32)i0[1][t] + (u32)i0[2][t] + (u32)i0[3][t];
-                const u32 s1 = (u32)i1[0][t] + (u32)i1[1][t] + (u32)i1[2][t] + (u32)i1[3][t];
-                res[t] = qk_fma(d[t], qk_i2f(qk_unbias_sum(s0 + s1, 8)), res[t]);
-            }
-        }
     } else {
         float summs[NTM];
 #pragma unroll
@@ -806,6 +780,20 @@ QK_UNROLL(1)
         }
 #pragma unroll
         for (int t = 0; t < NTM; ++t) res[t] = CH == MmSumms ? qk_add(mm_hsum8(acc[t]), summs[t]) : mm_hsum8(acc[t]);
+    }
+    if (CH == MmPairs && (units & 1u)) {
+        // the even/odd chains' scalar tail: sumf = fma(d, sum of the 8 lanes, sumf) (iq4_nl:
+        // both halves' d agree; with two threads a row both run it: the same loads, the same bits)
+        i32 i0[4][NTM], i1[4][NTM];
+        float d[NTM];
+        U::template unit<NTM, AS>(A, J, row, units - 1u, 0u, i0, d, nullptr);
+        U::template unit<NTM, AS>(A, J, row, units - 1u, 1u, i1, d, nullptr);
+#pragma unroll
+        for (int t = 0; t < NTM; ++t) {
+            const u32 s0 = (u32)i0[0][t] + (u32)i0[1][t] + (u32)i0[2][t] + (u32)i0[3][t];
+            const u32 s1 = (u32)i1[0][t] + (u32)i1[1][t] + (u32)i1[2][t] + (u32)i1[3][t];
+            res[t] = qk_fma(d[t], qk_i2f(qk_unbias_sum(s0 + s1, 8)), res[t]);
+        }
     }
     if (r < rows && par == 0u)
 #pragma unroll
