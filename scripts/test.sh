@@ -38,5 +38,9 @@ QKERN_CUDA_Q8K=words cargo test -p qkern-cuda --test emu
 # memory for buffers over their budget.
 QKERN_EMU_DEFINES="-DQK_CACT_SMEM=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
 QKERN_EMU_DEFINES="-DQK_SACT_BYTES=512" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
+# The row kernels (one and two threads a row) without their one-ahead weight loads
+# (QK_PIPE_R=0 overrides every format's PIPE_R and PIPE_C masks; the defaults have them at
+# most token counts).
+QKERN_EMU_DEFINES="-DQK_PIPE_R=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
 # The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).
 QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq

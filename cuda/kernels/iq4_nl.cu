@@ -18,12 +18,13 @@ struct UnitIq4Nl {
     // run at NT 1-4): H100 session 20 run3, kernel-only GB/s without / with: 2493 / 2595 (2717
     // with 4 CTAs, QK_MINB_R1), 2308 / 2375, 1826 / 1721, 1686 / 1744.
     static const u32 PIPE_R = 0x0bu;
-    // The shared-memory kernels (qk_mmc_*, the default at NT 2-6) at NT 1-6 (QK_PIPE_C_NL
+    // The shared-memory kernels (qk_mmc_*, then the default at NT 2-6) at NT 1-6 (QK_PIPE_C_NL
     // overrides it): H100 session 27 run2 (benches/results/2026-12-06-session27), kernel-only
     // GB/s with PIPE_R / with one-ahead loads at every NT (QK_PIPE_C_NL=0xffu), twice, NT 3..7:
     // 2221, 2212 / 2503, 2497; NT 4 (the same kernels both ways) 2358, 2348 / 2360, 2347; 1827,
-    // 1815 / 1869, 1857; 1308, 1302 / 1549, 1539; 1076, 1071 / 1026, 1023 (not taken; NT 7-8
-    // run on tensor cores by default).
+    // 1815 / 1869, 1857; 1308, 1302 / 1549, 1539; 1076, 1071 / 1026, 1023 (not taken). Since
+    // run5 NT 6-8 run the two-threads-a-row staged kernels (qk_mmp_*, args.rs
+    // pair_default_mask), which take this mask too; their figures were timed with it.
 #ifdef QK_PIPE_C_NL
     static const u32 PIPE_C = QK_PIPE_C_NL;
 #else

@@ -55,7 +55,7 @@ struct UnitNvfp4 {
     // overrides it): H100 session 27 run2 (benches/results/2026-12-06-session27), kernel-only
     // GB/s with PIPE_R / with one-ahead loads at every NT (QK_PIPE_C_NV=0xffu), twice, NT 6..8:
     // 1486, 1477 / 1530, 1520; 1420, 1412 / 1495, 1484; 1351, 1342 / 1437, 1427. NT 1-5 (the
-    // same kernels both ways) are within 1 %.
+    // same kernels both ways) are within 2 %.
 #ifdef QK_PIPE_C_NV
     static const u32 PIPE_C = QK_PIPE_C_NV;
 #else

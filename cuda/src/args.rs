@@ -265,7 +265,10 @@ pub fn has_pair(format: Format) -> bool {
 /// one thread / two threads a row, both staged), NT 5..8: 1855, 1853 / 1736, 1735; 1540, 1537 /
 /// 1568, 1568; 1073, 1070 / 1282, 1282; 723, 722 / 1220, 1220. NT 8 also beats its two chunks
 /// of 4 (NT 4 2313, 2311: 1156 for 8 tokens, [`split8_default`]) and NT 7 the two-thread lane
-/// kernels it ran on before (1039, 1038). NT 1-4 slower (NT 3 1959 / 2432).
+/// kernels it ran on before (1039, 1038). NT 1-4 slower (NT 3 2432 / 1959).
+/// The pair kernels take their one-ahead weight loads from the staged kernels' masks
+/// (mm_common.cuh `U::PIPE_C`: iq4_nl at NT 6 but not 7-8, q5_1 not at NT 2), as timed here;
+/// those were not swept for them separately.
 ///
 /// The lane split (run7, the same sweep, the four formats twice, and twice more with 3 CTAs,
 /// `-DQK_MINB_P=3`): only q5_1 at NT 2 gains, 2774, 2784 against its default one-thread
@@ -436,11 +439,13 @@ pub struct PlanKnobs {
     /// activation buffer for every job, of at most [`CACT_BYTES`]); before `row_mask`.
     pub cact_mask: u32,
     /// Staged launches (`cact_mask`) whose NTM has its bit set run the format's kernels with two
-    /// threads per row by block parity ([`has_pair`], [`pair_kernel_index`]) where it has them.
+    /// threads per row ([`has_pair`], [`pair_kernel_index`]) where it has them.
     pub pair_mask: u32,
     /// Jobs of at least `s4_rows` rows run an 8-token chunk as two chunks of 4 (in the same
     /// launch, each reading the weights): where the format's 4-token kernel is more than twice
-    /// as fast as its 8-token one ([`split8_default`]).
+    /// as fast as its 8-token one ([`split8_default`]). Not where the 8-token chunk would run on
+    /// the staged two-threads-a-row kernel (`pair_mask` and `cact_mask` with NT 8, shared
+    /// memory, and its copy fits): that one is faster than two chunks of 4.
     pub split8: bool,
     /// Those kernels read the activations from their shared memory, where each CTA copies its
     /// job's tokens itself (mm_common.cuh `QK_CACT_SMEM`), not from the constant bank: then
@@ -471,7 +476,7 @@ pub fn cact_kernel_index(ntm: u32) -> usize {
     row_kernel_index(8) + ntm.clamp(1, 8) as usize
 }
 
-/// Index of the staged kernel with two threads per row by block parity (`qk_mmp_*`,
+/// Index of the staged kernel with two threads per row (`qk_mmp_*`,
 /// [`has_pair`]) for `ntm` tokens in [`mm_kernel_names`].
 pub fn pair_kernel_index(ntm: u32) -> usize {
     cact_kernel_index(8) + ntm.clamp(1, 8) as usize
@@ -749,7 +754,7 @@ mod tests {
     /// 256-thread CTA); launches that are not staged, and the formats without such kernels,
     /// ignore the mask.
     #[test]
-    fn plan_picks_the_parity_pair_kernel_only_for_staged_launches() {
+    fn plan_picks_the_pair_kernel_only_for_staged_launches() {
         let rows = 100_000;
         let plan = |f: Format, nt: u32, cact: u32, pair: u32| {
             let k = PlanKnobs {

@@ -132,7 +132,7 @@ pub struct CudaBackend {
     /// The token counts that run the constant-bank row kernels (a mask as `row_mask`;
     /// `u32::MAX`: each format's `args::cact_default_mask`).
     cact_mask: std::sync::atomic::AtomicU32,
-    /// The token counts whose staged launches run two threads a row by block parity (a mask
+    /// The token counts whose staged launches run two threads a row (a mask
     /// as `row_mask`; `u32::MAX`: each format's `args::pair_default_mask`).
     pair_mask: std::sync::atomic::AtomicU32,
     /// Bumped whenever an activation buffer of this backend may change (allocation,
@@ -1065,10 +1065,13 @@ impl CudaBackend {
         token_mask(&self.cact_mask, args::cact_default_mask(format, kernels::cact_smem(self.arch)))
     }
 
-    /// From how many tokens the staged launches (`set_cact_tokens`) of a format with two-thread
-    /// row kernels (`args::has_pair`: iq4_nl) run them (`qk_mmp_*`: the even blocks on one
-    /// thread, the odd on the other, half the accumulators a thread). `Some(0)`: never; `None`:
-    /// each format's default (`args::pair_default_mask`). The bits are the same either way.
+    /// From how many tokens the staged launches (`set_cact_tokens`) of the 32-element formats
+    /// run on two threads a row (`args::has_pair`, `qk_mmp_*`: half the accumulators a thread;
+    /// iq4_nl's even blocks on one thread and its odd ones on the other, the others' lanes 0-3
+    /// and 4-7). `Some(0)`: never; `None`: each format's default (`args::pair_default_mask`).
+    /// The staged masks' defaults count on these: with `Some(0)` q5_1 at 2 tokens and iq4_nl
+    /// at 7-8 run their one-thread staged kernels, slower than before session 27's change
+    /// (q5_1 NT 2 2561 against 2647 GB/s, H100 run7). The bits are the same either way.
     pub fn set_pair_tokens(&self, n: Option<u32>) -> Result<()> {
         store_token_mask(&self.pair_mask, n, "two-thread staged row kernels")
     }
@@ -1086,7 +1089,8 @@ impl CudaBackend {
 
     /// Whether large launches run an 8-token chunk as two chunks of 4 (`args::PlanKnobs::split8`):
     /// `Some` for every format, `None` for each format's default (`args::split8_default`;
-    /// `QKERN_CUDA_SPLIT8=0|1`). The bits are the same either way.
+    /// `QKERN_CUDA_SPLIT8=0|1`), except where the chunk runs on the staged two-threads-a-row
+    /// kernel (`set_pair_tokens`), which stays whole. The bits are the same either way.
     pub fn set_split8(&self, on: Option<bool>) {
         self.split8.store(on.map_or(0, |o| 1 + o as u8), Ordering::Relaxed);
     }

@@ -448,6 +448,15 @@ fn matmul_format(f: Format) {
         let c = make_case(&mut rng, f, 12, 3 * unit, 3, true);
         check(&c, &emu_matmul(e, &[&c], k)[0], &format!("wild scales {what}"));
     }
+    // The staged row kernels on 256-thread CTAs (the tiny cases above take 64: min_ctas 4
+    // against at most 2 CTAs of 256 threads), one thread a row and two, over an odd number of
+    // blocks (iq4_nl's tail) and a short last CTA
+    for (k, what) in configs(f).into_iter().filter(|((_, _, _, _, cact, _), _)| *cact > 0) {
+        for nt in [3, 8] {
+            let c = make_case(&mut rng, f, 777, 3 * unit, nt, false);
+            check(&c, &emu_matmul(e, &[&c], k)[0], &format!("256-thread CTAs {what}"));
+        }
+    }
     // grouped: jobs with different rows and tokens in one launch (and over 16 jobs)
     let cols = 2 * unit;
     let cases: Vec<Case> = (0..19).map(|k| make_case(&mut rng, f, 3 + 5 * (k % 4), cols, 1 + k % 9, false)).collect();

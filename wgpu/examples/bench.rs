@@ -89,6 +89,10 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
         c if c.strip_prefix("stc").and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { stage: 1, stage_steps: c[3..].parse().unwrap_or(0), ..d }
         }
+        // q4_K and q5_K with their blocks tiled (Tuning::ktile: a second copy of the weights,
+        // uploaded so), or not
+        "ktile" => Tuning { ktile: true, ..d },
+        "noktile" => Tuning { ktile: false, ..d },
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
         "flatnone" => Tuning { flat: true, checks: Checks::None, ..d },
         "rows" => Tuning { wg_rows: if has_table { 8 } else { 32 }, ..d },
@@ -169,6 +173,16 @@ fn main() {
         let t = Instant::now();
         let w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), false);
         let gw = be.upload_weights(f, rows, cols, &w).expect("upload");
+        // The weights in the other K-quant layout too, where a variant asks for it: a matrix
+        // keeps the layout it was uploaded with (Tuning::ktile).
+        let kt = matches!(f, Format::Q4_K | Format::Q5_K);
+        let gw_other = (kt && variants.iter().any(|v| variant(v, f, default).ktile != default.ktile)).then(|| {
+            be.set_tuning(Tuning { ktile: !default.ktile, ..default });
+            let g = be.upload_weights(f, rows, cols, &w).expect("upload");
+            be.set_tuning(default);
+            g
+        });
+        let weights = |t: &Tuning| if kt && t.ktile != default.ktile { gw_other.as_ref().unwrap_or(&gw) } else { &gw };
         eprintln!(
             "{f}: {rows} rows, {:.2} GiB, prepared in {:.1}s",
             w.len() as f64 / (1u64 << 30) as f64,
@@ -189,9 +203,9 @@ fn main() {
                     (vi == 0 || vname == "default" || used != default).then_some((vi, vname, used))
                 })
                 .collect();
-            let device = |nt: usize| {
+            let device = |gw: &qkern_wgpu::WgpuWeights, nt: usize| {
                 let mut batches: Vec<f64> =
-                    (0..5).map(|_| be.bench_matmul(&gw, &ga, nt, reps).expect("bench").as_secs_f64()).collect();
+                    (0..5).map(|_| be.bench_matmul(gw, &ga, nt, reps).expect("bench").as_secs_f64()).collect();
                 batches.sort_by(f64::total_cmp);
                 batches[2] / reps as f64
             };
@@ -208,20 +222,21 @@ fn main() {
                     let warm = if ni == 0 && vi == 0 && round == 0 { 1.0 } else { 0.25 };
                     let t0 = Instant::now();
                     while t0.elapsed().as_secs_f64() < warm {
-                        be.bench_matmul(&gw, &ga, nt, reps).expect("bench");
+                        be.bench_matmul(weights(&t), &ga, nt, reps).expect("bench");
                     }
-                    best[k] = best[k].min(device(nt));
+                    best[k] = best[k].min(device(weights(&t), nt));
                 }
             }
             for (k, &(_, vname, t)) in runs.iter().enumerate() {
                 be.set_tuning(t);
                 let mut device_s = best[k];
+                let gw = weights(&t);
                 let mut out = vec![0f32; nt * rows];
-                be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
+                be.matmul(gw, &ga, nt, &mut out).expect("matmul");
                 let mut times = Vec::with_capacity(reps);
                 for _ in 0..reps.clamp(3, 50) {
                     let t = Instant::now();
-                    be.matmul(&gw, &ga, nt, &mut out).expect("matmul");
+                    be.matmul(gw, &ga, nt, &mut out).expect("matmul");
                     times.push(t.elapsed().as_secs_f64());
                 }
                 times.sort_by(f64::total_cmp);
@@ -239,7 +254,7 @@ fn main() {
                         device_s * 1e3,
                         call_s * 1e3
                     );
-                    device_s = device_s.min(device(nt));
+                    device_s = device_s.min(device(gw, nt));
                 }
                 // Bit check of the first and last 64 rows against the reference.
                 let arb = act.row_bytes(cols).expect("act row");

@@ -33,8 +33,11 @@
 //!   bytes), q5_1 the words `d | m << 16` and `qh` (8 bytes), nvfp4 the four UE4M3 scales (4
 //!   bytes), iq4_xs its 8 header bytes (`d`, `scales_h`, `scales_l`).
 //!
-//! No byte is added (region B is padded to 16 bytes at its end). The other formats keep
-//! ggml's blocks, row-major.
+//! No byte is added (region B is padded to 16 bytes at its end).
+//!
+//! With [`crate::Tuning::ktile`] q4_K and q5_K are tiled too, their blocks whole (144 and 176
+//! bytes, both multiples of 16) in the same tiled order ([`pack_whole`]), as the CUDA backend
+//! stores them. The other formats keep ggml's blocks, row-major.
 //!
 //! **Activations (q8_0, q8_1).** Per token a row of `stride` words (a multiple of 4): the
 //! int8 quants of every block (8 words per block, block b at word 8b), then the scales `d` of
@@ -79,6 +82,28 @@ pub(crate) fn is_pair(f: Format) -> bool {
 /// Whether `f` is stored tiled in two regions ([`pack`]).
 pub(crate) fn is_tiled(f: Format) -> bool {
     tiled_regions(f).is_some()
+}
+
+/// The K-quants that [`crate::Tuning::ktile`] stores tiled, whole blocks ([`pack_whole`]):
+/// their block bytes (q4_K 144, q5_K 176).
+pub(crate) fn ktile_bytes(f: Format) -> Option<usize> {
+    matches!(f, Format::Q4_K | Format::Q5_K).then(|| f.block_bytes())
+}
+
+/// `rows` rows of ggml blocks (a validated length) with each block unchanged, in tiled block
+/// order ([`tiled_index`]): q4_K and q5_K with [`crate::Tuning::ktile`].
+pub(crate) fn pack_whole(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
+    let gb = f.block_bytes();
+    let mut out = vec![0u8; ggml.len()];
+    if rows == 0 {
+        return out;
+    }
+    let nb = ggml.len() / gb / rows;
+    for (i, blk) in ggml.chunks_exact(gb).enumerate() {
+        let k = tiled_index(rows, nb, i / nb, i % nb);
+        out[gb * k..gb * (k + 1)].copy_from_slice(blk);
+    }
+    out
 }
 
 /// Device bytes of `nblocks` blocks of tiled format `f` (region B padded to 16 bytes).
@@ -261,6 +286,32 @@ mod tests {
                 assert_eq!(unpack(f, &dev, rows, n), ggml, "{f} rows={rows} nb={nb}");
             }
         }
+    }
+
+    /// The whole-block tiling of q4_K and q5_K moves each block to its tiled number, unchanged,
+    /// and no other format has it.
+    #[test]
+    fn pack_whole_moves_blocks_to_their_tiled_numbers() {
+        let mut rng = qkern_parity::inputs::Rng::new(0x5151);
+        for f in Format::WEIGHTS {
+            let Some(gb) = ktile_bytes(f) else { continue };
+            assert!(matches!(f, Format::Q4_K | Format::Q5_K) && gb % 16 == 0 && !is_tiled(f), "{f}");
+            for (rows, nb) in [(1, 1), (3, 2), (16, 1), (17, 3), (40, 5), (33, 1)] {
+                let ggml: Vec<u8> = (0..rows * nb * gb).map(|_| rng.next_u64() as u8).collect();
+                let dev = pack_whole(f, &ggml, rows);
+                assert_eq!(dev.len(), ggml.len());
+                for r in 0..rows {
+                    for b in 0..nb {
+                        let (i, k) = (r * nb + b, tiled_index(rows, nb, r, b));
+                        assert_eq!(dev[gb * k..gb * (k + 1)], ggml[gb * i..gb * (i + 1)], "{f} {rows}x{nb} ({r}, {b})");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            Format::WEIGHTS.into_iter().filter(|&f| ktile_bytes(f).is_some()).collect::<Vec<_>>(),
+            [Format::Q4_K, Format::Q5_K]
+        );
     }
 
     /// iq4_xs's element `2j + h` holds bytes `8h..8h+8` of sub-blocks `2j` and `2j + 1`

@@ -260,6 +260,9 @@ pub struct Options {
     /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
     /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
+    /// q4_K and q5_K uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else no). See
+    /// [`Tuning::ktile`].
+    pub ktile: Option<bool>,
     /// Rows per pair of invocations of the pair-layout and thread-pair kernels, and whether
     /// q4_K and q5_K take the generic two-row kernel (`None`: `QKERN_WGPU_PAIR_ROWS=1|2|2g`,
     /// else 0: per format and token count). See [`Tuning::pair_rows`].
@@ -431,6 +434,16 @@ pub struct Tuning {
     /// 22 put the byte-pair kvalue tables of iq4_xs, iq4_nl and nvfp4 under this switch too, as
     /// up to 32 copies: 3-11x slower on the H200 in session 23, removed.)
     pub grid_rep: bool,
+    /// q4_K and q5_K weights uploaded in the tiled block order of the other K-quants and of
+    /// the CUDA backend (layout.rs `pack_whole`: rows in groups of 16, block b of a group's rows
+    /// side by side, each block unchanged), so that a subgroup's 16 rows read one contiguous
+    /// span a block; their kernels then address blocks by `tiled_block` (`QKERN_WGPU_KTILE=1`,
+    /// bench variant `ktile`). Tiling gave CUDA's q4_K and q5_K 11-16 % at one token (H100,
+    /// session 19), wgpu's q6_K and iq4_xs 23-35 % (session 18, with aligned loads that q4_K's
+    /// and q5_K's blocks already have). Off by default until measured on a GPU. A weight matrix
+    /// keeps the layout it was uploaded with: its calls run the kernels of that layout,
+    /// whatever this says later. The bits are the same either way.
+    pub ktile: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
     /// pair p of a workgroup runs rows p and p + rows / 2, so that each activation word it
@@ -576,7 +589,8 @@ pub fn adapters() -> Vec<(usize, String, String, String)> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kernel {
     Matmul(Format, u32, Tuning),
-    Dequant(Format, Checks),
+    /// (the format, the bounds checks, tiled K-quant blocks: [`Tuning::ktile`])
+    Dequant(Format, Checks, bool),
     Quant(Format, bool, Checks),
     Probe,
 }
@@ -698,6 +712,8 @@ pub struct WgpuWeights {
     row_bytes: usize,
     parts: Vec<Part>,
     device: usize,
+    /// Uploaded with [`Tuning::ktile`] (q4_K, q5_K tiled, layout.rs `pack_whole`).
+    ktiled: bool,
 }
 
 impl WgpuWeights {
@@ -907,6 +923,10 @@ impl WgpuBackend {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(false),
         };
+        let ktile = match opts.ktile {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_KTILE", "0 or 1", bool01)?.unwrap_or(false),
+        };
         let (pair_rows, pair_generic) = match opts.pair_rows {
             Some(n) => n,
             None => env_knob("QKERN_WGPU_PAIR_ROWS", "0, 1, 2 or 2g", parse_pair_rows)?.unwrap_or((0, false)),
@@ -1044,6 +1064,7 @@ impl WgpuBackend {
                 iq_pairs,
                 coop,
                 grid_rep,
+                ktile,
                 pair_rows: pair_rows.min(2),
                 pair_generic,
                 stage,
@@ -1092,7 +1113,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1114,6 +1135,7 @@ impl WgpuBackend {
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
             if t.grid_rep { ", grid copies" } else { "" },
+            if t.ktile { ", tiled K-quants" } else { "" },
             match t.iq_pairs {
                 0 => String::new(),
                 1 => ", IQ pairs".to_string(),
@@ -1156,6 +1178,7 @@ impl WgpuBackend {
             iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
+            ktile: false,
             pair_rows: 0,
             pair_generic: false,
             stage: STAGE_BY_SIZE,
@@ -1254,7 +1277,7 @@ impl WgpuBackend {
                 let limit = self.adapter.1.max_compute_workgroup_storage_size;
                 (matmul_kernel_source(f, nt, t, self.subgroups, self.q8k, limit), &self.layouts.matmul, t.checks)
             }
-            Kernel::Dequant(f, c) => (shaders::dequant_source(f), &self.layouts.dequant, c),
+            Kernel::Dequant(f, c, kt) => (shaders::dequant_source(f, kt), &self.layouts.dequant, c),
             Kernel::Quant(f, nf, c) => (shaders::quant_source(f, nf, self.q8k), &self.layouts.quant_pl, c),
             Kernel::Probe => (Some(shaders::probe_source(false)), &self.layouts.quant_pl, Checks::Full),
         };
@@ -1374,6 +1397,7 @@ impl WgpuBackend {
         if format.row_bytes(cols)? / format.block_bytes() > u32::MAX as usize / 2 {
             return Err(ShapeError::Overflow.into());
         }
+        let ktiled = self.tuning().ktile && layout::ktile_bytes(format).is_some();
         let mut parts = Vec::new();
         let mut row0 = 0;
         while row0 < rows {
@@ -1382,6 +1406,9 @@ impl WgpuBackend {
             let packed;
             let data = if layout::is_tiled(format) {
                 packed = layout::pack(format, raw, pr);
+                &packed[..]
+            } else if ktiled {
+                packed = layout::pack_whole(format, raw, pr);
                 &packed[..]
             } else {
                 raw
@@ -1417,7 +1444,7 @@ impl WgpuBackend {
         }
         self.queue.submit([]);
         self.check_errors()?;
-        Ok(WgpuWeights { format, rows, cols, row_bytes, parts, device: self.device_id() })
+        Ok(WgpuWeights { format, rows, cols, row_bytes, parts, device: self.device_id(), ktiled })
     }
 
     /// A reusable activation buffer of `format` (q8_0, q8_1, q8_K) for `capacity` tokens.
@@ -1717,7 +1744,7 @@ impl WgpuBackend {
     ) -> Result<()> {
         let n = (tokens * w.rows * 4) as u64;
         let jobs = jobs_of(w, tokens, 0, w.rows);
-        let tune = call_tuning(w.format, w.rows, self.tuning());
+        let tune = Tuning { ktile: w.ktiled, ..call_tuning(w.format, w.rows, self.tuning()) };
         let pipes = self.matmul_pipes(w.format, &jobs, tune)?;
         let wr = wg_rows(w.format, tune);
         let nbatches = jobs.len().div_ceil(SLOTS as usize);
@@ -1828,7 +1855,7 @@ impl WgpuBackend {
         tokens: usize,
         out: &mut [f32],
     ) -> Result<Option<()>> {
-        let tune = call_tuning(w.format, w.rows, self.tuning());
+        let tune = Tuning { ktile: w.ktiled, ..call_tuning(w.format, w.rows, self.tuning()) };
         let chunks = readback_chunks(out.len() as u64 * 4, w.rows, tune, self.direct_out);
         if chunks < 2 {
             return Ok(None);
@@ -2083,7 +2110,7 @@ impl WgpuBackend {
                 ShapeError::Length { what: "dequantize output", expected: w.rows * w.cols, got: out.len() }.into()
             );
         }
-        let pipe = self.pipeline(Kernel::Dequant(w.format, self.tuning().checks))?;
+        let pipe = self.pipeline(Kernel::Dequant(w.format, self.tuning().checks, w.ktiled))?;
         // Rows per dispatch: the output chunk stays within 64 MiB and the binding limit.
         let chunk_bytes = (64u64 << 20).min(self.max_binding() - PAD);
         let rows_per = ((chunk_bytes / (w.cols as u64 * 4)) as usize).max(1);
@@ -2424,6 +2451,7 @@ fn matmul_kernel_source(f: Format, nt: u32, t: Tuning, subgroups: bool, q8k: Q8k
         pair_generic,
         stage: stage_steps_of(f, nt, t, limit),
         grid_words: if t.grid_rep { grid_words(limit) } else { 0 },
+        ktile: t.ktile && crate::layout::ktile_bytes(f).is_some(),
     };
     match coop_kernel(f, nt, t) {
         Some(tiles) => shaders::coop_source(f, &o, tiles),
@@ -2928,6 +2956,7 @@ mod tests {
             iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
+            ktile: false,
             pair_rows: 0,
             pair_generic: false,
             stage: STAGE_BY_SIZE,

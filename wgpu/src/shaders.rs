@@ -426,6 +426,9 @@ pub(crate) struct MmSrc {
     /// formats, `pair_stage.wgsl`) or blocks (the thread pairs, `act_q8k_stage.wgsl`); 0: read
     /// from the buffer.
     pub stage: u32,
+    /// q4_K's and q5_K's blocks tiled (`crate::Tuning::ktile`, layout.rs `pack_whole`): the
+    /// rows' `base` from `tiled_base` and the blocks by `tiled_block` ([`ktile_blocks`]).
+    pub ktile: bool,
 }
 
 impl MmSrc {
@@ -566,13 +569,14 @@ fn rename_calls(src: &str, from: &str, to: &str) -> String {
 /// `base` from `tiled_base` ([`row_bases`]).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
+    let body = &ktile_blocks(f, c, body);
     if two_rows(c) {
         // Two rows per pair: ROWS invocations a workgroup; q4_K and q5_K with their own body.
         kpair_prelude(&mut s, f, c, 1);
         let (state, call, finish) = match kpair2_body(f, c) {
             Some(body2) => {
                 c.tail(&mut s, KPAIR2_HEAD);
-                s.push_str(body2);
+                s.push_str(&ktile_blocks(f, c, body2));
                 ("var st: St2;", "step2(base0, base1, {b}, h, &st);", "finish2(&st, lid)")
             }
             None => {
@@ -586,7 +590,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         };
         let lp = kpair_loop(c, |b| call.replace("{b}", b));
         s.push_str(
-            &row_bases(f, KPAIR_MAIN2)
+            &row_bases(tiled_rows(f, c), KPAIR_MAIN2)
                 .replace("STATE", state)
                 .replace("UNROLL_LOOP", &lp)
                 .replace("FINISH", finish)
@@ -598,7 +602,9 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     kpair_prelude(&mut s, f, c, 2);
     c.tail(&mut s, body);
     let lp = kpair_loop(c, |b| format!("step(base, {b}, h, &st);"));
-    s.push_str(&row_bases(f, KPAIR_MAIN).replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    s.push_str(
+        &row_bases(tiled_rows(f, c), KPAIR_MAIN).replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()),
+    );
     s
 }
 
@@ -653,16 +659,38 @@ fn staged_act_q8k(f: Format, c: &MmSrc) -> String {
     )
 }
 
-/// The thread-pair main `text` of `f`: the rows' `base` is `row * P.row_bytes` (ggml's blocks,
-/// row-major), that of iq4_xs and q6_K `tiled_base(row)` (their tiled layout, layout.rs:
-/// tiled_base.wgsl). The other formats' text stays byte for byte what was measured.
-fn row_bases(f: Format, text: &str) -> String {
-    if !crate::layout::is_tiled(f) {
+/// The thread-pair (or cooperative-matrix) main `text`: the rows' `base` is `row *
+/// P.row_bytes` (ggml's blocks, row-major), where `tiled` ([`tiled_rows`]) `tiled_base(row)`
+/// (the tiled layout, layout.rs: tiled_base.wgsl). The other kernels' text stays byte for byte
+/// what was measured.
+fn row_bases(tiled: bool, text: &str) -> String {
+    if !tiled {
         return text.to_string();
     }
     ["row", "row0", "row1"].iter().fold(text.to_string(), |t, r| {
         t.replace(&format!("min({r}, P.rows - 1u) * P.row_bytes"), &format!("tiled_base(min({r}, P.rows - 1u))"))
     })
+}
+
+/// Whether `f`'s weights are tiled in the kernels of `c`: iq4_xs and q6_K always, q4_K and
+/// q5_K with [`MmSrc::ktile`].
+fn tiled_rows(f: Format, c: &MmSrc) -> bool {
+    crate::layout::is_tiled(f) || (c.ktile && crate::layout::ktile_bytes(f).is_some())
+}
+
+/// `text` (a q4_K or q5_K body: kp_*, kp2_*, kc_*) with its block address `(base + b * BB) >>
+/// 4u` (ggml's row-major blocks of BB bytes) replaced, where `c` asks for the tiled blocks
+/// ([`MmSrc::ktile`]), by `tiled_block(base, b) * BB / 16` (its tiled number, tiled_base.wgsl,
+/// times its 16-byte words); every other text unchanged.
+fn ktile_blocks(f: Format, c: &MmSrc, text: &str) -> String {
+    match crate::layout::ktile_bytes(f) {
+        Some(bb) if c.ktile => {
+            let row_major = format!("(base + b * {bb}u) >> 4u");
+            debug_assert!(text.contains(&row_major), "{f}: no block address to tile");
+            text.replace(&row_major, &format!("tiled_block(base, b) * {}u", bb / 16))
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// The two-rows-per-pair body of `f` where `c` asks for it ([`two_rows`], not `pair_generic`)
@@ -693,7 +721,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(KPAIR_HEAD);
-    if crate::layout::is_tiled(f) {
+    if tiled_rows(f, c) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
     }
     if c.stage > 0 {
@@ -750,7 +778,7 @@ pub(crate) const COOP_ROWS: u32 = 32;
 /// (`tiles`). The constant-count loops are unrolled in the source (`flatten_loops`), so that
 /// the lane-pair index of the vector components is a constant.
 pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<String> {
-    let body = coop_body(f)?;
+    let body = ktile_blocks(f, c, &coop_body(f)?);
     // One grid copy: the tiles' staging takes some 16 KiB of workgroup memory, more than the
     // 8 KiB `grid_words` leaves the kernels' other arrays.
     let o = MmSrc { rows: COOP_ROWS, grid_words: 0, ..*c };
@@ -764,12 +792,12 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     o.tail(&mut s, &body);
     s.push_str(KC_COMMON);
     s.push_str(if native { KC_TILE_COOP } else { KC_TILE_EMULATED });
-    s.push_str(&KC_MAIN.replace("WG_SIZE", &(2 * COOP_ROWS).to_string()));
+    s.push_str(&row_bases(tiled_rows(f, &o), KC_MAIN).replace("WG_SIZE", &(2 * COOP_ROWS).to_string()));
     Some(flatten_loops(&s, o.nt, 8))
 }
 
-/// The dequantize kernel of `f`.
-pub(crate) fn dequant_source(f: Format) -> Option<String> {
+/// The dequantize kernel of `f` (`ktile`: q4_K's and q5_K's blocks tiled, [`MmSrc::ktile`]).
+pub(crate) fn dequant_source(f: Format, ktile: bool) -> Option<String> {
     let name = match f {
         Format::Q8_0 => "q8_0",
         Format::Q5_1 => "q5_1",
@@ -787,8 +815,10 @@ pub(crate) fn dequant_source(f: Format) -> Option<String> {
         _ => return None,
     };
     let mut s = table_consts();
-    let (paw, addr, prefix) = match crate::layout::tiled_regions(f) {
-        Some((a, _)) => (a / 4, "ptiled(DP.row_first + rr, c / BE)", "deqp"),
+    let region_a = crate::layout::tiled_regions(f).map(|(a, _)| a);
+    let whole = crate::layout::ktile_bytes(f).filter(|_| ktile);
+    let (paw, addr, prefix) = match region_a.or(whole) {
+        Some(a) => (a / 4, "ptiled(DP.row_first + rr, c / BE)", "deqp"),
         None => (0, "(DP.row_first + rr) * DP.row_bytes + (c / BE) * BB", "deq"),
     };
     s.push_str(&format!(
@@ -1004,6 +1034,8 @@ mod tests {
                             // Staged activations (the pair formats and the thread pairs; the
                             // other kernels ignore it), chunks of 1 and 8 steps or blocks.
                             stage: if nt == 3 { 0 } else { nt },
+                            // q4_K's and q5_K's tiled blocks with the native-fma variant
+                            ktile: nf,
                         };
                         let src = matmul_source(f, &o).unwrap();
                         let flat = flatten_loops(&src, nt, 8);
@@ -1040,12 +1072,16 @@ mod tests {
                             pair_rows: 2,
                             pair_generic: false,
                             stage: 0,
+                            ktile: nt == 5,
                         };
                         sources.push((format!("coop {f} nt={nt} {tiles:?}"), coop_source(f, &o, tiles).unwrap()));
                     }
                 }
             }
-            sources.push((format!("dequant {f}"), dequant_source(f).unwrap()));
+            sources.push((format!("dequant {f}"), dequant_source(f, false).unwrap()));
+            if crate::layout::ktile_bytes(f).is_some() {
+                sources.push((format!("dequant {f} tiled"), dequant_source(f, true).unwrap()));
+            }
         }
         for a in Format::ACTIVATIONS {
             for (nf, q8k) in [(false, Q8kLayout::Ggml), (true, Q8kLayout::Split), (false, Q8kLayout::Both)] {
@@ -1095,6 +1131,7 @@ mod tests {
                 pair_rows,
                 pair_generic: false,
                 stage: 0,
+                ktile: false,
             };
             for f in [Format::IQ4_XS, Format::Q6_K] {
                 let src = matmul_source(f, &o).unwrap();
@@ -1104,6 +1141,27 @@ mod tests {
             }
             let q4 = matmul_source(Format::Q4_K, &o).unwrap();
             assert!(q4.contains("1u) * P.row_bytes") && !q4.contains("= tiled_base("), "pair_rows {pair_rows}");
+            // q4_K and q5_K with their blocks tiled (`ktile`): every kernel of theirs, one row or
+            // two a pair (their own two-row body and the generic one), and the cooperative
+            // matrices, takes its rows' bases from tiled_base and its blocks from tiled_block;
+            // the other formats' sources do not change
+            for f in [Format::Q4_K, Format::Q5_K] {
+                let bb = crate::layout::ktile_bytes(f).unwrap();
+                for generic in [false, true] {
+                    let k = MmSrc { ktile: true, pair_generic: generic, ..o };
+                    let coop = coop_source(f, &k, CoopTiles::Emulated).unwrap();
+                    for src in [matmul_source(f, &k).unwrap(), coop] {
+                        assert!(!src.contains("1u) * P.row_bytes"), "{f} pair_rows {pair_rows}");
+                        assert!(src.contains("= tiled_base(min(") && src.contains("tiled_block(base, b)"), "{f}");
+                        assert!(!src.contains(&format!("b * {bb}u")), "{f}: a row-major block address left");
+                    }
+                }
+                assert_ne!(dequant_source(f, true), dequant_source(f, false));
+            }
+            for f in Format::WEIGHTS.into_iter().filter(|&f| crate::layout::ktile_bytes(f).is_none()) {
+                assert_eq!(matmul_source(f, &MmSrc { ktile: true, ..o }), matmul_source(f, &o), "{f}");
+                assert_eq!(dequant_source(f, true), dequant_source(f, false), "{f}");
+            }
         }
     }
 
@@ -1136,6 +1194,7 @@ mod tests {
                 pair_rows: 1,
                 pair_generic: false,
                 stage: 16,
+                ktile: false,
             };
             let src = matmul_source(f, &o).unwrap();
             assert!(src.contains("stage_acts(c0 * ABPS, lid);") && src.contains("c0 += 16u"), "{f}");

@@ -156,6 +156,22 @@ fn run_format(f: Format) {
             failures.push(m);
         }
     }
+    // q4_K's and q5_K's tiled blocks (`Options::ktile`; also on the fallback and staged
+    // backends above) on the generic two-row kernel and the cooperative matrices: every NT,
+    // short tiles, weights in parts.
+    if matches!(f, Format::Q4_K | Format::Q5_K) {
+        for kb in [common::backend_ktile_generic(), common::backend_ktile_coop()].into_iter().flatten() {
+            assert!(kb.name().contains("tiled K-quants"), "{}", kb.name());
+            for (i, nt) in (1..=8).enumerate() {
+                let rows = [13, 37, 1, 70][i % 4];
+                if let Err(m) =
+                    case(kb, f, seeds.next_u64(), rows, [1, 3, 2][i % 3], nt, Dist::ALL[i % Dist::ALL.len()])
+                {
+                    failures.push(m);
+                }
+            }
+        }
+    }
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -214,6 +214,15 @@ fn deqp_nvfp4(k: u32, e: u32) -> f32 {
     return f32(kv(OFF_FP4, n)) * ue4m3((W[pboff() + k] >> (8u * s)) & 0xffu);
 }
 
+// q4_K and q5_K with their blocks tiled whole (`Tuning::ktile`, layout.rs `pack_whole`): block
+// number k at byte BB * k, unchanged.
+fn deqp_q4_k(k: u32, e: u32) -> f32 {
+    return deq_q4_k(144u * k, e);
+}
+fn deqp_q5_k(k: u32, e: u32) -> f32 {
+    return deq_q5_k(176u * k, e);
+}
+
 // As deq_iq4_xs of ggml's block, in the tiled layout (layout.rs): the header at byte 8k of
 // region B; element e32 of sub-block ib (nibbles in element order) at byte
 // `iq4xs_span(ib, e32 / 16) + (e32 % 16) / 2` of region A's block, nibble e32 % 2.

@@ -42,8 +42,9 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
 /// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
 /// tables (`Options::grid_rep`), the pair and thread-pair kernels on two rows per pair
-/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to exercise the
-/// fallback, the splitting and those options on small matrices.
+/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies, their blocks tiled:
+/// `Options::ktile`), to exercise the fallback, the splitting and those options on small
+/// matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -56,10 +57,34 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             iq_pairs: Some(1),
             grid_rep: Some(true),
             pair_rows: Some((2, false)),
+            ktile: Some(true),
             ..Options::default()
         })
     })
     .as_ref()
+}
+
+/// A backend with q4_K's and q5_K's blocks tiled (`Options::ktile`) on the generic two-row
+/// kernel (`Options::pair_rows`), 8 rows per workgroup and weights split into parts of at most
+/// 2 KiB (`backend_chunked_direct`'s kernels, whose K-quant weights stay in ggml's order).
+pub fn backend_ktile_generic() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| {
+        open(Options {
+            ktile: Some(true),
+            pair_rows: Some((2, true)),
+            wg_rows: Some(8),
+            max_part_bytes: Some(2048),
+            ..Options::default()
+        })
+    })
+    .as_ref()
+}
+
+/// [`backend_coop`] with q4_K's and q5_K's blocks tiled (`Options::ktile`).
+pub fn backend_ktile_coop() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| open(Options { ktile: Some(true), coop: Some(coop_choice()?), ..Options::default() })).as_ref()
 }
 
 /// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
@@ -117,7 +142,8 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
 /// (the K-quants, iq4_xs, the IQ2/IQ3 formats, here on pairs from one token) stage their
 /// activations in workgroup memory from one token (`Options::stage`), in chunks of 2 steps or
 /// blocks (so that rows of several units take several chunks, the last one short), one row
-/// per pair, and the workgroup-memory reductions.
+/// per pair, and the workgroup-memory reductions; q4_K's and q5_K's blocks tiled
+/// (`Options::ktile`).
 pub fn backend_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -126,6 +152,7 @@ pub fn backend_staged() -> Option<&'static WgpuBackend> {
             pair_rows: Some((1, false)),
             subgroups: Some(false),
             iq_pairs: Some(1),
+            ktile: Some(true),
             ..Options::default()
         })
     })
@@ -139,13 +166,15 @@ pub fn backend_staged() -> Option<&'static WgpuBackend> {
 /// device has them (tiles staged as u32 words, or as f16 with `QKERN_TEST_COOP=f16`).
 pub fn backend_coop() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| {
-        let coop = match backend()?.supports_coop() {
-            false => Coop::Emulated(1),
-            true if std::env::var("QKERN_TEST_COOP").is_ok_and(|v| v == "words") => Coop::NativeWords(1),
-            true => Coop::Native(1),
-        };
-        open(Options { coop: Some(coop), ..Options::default() })
+    B.get_or_init(|| open(Options { coop: Some(coop_choice()?), ..Options::default() })).as_ref()
+}
+
+/// The cooperative-matrix kernels from one token: native where the adapter has them (u32
+/// words with `QKERN_TEST_COOP=words`), else emulated; None without an adapter.
+fn coop_choice() -> Option<Coop> {
+    Some(match backend()?.supports_coop() {
+        false => Coop::Emulated(1),
+        true if std::env::var("QKERN_TEST_COOP").is_ok_and(|v| v == "words") => Coop::NativeWords(1),
+        true => Coop::Native(1),
     })
-    .as_ref()
 }
