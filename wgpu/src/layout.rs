@@ -1,5 +1,6 @@
-//! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4), iq4_xs and q6_K, and of the
-//! pair formats' q8_0 / q8_1 activations, and the exact conversions from and to ggml's bytes.
+//! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4), iq4_xs and q6_K (and, with
+//! [`crate::Tuning::ktile`], q4_K and q5_K), and of the pair formats' q8_0 / q8_1 activations,
+//! and the exact conversions from and to ggml's bytes.
 //! Pure host code.
 //!
 //! **Weights.** The matmul kernels of the 32-element formats give each weight row two

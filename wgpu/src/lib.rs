@@ -19,7 +19,9 @@
 //! The 256-element formats but q6_K and iq4_xs stay in ggml's block bytes in storage buffers
 //! read as u32 words (blocks that are only 2-byte aligned are read by funnel-shifting two
 //! words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
-//! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. The
+//! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. With
+//! [`Tuning::ktile`] (opt-in) q4_K's and q5_K's blocks are stored whole in the tiled order
+//! below. The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
@@ -1187,8 +1189,9 @@ impl WgpuBackend {
     }
 
     /// Switch kernel variants (for benchmarks; every variant gives the same bits). The
-    /// adapter's `fma()` is used only where it was measured fused. Returns the variant in
-    /// effect.
+    /// adapter's `fma()` is used only where it was measured fused. [`Tuning::ktile`] acts on
+    /// later uploads only: a matrix keeps the layout it was uploaded with. Returns the variant
+    /// in effect.
     pub fn set_tuning(&self, t: Tuning) -> Tuning {
         let t = Tuning {
             native_fma: t.native_fma && self.fma_measured_fused,

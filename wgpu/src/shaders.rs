@@ -565,8 +565,8 @@ fn rename_calls(src: &str, from: &str, to: &str) -> String {
 /// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants, iq4_xs and (with
 /// `Tuning::iq_pairs`) the IQ2/IQ3 formats: 2 invocations per row, ggml's blocks read as
 /// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes) or words (the IQ2/IQ3 formats: 2-byte
-/// aligned); iq4_xs and q6_K in their tiled layout (layout.rs) as `vec4<u32>`, their rows'
-/// `base` from `tiled_base` ([`row_bases`]).
+/// aligned); iq4_xs and q6_K (and q4_K and q5_K with [`MmSrc::ktile`]) in their tiled layout
+/// (layout.rs) as `vec4<u32>`, their rows' `base` from `tiled_base` ([`row_bases`]).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
     let body = &ktile_blocks(f, c, body);

@@ -9,7 +9,7 @@ mod common;
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
 use qkern_parity::{bits_equal, bytes_equal};
-use qkern_wgpu::{Coop, Options, WgpuBackend, WgpuError};
+use qkern_wgpu::{Coop, Options, Tuning, WgpuBackend, WgpuError};
 
 /// Raw random activation blocks without -128 bytes (outside the contract; see the crate docs).
 fn raw_acts(rng: &mut Rng, act: Format, cols: usize, nt: usize) -> Vec<u8> {
@@ -39,6 +39,21 @@ fn case(
     nt: usize,
     dist: Dist,
 ) -> Result<(), String> {
+    case_then(be, f, seed, rows, units, nt, dist, &|| {})
+}
+
+/// [`case`], with `after_upload` run between the weights' upload and the calls.
+#[allow(clippy::too_many_arguments)]
+fn case_then(
+    be: &WgpuBackend,
+    f: Format,
+    seed: u64,
+    rows: usize,
+    units: usize,
+    nt: usize,
+    dist: Dist,
+    after_upload: &dyn Fn(),
+) -> Result<(), String> {
     let act = f.vec_dot_type().unwrap();
     let cols = units * f.block_elems().max(act.block_elems());
     let mut rng = Rng::new(seed);
@@ -46,6 +61,7 @@ fn case(
     let tag = format!("{f} seed={seed:#x} rows={rows} cols={cols} nt={nt} {} [{}]", dist.name(), be.name());
     let e = |e: qkern_wgpu::WgpuError| format!("{tag}: {e}");
     let gw = be.upload_weights(f, rows, cols, &w).map_err(e)?;
+    after_upload();
     if be.max_part_bytes() < 2048 && rows * (w.len() / rows) > 2048 && gw.parts() < 2 {
         return Err(format!("{tag}: expected the weights split into parts"));
     }
@@ -156,11 +172,14 @@ fn run_format(f: Format) {
             failures.push(m);
         }
     }
-    // q4_K's and q5_K's tiled blocks (`Options::ktile`; also on the fallback and staged
-    // backends above) on the generic two-row kernel and the cooperative matrices: every NT,
-    // short tiles, weights in parts.
+    // q4_K's and q5_K's tiled blocks (`Options::ktile`) on the generic two-row kernel (weights
+    // in parts, chunked readback), their own two-row bodies (staged, no subgroups) and the
+    // cooperative matrices: every NT, short tiles.
     if matches!(f, Format::Q4_K | Format::Q5_K) {
-        for kb in [common::backend_ktile_generic(), common::backend_ktile_coop()].into_iter().flatten() {
+        for kb in [common::backend_ktile_generic(), common::backend_ktile_staged(), common::backend_ktile_coop()]
+            .into_iter()
+            .flatten()
+        {
             assert!(kb.name().contains("tiled K-quants"), "{}", kb.name());
             for (i, nt) in (1..=8).enumerate() {
                 let rows = [13, 37, 1, 70][i % 4];
@@ -173,6 +192,25 @@ fn run_format(f: Format) {
         }
     }
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A weight matrix keeps the layout it was uploaded with: q4_K and q5_K uploaded with their
+/// blocks tiled (`Tuning::ktile`) and called (dequantize, matmul) after it was switched off,
+/// and the reverse, give the reference's bits.
+#[test]
+fn weights_keep_their_layout() {
+    let Some(be) = common::backend_ktile_switch() else { return };
+    let mut seeds = Rng::new(0x1a70);
+    for f in [Format::Q4_K, Format::Q5_K] {
+        for first in [true, false] {
+            be.set_tuning(Tuning { ktile: first, ..be.tuning() });
+            let flip = || {
+                be.set_tuning(Tuning { ktile: !first, ..be.tuning() });
+            };
+            case_then(be, f, seeds.next_u64(), 37, 2, 3, Dist::ALL[0], &flip).unwrap();
+            assert_eq!(be.tuning().ktile, !first);
+        }
+    }
 }
 
 /// Results large enough (72000 floats) to be copied out by several threads, read back in one

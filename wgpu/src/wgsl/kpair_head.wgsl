@@ -1,7 +1,8 @@
 // ---- kpair_head.wgsl: bindings and the row skeleton of the thread-pair kernels of the ----
 // ---- K-quants and iq4_xs --------------------------------------------------------------------
 //
-// q4_K and q5_K in ggml's own blocks, q6_K and iq4_xs in their tiled layout (layout.rs). One
+// q4_K and q5_K in ggml's own blocks (tiled whole with Tuning::ktile), q6_K and iq4_xs in their
+// tiled layout (layout.rs). One
 // workgroup of 2 * ROWS invocations computes ROWS
 // weight rows; invocation `lid` works on row `lid / 2` and owns AVX2 lanes 4h..4h+3, h = lid % 2,
 // of every block (the CUDA backend's thread pairs): for each of the NT tokens it keeps the four

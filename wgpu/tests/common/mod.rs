@@ -42,9 +42,8 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
 /// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
 /// tables (`Options::grid_rep`), the pair and thread-pair kernels on two rows per pair
-/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies, their blocks tiled:
-/// `Options::ktile`), to exercise the fallback, the splitting and those options on small
-/// matrices.
+/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to exercise the
+/// fallback, the splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -57,7 +56,6 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             iq_pairs: Some(1),
             grid_rep: Some(true),
             pair_rows: Some((2, false)),
-            ktile: Some(true),
             ..Options::default()
         })
     })
@@ -65,8 +63,9 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
 }
 
 /// A backend with q4_K's and q5_K's blocks tiled (`Options::ktile`) on the generic two-row
-/// kernel (`Options::pair_rows`), 8 rows per workgroup and weights split into parts of at most
-/// 2 KiB (`backend_chunked_direct`'s kernels, whose K-quant weights stay in ggml's order).
+/// kernel (`Options::pair_rows`), 8 rows per workgroup, weights split into parts of at most 8
+/// KiB (whole tiles of 16 rows and a short one in a part) and results read back in 3 row
+/// chunks (`Options::chunks`).
 pub fn backend_ktile_generic() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -74,11 +73,37 @@ pub fn backend_ktile_generic() -> Option<&'static WgpuBackend> {
             ktile: Some(true),
             pair_rows: Some((2, true)),
             wg_rows: Some(8),
-            max_part_bytes: Some(2048),
+            max_part_bytes: Some(8192),
+            chunks: Some(3),
             ..Options::default()
         })
     })
     .as_ref()
+}
+
+/// A backend with q4_K's and q5_K's blocks tiled (`Options::ktile`) on their own two-row
+/// bodies (`Options::pair_rows`), the workgroup-memory reductions and activations staged from
+/// one token in chunks of 2 blocks (`backend_staged`'s, which keeps ggml's order and one row
+/// per pair).
+pub fn backend_ktile_staged() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| {
+        open(Options {
+            ktile: Some(true),
+            pair_rows: Some((2, false)),
+            subgroups: Some(false),
+            stage: Some((1, 2)),
+            ..Options::default()
+        })
+    })
+    .as_ref()
+}
+
+/// A backend of its own for the test that switches [`qkern_wgpu::Tuning::ktile`] between an
+/// upload and the calls (no other test shares its tuning).
+pub fn backend_ktile_switch() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| open(Options::default())).as_ref()
 }
 
 /// [`backend_coop`] with q4_K's and q5_K's blocks tiled (`Options::ktile`).
@@ -142,8 +167,7 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
 /// (the K-quants, iq4_xs, the IQ2/IQ3 formats, here on pairs from one token) stage their
 /// activations in workgroup memory from one token (`Options::stage`), in chunks of 2 steps or
 /// blocks (so that rows of several units take several chunks, the last one short), one row
-/// per pair, and the workgroup-memory reductions; q4_K's and q5_K's blocks tiled
-/// (`Options::ktile`).
+/// per pair, and the workgroup-memory reductions.
 pub fn backend_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -152,7 +176,6 @@ pub fn backend_staged() -> Option<&'static WgpuBackend> {
             pair_rows: Some((1, false)),
             subgroups: Some(false),
             iq_pairs: Some(1),
-            ktile: Some(true),
             ..Options::default()
         })
     })
