@@ -1747,7 +1747,7 @@ impl WgpuBackend {
     ) -> Result<()> {
         let n = (tokens * w.rows * 4) as u64;
         let jobs = jobs_of(w, tokens, 0, w.rows);
-        let tune = Tuning { ktile: w.ktiled, ..call_tuning(w.format, w.rows, self.tuning()) };
+        let tune = self.call_tune(w);
         let pipes = self.matmul_pipes(w.format, &jobs, tune)?;
         let wr = wg_rows(w.format, tune);
         let nbatches = jobs.len().div_ceil(SLOTS as usize);
@@ -1767,6 +1767,12 @@ impl WgpuBackend {
             self.queue.submit([enc.finish()]);
         }
         Ok(())
+    }
+
+    /// The tuning a call on `w` runs: the current one resolved for the call's size
+    /// (`call_tuning`), with the layout `w` was uploaded with ([`Tuning::ktile`]).
+    fn call_tune(&self, w: &WgpuWeights) -> Tuning {
+        Tuning { ktile: w.ktiled, ..call_tuning(w.format, w.rows, self.tuning()) }
     }
 
     /// The matmul pipelines `jobs` need, by token count.
@@ -1858,7 +1864,7 @@ impl WgpuBackend {
         tokens: usize,
         out: &mut [f32],
     ) -> Result<Option<()>> {
-        let tune = Tuning { ktile: w.ktiled, ..call_tuning(w.format, w.rows, self.tuning()) };
+        let tune = self.call_tune(w);
         let chunks = readback_chunks(out.len() as u64 * 4, w.rows, tune, self.direct_out);
         if chunks < 2 {
             return Ok(None);
