@@ -327,7 +327,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
             if pair {
                 let d = mask_nts(qkern_cuda::args::pair_default_mask(f));
-                let split = if f == Format::IQ4_NL { "by block parity" } else { "by lane" };
+                let split = if f == Format::IQ4_NL { "by block parity" } else { "by lane" }; // (q5_1)
                 forced.push(format!(
                     "| {f} NT 1..8, two threads per row ({split}), activations {staged} (default at NT {d}) |{}",
                     cells[3]

@@ -614,8 +614,8 @@ QK_DEV void mmr_pf(const MmJob& J, u32 nb, u32 row, u32 b) {
 // (iq4_nl) splits by block parity: the even thread runs the even blocks into what the
 // one-thread body calls acc, the odd thread the odd blocks into acc2, and the pair adds them
 // with one shuffle in the same order (acc + acc2) (iq4_nl at NT 8: 64 floats a thread, not 128,
-// which spilled 792 bytes on 128 registers). The single chains (MmPlain, MmSumms) split by
-// lane: thread h runs half h of every unit into lanes 4h..4h+3 (the two-thread lane kernels'
+// which spilled 792 bytes on 128 registers). The single chains (MmPlain, MmSumms: q5_1's, the
+// only one built) split by lane: thread h runs half h of every unit into lanes 4h..4h+3 (the two-thread lane kernels'
 // split, mm_hsum_b, on the staged activations), and each adds its partner's lane 4 away before
 // hsum_float_8's last two levels. Either way the bits are the one-thread body's.
 template <class U, int CH, int NTM, class AS, u32 PIPE, int TPR = 1>
@@ -870,7 +870,7 @@ QK_DEV void mmc_body(const MmArgs& A) {
 #define MM_KERNELS_R(fmt, U, CH) QK_EACH_NTM(MMR_KERNEL_1, fmt, U, CH)
 
 // qk_mmp_*: the staged kernels (qk_mmc_*) with two threads per row (mmr_body TPR 2: by block
-// parity for iq4_nl's even/odd chains, by lane for the others). Their CTAs an SM: the staged
+// parity for iq4_nl's even/odd chains, by lane for q5_1's one chain). Their CTAs an SM: the staged
 // kernels' (MMC_MINB), or QK_MINB_P where given (a sweep: their halved accumulators fit 80
 // registers at lower NT than the one-thread kernels').
 #ifdef QK_MINB_P

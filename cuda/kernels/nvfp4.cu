@@ -125,7 +125,6 @@ QK_UNROLL(QK_UNROLL_NV)
 MM_KERNELS_B(nvfp4, mm_nvfp4)
 MM_KERNELS_K(nvfp4, UnitNvfp4, MmPlain)
 MM_KERNELS_R(nvfp4, UnitNvfp4, MmPlain)
-MM_KERNELS_P(nvfp4, UnitNvfp4, MmPlain)
 
 // Sub-block s sits at position 2 (s & 1) + (s >> 1) of the body, element j at nibble j & 1 of
 // its byte j / 2; its scale is byte s of `dw`.

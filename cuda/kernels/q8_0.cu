@@ -91,7 +91,6 @@ QK_UNROLL(QK_UNROLL_Q8)
 MM_KERNELS_B(q8_0, mm_q8_0)
 MM_KERNELS_K(q8_0, UnitQ8_0, MmPlain)
 MM_KERNELS_R(q8_0, UnitQ8_0, MmPlain)
-MM_KERNELS_P(q8_0, UnitQ8_0, MmPlain)
 
 QK_DEV float deq_q8_0(const u8* body, u32 d16, u32 e, const u32*) {
     return qk_mul((float)(i8)body[e], qk_h2f(d16));

@@ -249,13 +249,16 @@ pub fn cact_default_mask(format: Format, smem: bool) -> u32 {
 }
 
 /// Whether the format has staged row kernels with two threads per row (`qk_mmp_*`,
-/// mm_common.cuh `mmr_body` TPR 2), each with half the one-thread kernel's accumulators: the
-/// 32-element formats ([`has_row`]). iq4_nl's split by block parity: its one-thread kernels
-/// keep its even and odd chains (ggml's accum1 and accum2) in one thread, 16 floats a token,
-/// and spill from NT 4 on 128 registers (792 bytes at NT 8, ptxas 13.0). The others' split by
-/// lane (lanes 0-3 and 4-7 of their one chain).
+/// mm_common.cuh `mmr_body` TPR 2), each with half the one-thread kernel's accumulators:
+/// iq4_nl and q5_1, where they are the default at some token counts ([`pair_default_mask`]).
+/// iq4_nl's split by block parity: its one-thread kernels keep its even and odd chains (ggml's
+/// accum1 and accum2) in one thread, 16 floats a token, and spill from NT 4 on 128 registers
+/// (792 bytes at NT 8, ptxas 13.0). q5_1's split by lane (lanes 0-3 and 4-7 of its one
+/// chain). q8_0's and nvfp4's lane splits measured slower at every NT (session 27 run7) and
+/// are not built: they added about 1.3 s to the NVRTC compile of q8_0's module (to be
+/// tried again, add `MM_KERNELS_P` to its .cu file and the format here).
 pub fn has_pair(format: Format) -> bool {
-    has_row(format)
+    matches!(format, Format::IQ4_NL | Format::Q5_1)
 }
 
 /// The token counts (a mask as [`row_default_mask`]) at which a format with
@@ -776,7 +779,8 @@ mod tests {
         assert_eq!(plan(Format::IQ4_NL, 4, 1, 5)[0].0, cact_kernel_index(4));
         assert_eq!(plan(Format::IQ4_NL, 8, 1, 0), vec![(cact_kernel_index(8), rows.div_ceil(256), s8)]);
         assert_eq!(plan(Format::IQ4_NL, 8, 0, 1)[0].0, mm_kernel_index(8, 1));
-        assert_eq!(plan(Format::Q8_0, 8, 1, 1), vec![(pair_kernel_index(8), rows.div_ceil(128), s8)]);
+        assert_eq!(plan(Format::Q5_1, 8, 1, 1), vec![(pair_kernel_index(8), rows.div_ceil(128), s8)]);
+        assert_eq!(plan(Format::Q8_0, 8, 1, 1)[0].0, cact_kernel_index(8));
         assert_eq!(plan(Format::Q4_K, 8, 1, 1)[0].0, mm_kernel_index(8, 1));
         // a copy over the shared-memory budget is not staged, so not paired either
         let k = PlanKnobs { cact_mask: 0xff, pair_mask: 0xff, cact_smem: true, ..Default::default() };

@@ -1065,10 +1065,10 @@ impl CudaBackend {
         token_mask(&self.cact_mask, args::cact_default_mask(format, kernels::cact_smem(self.arch)))
     }
 
-    /// From how many tokens the staged launches (`set_cact_tokens`) of the 32-element formats
-    /// run on two threads a row (`args::has_pair`, `qk_mmp_*`: half the accumulators a thread;
-    /// iq4_nl's even blocks on one thread and its odd ones on the other, the others' lanes 0-3
-    /// and 4-7). `Some(0)`: never; `None`: each format's default (`args::pair_default_mask`).
+    /// From how many tokens the staged launches (`set_cact_tokens`) of iq4_nl and q5_1 run on
+    /// two threads a row (`args::has_pair`, `qk_mmp_*`: half the accumulators a thread;
+    /// iq4_nl's even blocks on one thread and its odd ones on the other, q5_1's lanes 0-3 and
+    /// 4-7). `Some(0)`: never; `None`: each format's default (`args::pair_default_mask`).
     /// The staged masks' defaults count on these: with `Some(0)` q5_1 at 2 tokens and iq4_nl
     /// at 7-8 run their one-thread staged kernels, slower than before session 27's change
     /// (q5_1 NT 2 2561 against 2647 GB/s, H100 run7). The bits are the same either way.

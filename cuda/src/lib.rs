@@ -24,7 +24,7 @@
 //!   skipped when the bank already holds it), read by uniform loads. The staged kernels also
 //!   come with two threads a row, each with half the accumulators ([`args::has_pair`],
 //!   [`args::pair_default_mask`], `QKERN_CUDA_PAIR_NT`): iq4_nl's two float chains (ggml's
-//!   accum1 and accum2) on different threads, the others' lanes 0-3 and 4-7.
+//!   accum1 and accum2) on different threads, q5_1's lanes 0-3 and 4-7.
 //! - q8_K activations lie in the device buffer as words interleaved by token, or as quads like
 //!   q8_0's ([`layout::Q8kLayout`], `QKERN_CUDA_Q8K`: one value per process, given to NVRTC
 //!   and to every [`layout::ActLayout`] alike).

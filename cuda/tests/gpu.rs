@@ -167,7 +167,7 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                     configs.push((Some(0), Some(0), Some(1), false, Some(0), None));
                     configs.push((Some(0), Some(0), Some(0), false, Some(1), Some(0)));
                 }
-                // the staged kernels with two threads a row (iq4_nl by block parity, the others by lane), at every NT
+                // the staged kernels with two threads a row (iq4_nl by block parity, q5_1 by lane), at every NT
                 if qkern_cuda::args::has_pair(f) {
                     configs.push((Some(0), Some(0), Some(0), false, Some(1), Some(1)));
                 }
