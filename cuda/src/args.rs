@@ -204,6 +204,11 @@ pub fn row_default_mask(format: Format) -> u32 {
     mask_of(nts)
 }
 
+/// Whether token-count mask `mask` (bit `n - 1` for each n, as [`mask_of`]) holds `n` (1..=8).
+fn in_mask(mask: u32, n: u32) -> bool {
+    mask >> (n - 1) & 1 == 1
+}
+
 /// A token-count mask (bit `n - 1` for each n) from its token counts.
 fn mask_of(nts: &[u32]) -> u32 {
     nts.iter().fold(0, |m, &n| m | 1 << (n - 1))
@@ -519,7 +524,7 @@ pub fn plan_matmul<E>(
         *acc = Acc { max_nt: 0, rows_total: 0, abuf: None };
         let ntm = NTMS.into_iter().find(|&n| n >= max_nt).unwrap_or(8);
         let units = nb * if format == Format::NVFP4 { 2 } else { 1 };
-        let mma_nt = has_mma(format) && k.mma_mask >> (max_nt.clamp(1, 8) - 1) & 1 == 1;
+        let mma_nt = has_mma(format) && in_mask(k.mma_mask, max_nt.clamp(1, 8));
         // A grouped launch (several jobs: a layer's routed experts) of q4_K at a tensor-core
         // token count runs on the tensor cores with S = 1, not the two-phase kernel nor S = 4:
         // 8 experts of 640 x 2560 at NT 4 took 2.15 against 3.79 us an expert on the H200
@@ -551,14 +556,14 @@ pub fn plan_matmul<E>(
         // The tensor-core kernel: a warp per 16 rows, i.e. 2 threads per row like S = 1.
         let mma = s == 1 && mma_nt;
         let large_row = !mma && has_row(format) && rows_total >= k.s4_rows;
-        let staged_nt = large_row && k.cact_mask >> (ntm - 1) & 1 == 1;
+        let staged_nt = large_row && in_mask(k.cact_mask, ntm);
         // shared memory: each CTA copies its own job's tokens; the bank: one buffer for all
         let sact = sact_bytes(cols, ntm);
         let shared = if k.cact_smem && staged_nt && sact <= SACT_BYTES { sact as u32 } else { 0 };
         let stage = abuf.filter(|&(base, len)| !k.cact_smem && staged_nt && base != 0 && len > 0 && len <= CACT_BYTES);
         let staged = stage.is_some() || shared > 0;
-        let row = staged || (large_row && k.row_mask >> (ntm - 1) & 1 == 1);
-        let pair = staged && has_pair(format) && k.pair_mask >> (ntm - 1) & 1 == 1;
+        let row = staged || (large_row && in_mask(k.row_mask, ntm));
+        let pair = staged && has_pair(format) && in_mask(k.pair_mask, ntm);
         let tpr = if pair {
             2
         } else if row {
@@ -600,8 +605,8 @@ pub fn plan_matmul<E>(
 
     // An 8-token chunk that would run on the staged two-threads-a-row kernel stays whole.
     let pair8 = has_pair(format)
-        && k.pair_mask >> 7 & 1 == 1
-        && k.cact_mask >> 7 & 1 == 1
+        && in_mask(k.pair_mask, 8)
+        && in_mask(k.cact_mask, 8)
         && k.cact_smem
         && sact_bytes(cols, 8) <= SACT_BYTES;
     for j in jobs {
