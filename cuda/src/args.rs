@@ -603,8 +603,10 @@ pub fn plan_matmul<E>(
         Ok(())
     };
 
-    // An 8-token chunk that would run on the staged two-threads-a-row kernel stays whole.
+    // An 8-token chunk that would run on the staged two-threads-a-row kernel stays whole (not
+    // where 8 tokens take the tensor cores, which come first).
     let pair8 = has_pair(format)
+        && !(has_mma(format) && in_mask(k.mma_mask, 8))
         && in_mask(k.pair_mask, 8)
         && in_mask(k.cact_mask, 8)
         && k.cact_smem
@@ -956,6 +958,27 @@ mod tests {
         };
         assert_eq!(dflt(4096), vec![(pair_kernel_index(8), vec![8])]);
         assert_eq!(dflt(5120), vec![(cact_kernel_index(4), vec![4, 4])]);
+        // q5_1 with the split forced: 8 tokens whole on its pair kernel, but two chunks of 4
+        // where 8 tokens would take the tensor cores instead (the pair kernel never runs there)
+        let q51 = |mma_nt: u32| {
+            let k = PlanKnobs {
+                cact_mask: 0xff,
+                pair_mask: 0xff,
+                mma_mask: row_mask_from(mma_nt),
+                cact_smem: true,
+                split8: true,
+                ..Default::default()
+            };
+            let mut v = Vec::new();
+            plan_matmul::<()>(Format::Q5_1, 4096, 0, [job(100_000, 8)], k, |l, a| {
+                v.push((l.kernel, a.jobs[..a.njobs as usize].iter().map(|j| j.nt).collect::<Vec<_>>()));
+                Ok(())
+            })
+            .unwrap();
+            v
+        };
+        assert_eq!(q51(0), vec![(pair_kernel_index(8), vec![8])]);
+        assert_eq!(q51(8), vec![(pair_kernel_index(4), vec![4, 4])]);
     }
 
     /// A grouped launch of q4_K experts at a tensor-core token count takes the tensor cores
