@@ -1435,6 +1435,24 @@ impl Owned for CudaF32 {
 mod tests {
     use super::*;
 
+    /// The token-count setters (`set_row_tokens`, `set_cact_tokens`, `set_pair_tokens`): more
+    /// tokens than a launch holds is a typed error that leaves the slot as it was; `None` is
+    /// the default, `Some(n)` "from n on", `Some(0)` never.
+    #[test]
+    fn token_masks_reject_too_many_tokens() {
+        let slot = std::sync::atomic::AtomicU32::new(u32::MAX);
+        store_token_mask(&slot, Some(3), "x").unwrap();
+        assert_eq!(token_mask(&slot, 0x01), 0xfc);
+        let e = store_token_mask(&slot, Some(args::MAX_NT as u32 + 1), "two-thread staged row kernels").unwrap_err();
+        assert!(matches!(e, CudaError::Invalid(_)), "{e}");
+        assert!(e.to_string().contains("two-thread staged row kernels"), "{e}");
+        assert_eq!(token_mask(&slot, 0x01), 0xfc, "unchanged by the rejected value");
+        store_token_mask(&slot, Some(0), "x").unwrap();
+        assert_eq!(token_mask(&slot, 0x01), 0);
+        store_token_mask(&slot, None, "x").unwrap();
+        assert_eq!(token_mask(&slot, 0x01), 0x01);
+    }
+
     #[test]
     fn par_copy_copies_every_piece() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
