@@ -115,6 +115,40 @@ QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0
 QK_DEV void qk_mma_u8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_MMA_M16N8K32("u8"); }
 // The same with signed A bytes (.s8.s8).
 QK_DEV void qk_mma_s8s8(const u32* a, const u32* b, const i32* c, i32* d) { QK_MMA_M16N8K32("s8"); }
+// One warp-wide fp16 tensor-core product with f32 accumulation (sm_80+): D = A (16 x 16, f16,
+// row-major) x B (16 x 8, f16, column-major) + C (16 x 8, f32). Registers hold f16 pairs, the
+// lower column / K index in the low half (PTX ISA "Matrix Fragments for mma.m16n8k16"):
+// a[0] = A[g][2q, 2q+1], a[1] = A[g+8][2q, 2q+1], a[2] = A[g][2q+8, 2q+9], a[3] = A[g+8][2q+8, 2q+9];
+// b[0] = B[2q, 2q+1][g], b[1] = B[2q+8, 2q+9][g]; c/d as qk_mma_u8s8's. The IQ kernels feed it
+// integers only (mma_iq, QK_IQ_HMMA): products below 2^18, every partial sum below 2^24, where
+// any accumulation that keeps 24 bits of the largest addend is exact.
+#if __CUDA_ARCH__ >= 800
+QK_DEV void qk_mma_f16(const u32* a, const u32* b, const float* c, float* d) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+}
+#else
+QK_DEV void qk_mma_f16(const u32*, const u32*, const float*, float*) { __trap(); }
+#endif
+// f16 pairs (the halves of a 32-bit word), round to nearest even: a * b + c fused, a + b, a * b.
+QK_DEV u32 qk_hfma2(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+QK_DEV u32 qk_hadd2(u32 a, u32 b) {
+    u32 d;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+QK_DEV u32 qk_hmul2(u32 a, u32 b) {
+    u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
 
 #else
 // ------------------------------------------------------------------------- host emulator

@@ -120,6 +120,61 @@ QK_DEV void emu_mma(const unsigned* a, const unsigned* b, const int* c, int* d, 
 }
 QK_DEV void qk_mma_u8s8(const unsigned* a, const unsigned* b, const int* c, int* d) { emu_mma(a, b, c, d, false); }
 QK_DEV void qk_mma_s8s8(const unsigned* a, const unsigned* b, const int* c, int* d) { emu_mma(a, b, c, d, true); }
+// fp16 <-> double for the f16 emulation: exact one way; round to nearest even the other
+// (normal, subnormal, overflow to infinity; NaN in, NaN out).
+QK_DEV float qk_h2f_soft(unsigned short h);
+QK_DEV double emu_h2d(unsigned h) { return (double)qk_h2f_soft((unsigned short)(h & 0xffffu)); }
+QK_DEV unsigned emu_d2h(double x) {
+    if (std::isnan(x)) return 0x7e00u;
+    const unsigned sign = std::signbit(x) ? 0x8000u : 0u;
+    double a = std::fabs(x);
+    if (a >= 65520.0) return sign | 0x7c00u;  // rounds to infinity
+    if (a < std::ldexp(1.0, -14)) {           // subnormal: multiples of 2^-24
+        return sign | (unsigned)std::nearbyint(std::ldexp(a, 24));  // 0x400 at the top: the smallest normal, correctly
+    }
+    int e;
+    std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+    double m = std::nearbyint(std::ldexp(a, 11 - e));  // 11 significant bits, ties to even
+    if (m >= 2048.0) {
+        m /= 2.0;
+        ++e;
+    }
+    if (e + 14 > 30) return sign | 0x7c00u;
+    return sign | ((unsigned)(e + 14) << 10) | ((unsigned)m & 0x3ffu);
+}
+QK_DEV unsigned emu_h2(double lo, double hi) { return emu_d2h(lo) | (emu_d2h(hi) << 16); }
+QK_DEV unsigned qk_hfma2(unsigned a, unsigned b, unsigned c) {
+    // f16 products are exact in double, and so are their sums with an f16 (at most 2 * 11 +
+    // 40 + 2 bits apart): one rounding, as fma.rn.f16x2's.
+    return emu_h2(emu_h2d(a) * emu_h2d(b) + emu_h2d(c), emu_h2d(a >> 16) * emu_h2d(b >> 16) + emu_h2d(c >> 16));
+}
+QK_DEV unsigned qk_hadd2(unsigned a, unsigned b) {
+    return emu_h2(emu_h2d(a) + emu_h2d(b), emu_h2d(a >> 16) + emu_h2d(b >> 16));
+}
+QK_DEV unsigned qk_hmul2(unsigned a, unsigned b) {
+    return emu_h2(emu_h2d(a) * emu_h2d(b), emu_h2d(a >> 16) * emu_h2d(b >> 16));
+}
+// The warp's fp16 tensor-core product (common.cuh qk_mma_f16, same fragment layout), summed
+// exactly (double: the kernels' integer operands) and rounded once to f32.
+QK_DEV void qk_mma_f16(const unsigned* a, const unsigned* b, const float* c, float* d) {
+    const unsigned me = emu::g_tid, w0 = me & ~31u, lane = me & 31u;
+    for (int i = 0; i < 4; ++i) emu::g_mma[me][i] = a[i];
+    emu::g_mma[me][4] = b[0];
+    emu::g_mma[me][5] = b[1];
+    emu::barrier();
+    for (int ci = 0; ci < 4; ++ci) {
+        const unsigned row = (lane >> 2) + 8u * (unsigned)(ci >> 1), col = 2u * (lane & 3u) + (unsigned)(ci & 1);
+        double s = (double)c[ci];
+        for (unsigned k = 0; k < 16; ++k) {
+            const unsigned q = (k & 7u) >> 1, hi = k >> 3, half = 16u * (k & 1u);
+            const unsigned av = emu::g_mma[w0 + 4u * (row & 7u) + q][(row >> 3) + 2u * hi];
+            const unsigned bv = emu::g_mma[w0 + 4u * col + q][4u + hi];
+            s += emu_h2d(av >> half) * emu_h2d(bv >> half);
+        }
+        d[ci] = (float)s;
+    }
+    emu::barrier();
+}
 QK_DEV float qk_shfl_xor(float v, int m) { return qk_u2f(emu_shfl(qk_f2u(v), m)); }
 QK_DEV int qk_shfl_xor_i(int v, int m) { return (int)emu_shfl((unsigned)v, m); }
 QK_DEV bool qk_isnan(float f) { return (qk_f2u(f) & 0x7fffffffu) > 0x7f800000u; }

@@ -1408,6 +1408,56 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
     }
 }
 
+// QK_IQ_HMMA=1: the IQ2/IQ3 lane sums on fp16 tensor cores instead (iq_hmma_lane): no scale
+// digits, no sign split, no integer-to-float conversion. Off by default until measured on a GPU.
+#ifndef QK_IQ_HMMA
+#define QK_IQ_HMMA 0
+#endif
+// fp16 pairs used below: (-1024, -1024), (-1152, -1152), and the bytes 0x64 (the high byte of
+// 1024 + b for a byte b: f16 has unit spacing in [1024, 2048)).
+#define QK_H2_M1024 0xe400e400u
+#define QK_H2_M1152 0xe480e480u
+#define QK_B64 0x64646464u
+// A sub-block scale s (1..31, exact in f16) as the pairs (s, s) and (-1152 s, -1152 s), exact
+// too (1152 s = 9 s * 2^7, 9 s < 2^11).
+QK_DEV void iq_hscale(u32 s, u32* s2, u32* c2) {
+    *s2 = qk_hadd2(0x64006400u | s | (s << 16), QK_H2_M1024);
+    *c2 = qk_hmul2(*s2, QK_H2_M1152);
+}
+// The IQ2/IQ3 formats' lane L on fp16 tensor cores: lane = sum over K of s_k * sg_k * v_k * y_k
+// as two chained m16n8k16 products (sub-blocks 0-3, then 4-7) with exact f32 sums.
+// K is laid out as mma_iq's int8 products lay it: thread q holds sub-block q (first product)
+// and q + 4 (second), a sub-block's 4 lane-L bytes as K pair 2q, 2q + 1 (bytes 0, 1) and
+// 2q + 8, 2q + 9 (bytes 2, 3), the same for A and B. A: byte x = 128 + sg v (v: the unsigned
+// grid byte, 1..62; e: 0/1 bytes, 1 negative: 128 - v = ((v ^ 0x80) ^ 0xff) + 1, no carries),
+// placed as the f16 1024 + x = 1152 + sg v by a byte permute, then fma(1152 + sg v, s, -1152 s)
+// = sg v s exactly (|sg v s| <= 62 * 31 < 2^11: the fused result is representable, so it is the
+// f16 result). B: the token's q8 bytes y the same way, (1152 + y) - 1152. Products |sg v s y| <=
+// 1922 * 127 < 2^18; a lane's 32 of them sum below 2^23: every partial sum is an integer below
+// 2^24, exact in f32 (any alignment that keeps 24 bits of the largest addend loses none). The
+// lane's f32 is its integer sum, the value ggml converts with cvtepi32_ps.
+// v, e: the 4 A slots (row g | g + 8) x (K half: sub-block q | q + 4) as iq_mma_lane's; s2, c2:
+// the slots' iq_hscale pairs; bv: the token's lane-L words of sub-blocks q and q + 4.
+QK_DEV void iq_hmma_lane(const u32* v, const u32* e, const u32* s2, const u32* c2, const u32* bv, float* lane) {
+    u32 a[2][4], b[2][2];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const u32 x = ((v[k] ^ 0x80808080u) ^ (e[k] * 0xffu)) + e[k];
+        const int kh = k >> 1, h = k & 1;
+        a[kh][h] = qk_hfma2(qk_prmt(x, QK_B64, 0x4140u), s2[k], c2[k]);
+        a[kh][2 + h] = qk_hfma2(qk_prmt(x, QK_B64, 0x4342u), s2[k], c2[k]);
+    }
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) {
+        const u32 y = bv[kh] ^ 0x80808080u;
+        b[kh][0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
+        b[kh][1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
+    }
+    const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    qk_mma_f16(a[0], b[0], z, lane);
+    qk_mma_f16(a[1], b[1], lane, lane);
+}
+
 // The IQ2/IQ3 formats on tensor cores (iq_mma_lane). Thread q holds sub-blocks q (k = 4q..) and
 // q + 4 (k = 16+4q..); `U::Sub` is one sub-block read from the body (`load`), giving lane l's 4
 // grid bytes (`grid`: lanes 2e, 2e + 1 of the 8-byte IQ2 entries load one entry, which the
@@ -1449,9 +1499,17 @@ QK_UNROLL(1)
                 sc[1][k] = sub[k].scale(1);
             }
         }
+#if QK_IQ_HMMA
+        u32 s2[2][4], c2[2][4];  // [half][slot]
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) iq_hscale(sc[hf][k], &s2[hf][k], &c2[hf][k]);
+#else
         u32 dg[2][U::ND][4];
         iq_digits<U::R, U::ND>(sc[0], dg[0]);
         iq_digits<U::R, U::ND>(sc[1], dg[1]);
+#endif
         float d[4];
         mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
 #pragma unroll
@@ -1459,6 +1517,19 @@ QK_UNROLL(1)
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
             const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
                                qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
+#if QK_IQ_HMMA
+            u32 v[4], e01[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                v[k] = sub[k].grid(grid, l);
+                const uint2 e = sign_e<SG>(sgt, sub[k].sign_k(l));  // lanes 2 (l >> 1), +1
+                e01[k] = (l & 1) ? e.y : e.x;
+            }
+            float lane[4];
+            iq_hmma_lane(v, e01, s2[l >> 2], c2[l >> 2], bv, lane);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], lane[x], acc[x][l]);
+#else
             u32 v[4], m[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -1470,6 +1541,7 @@ QK_UNROLL(1)
             iq_mma_lane<U::R, U::ND>(v, m, dg[l >> 2], bv, lane);
 #pragma unroll
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
+#endif
         }
     }
     mma_finish<U::SCALE != 1.0f>(A, c, acc, U::SCALE);
