@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -37,6 +37,13 @@ parity)
     timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
+# The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (QK_IQ_HMMA=1, session 28): bits (the live
+# GPU test and `qkern parity`, with the define), then every NT against the int8 kernels, twice.
+hmma) F=${HMMA_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
+  { QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=1 QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
+    QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=1 timeout 30 $C/qkern parity --backend cuda; } > "$R/hmma_parity.log" 2>&1
+  grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/hmma_parity.log" | head -20
+  ntsweep_run "${HMMA_SWEEP:-|$F;-DQK_IQ_HMMA=1|$F;|$F;-DQK_IQ_HMMA=1|$F}"; cat "$R/ntsweep.md" ;;
 # The CUDA half of `parity` alone.
 cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1
