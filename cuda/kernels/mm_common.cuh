@@ -928,11 +928,21 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 #endif
 // Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
 // 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
+// The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (mm_common.cuh iq_hmma_lane): 1, B
+// converted by each warp; 2, staged once per CTA (iq_hstage_b). 0: the int8 products. Off by
+// default until measured on a GPU.
+#ifndef QK_IQ_HMMA
+#define QK_IQ_HMMA 0
+#endif
 #ifndef QK_GRID_WORDS
 #define QK_GRID_WORDS 8192
 #endif
 #ifndef QK_SIGN_WORDS
+#if QK_IQ_HMMA == 2
+#define QK_SIGN_WORDS 2048  // room for the staged B (8 KiB) in the 48 KiB of static shared memory
+#else
 #define QK_SIGN_WORDS 4096  // the sign tables' (SignTab): 16 KiB; 4 KiB on the smaller SMs
+#endif
 #endif
 // ON = false: one copy for this table (a format's `LOOKS`, below).
 template <u32 WORDS, u32 EW, u32 BUDGET = QK_GRID_WORDS, bool ON = true>
@@ -1408,11 +1418,8 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
     }
 }
 
-// QK_IQ_HMMA=1: the IQ2/IQ3 lane sums on fp16 tensor cores instead (iq_hmma_lane): no scale
-// digits, no sign split, no integer-to-float conversion. Off by default until measured on a GPU.
-#ifndef QK_IQ_HMMA
-#define QK_IQ_HMMA 0
-#endif
+// QK_IQ_HMMA (the define is near QK_SIGN_WORDS): the IQ2/IQ3 lane sums on fp16 tensor cores
+// instead (iq_hmma_lane): no scale digits, no sign split, no integer-to-float conversion.
 // fp16 pairs used below: (-1024, -1024), (-1152, -1152), and the bytes 0x64 (the high byte of
 // 1024 + b for a byte b: f16 has unit spacing in [1024, 2048)).
 #define QK_H2_M1024 0xe400e400u
@@ -1438,8 +1445,15 @@ QK_DEV void iq_hscale(u32 s, u32* s2, u32* c2) {
 // lane's f32 is its integer sum, the value ggml converts with cvtepi32_ps.
 // v, e: the 4 A slots (row g | g + 8) x (K half: sub-block q | q + 4) as iq_mma_lane's; s2, c2:
 // the slots' iq_hscale pairs; bv: the token's lane-L words of sub-blocks q and q + 4.
-QK_DEV void iq_hmma_lane(const u32* v, const u32* e, const u32* s2, const u32* c2, const u32* bv, float* lane) {
-    u32 a[2][4], b[2][2];
+// A q8 word (4 signed bytes y) as the f16 pairs (y0, y1), (y2, y3): B's registers of one K half.
+QK_DEV void iq_hconv_b(u32 w, u32* b) {
+    const u32 y = w ^ 0x80808080u;
+    b[0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
+    b[1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
+}
+// b: B's registers, [K half][2] (iq_hconv_b of the token's lane-L words of sub-blocks q, q + 4).
+QK_DEV void iq_hmma_lane(const u32* v, const u32* e, const u32* s2, const u32* c2, const u32 (*b)[2], float* lane) {
+    u32 a[2][4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
         const u32 x = ((v[k] ^ 0x80808080u) ^ (e[k] * 0xffu)) + e[k];
@@ -1447,15 +1461,28 @@ QK_DEV void iq_hmma_lane(const u32* v, const u32* e, const u32* s2, const u32* c
         a[kh][h] = qk_hfma2(qk_prmt(x, QK_B64, 0x4140u), s2[k], c2[k]);
         a[kh][2 + h] = qk_hfma2(qk_prmt(x, QK_B64, 0x4342u), s2[k], c2[k]);
     }
-#pragma unroll
-    for (int kh = 0; kh < 2; ++kh) {
-        const u32 y = bv[kh] ^ 0x80808080u;
-        b[kh][0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
-        b[kh][1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
-    }
     const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     qk_mma_f16(a[0], b[0], z, lane);
     qk_mma_f16(a[1], b[1], lane, lane);
+}
+// QK_IQ_HMMA=2: B converted once per CTA instead of once per warp. Each block step the CTA's
+// threads convert the next block's 512 q8 words (8 tokens x 8 sub-blocks x 8 lanes; token
+// columns past the job's read the last token, as mma_ctx's acol) into one of two shared
+// buffers, in fragment order (lane L, warp lane 4g + q: 4 words, K half 0 then 1), and a barrier
+// ends the step; each lane's B is then one 16-byte shared load.
+#define IQ_HB_WORDS (8u * 32u * 4u)
+QK_DEV void iq_hstage_b(const MmJob& J, u32 nt, u32 b, u32* dst) {
+    const u32 last = nt - 1u;
+    // 256-thread CTAs (the launches): two words a thread; smaller ones (the tests) loop.
+    for (u32 i = qk_tid(); i < 512u; i += qk_bdim()) {  // i: (token column gt, sub-block j, lane l)
+        const u32 l = i & 7u, j = (i >> 3) & 7u, gt = i >> 6;
+        const u32* aq = (const u32*)J.a_qs + Q8K_TS * (gt < last ? gt : last);
+        u32 bw[2];
+        iq_hconv_b(qk_ld(q8k_at(aq, 16u * b + 2u * j + (l >> 2), l & 3u, J.capw)), bw);
+        u32* o = dst + (l * 32u + 4u * gt + (j & 3u)) * 4u + 2u * (j >> 2);
+        o[0] = bw[0];
+        o[1] = bw[1];
+    }
 }
 
 // The IQ2/IQ3 formats on tensor cores (iq_mma_lane). Thread q holds sub-blocks q (k = 4q..) and
@@ -1478,11 +1505,23 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
+#if QK_IQ_HMMA != 2
     const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
+#endif
     float acc[4][8];
     mma_zero(acc);
+#if QK_IQ_HMMA == 2
+    QK_SHARED16 u32 hb_sh[2][IQ_HB_WORDS];  // iq_hstage_b's buffers
+    const qk_sptr hb = qk_sptr_of(hb_sh);
+    const u32 lane32 = 4u * c.g + q;
+    iq_hstage_b(J, c.nt, 0u, hb_sh[0]);
+    qk_sync();
+#endif
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
+#if QK_IQ_HMMA == 2
+        if (b + 1u < nb) iq_hstage_b(J, c.nt, b + 1u, hb_sh[(b + 1u) & 1u]);
+#endif
         typename U::Sub sub[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
         u32 sc[2][4];            // [half][slot]
         float xd[2];
@@ -1514,10 +1553,26 @@ QK_UNROLL(1)
         mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
+#if QK_IQ_HMMA == 2
+            u32 bh[2][2];
+            {
+                const uint4 w4 = qk_lds128(hb, 4u * (((b & 1u) * IQ_HB_WORDS) + ((u32)l * 32u + lane32) * 4u));
+                bh[0][0] = w4.x;
+                bh[0][1] = w4.y;
+                bh[1][0] = w4.z;
+                bh[1][1] = w4.w;
+            }
+#else
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
             const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
                                qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
+#endif
 #if QK_IQ_HMMA
+#if QK_IQ_HMMA == 1
+            u32 bh[2][2];
+            iq_hconv_b(bv[0], bh[0]);
+            iq_hconv_b(bv[1], bh[1]);
+#endif
             u32 v[4], e01[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -1526,7 +1581,7 @@ QK_UNROLL(1)
                 e01[k] = (l & 1) ? e.y : e.x;
             }
             float lane[4];
-            iq_hmma_lane(v, e01, s2[l >> 2], c2[l >> 2], bv, lane);
+            iq_hmma_lane(v, e01, s2[l >> 2], c2[l >> 2], bh, lane);
 #pragma unroll
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], lane[x], acc[x][l]);
 #else
@@ -1543,6 +1598,9 @@ QK_UNROLL(1)
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
 #endif
         }
+#if QK_IQ_HMMA == 2
+        qk_sync();  // block b + 1's B written, block b's read: the buffers swap
+#endif
     }
     mma_finish<U::SCALE != 1.0f>(A, c, acc, U::SCALE);
 }
