@@ -47,6 +47,7 @@ struct MmaIq2S {
     static constexpr u32 BODY = 80u, TAB = TAB_IQ2S, GRID_WORDS = 2048u, SIGNS = 256u;
     static constexpr bool LOOKS = QK_IQ_S_LOOKS != 0;
     using G = GridRep<GRID_WORDS, 2, QK_GRID_WORDS, LOOKS>;
+    enum : u32 { TAB_SEL = TAB_IQ2S_SEL };  // the grid as selectors (Iq2Sel: QK_IQ_HMMA; an enum: no PTX global)
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const u32 qsw = ld32(body + 4u * ib), sgw = ld32(body + 32u + 4u * ib), qhb = ld8(body + 64u + ib);
 #pragma unroll

@@ -42,6 +42,7 @@ struct MmaIq2Xs {
     static constexpr bool LOOKS = true;  // grid copies, sign tables (mm_common.cuh QK_IQ_S_LOOKS)
     static constexpr u32 BODY = 72u, TAB = TAB_IQ2XS, GRID_WORDS = 1024u, SIGNS = 128u;
     using G = GridRep<GRID_WORDS, 2>;
+    enum : u32 { TAB_SEL = TAB_IQ2XS_SEL };  // the grid as selectors (Iq2Sel: QK_IQ_HMMA; an enum: no PTX global)
     static QK_MEMBER void parse(const u8* body, u32 ib, u32* gi, u32* sg, u32* scb) {
         const uint2 qv = ld64(body + 8u * ib);
 #pragma unroll

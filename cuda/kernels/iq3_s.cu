@@ -70,6 +70,7 @@ struct MmaIq3S {
     using G = GridRep<GRID_WORDS, 1, QK_GRID_WORDS, LOOKS>;
     static constexpr int R = 16, ND = 2;
     static constexpr float SCALE = 1.0f;
+    enum { SEL = 0 };  // no selector grid (mm_common.cuh mma_iq)
     struct Sub {
         u32 qs[2], qh, sgw, sc;
         // (108-byte bodies: only 4-byte aligned)

@@ -45,6 +45,7 @@ struct MmaIq3Xxs {
     using G = GridRep<GRID_WORDS, 1>;
     static constexpr int R = 5, ND = 3;
     static constexpr float SCALE = 0.25f;
+    enum { SEL = 0 };  // no selector grid (mm_common.cuh mma_iq)
     struct Sub {
         u32 qs[2], aux;
         QK_MEMBER void load(const u8* body, u32 ib) {

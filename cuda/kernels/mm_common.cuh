@@ -1451,15 +1451,21 @@ QK_DEV void iq_hconv_b(u32 w, u32* b) {
     b[0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
     b[1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
 }
-// b: B's registers, [K half][2] (iq_hconv_b of the token's lane-L words of sub-blocks q, q + 4).
-QK_DEV void iq_hmma_lane(const u32* v, const u32* e, const u32* s2, const u32* c2, const u32 (*b)[2], float* lane) {
+// The biased bytes 128 + sg v of unsigned grid bytes v (1..62) with 0/1 sign bytes e.
+QK_DEV u32 iq_hbias(u32 v, u32 e) { return ((v ^ 0x80808080u) ^ (e * 0xffu)) + e; }
+// The same for the IQ2 grids from a selector word (Iq2Sel: codes 0-2 for 8, 25, 43, plus 4 where
+// negative), as iq2_pair's signed bytes: one permute of the biased values.
+#define QK_IQ2_POS_H 0x00ab9988u  // 128 + 8, 128 + 25, 128 + 43
+#define QK_IQ2_NEG_H 0x00556778u  // 128 - 8, 128 - 25, 128 - 43
+// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (iq_hconv_b of the
+// token's lane-L words of sub-blocks q, q + 4).
+QK_DEV void iq_hmma_lane(const u32* x, const u32* s2, const u32* c2, const u32 (*b)[2], float* lane) {
     u32 a[2][4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        const u32 x = ((v[k] ^ 0x80808080u) ^ (e[k] * 0xffu)) + e[k];
         const int kh = k >> 1, h = k & 1;
-        a[kh][h] = qk_hfma2(qk_prmt(x, QK_B64, 0x4140u), s2[k], c2[k]);
-        a[kh][2 + h] = qk_hfma2(qk_prmt(x, QK_B64, 0x4342u), s2[k], c2[k]);
+        a[kh][h] = qk_hfma2(qk_prmt(x[k], QK_B64, 0x4140u), s2[k], c2[k]);
+        a[kh][2 + h] = qk_hfma2(qk_prmt(x[k], QK_B64, 0x4342u), s2[k], c2[k]);
     }
     const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     qk_mma_f16(a[0], b[0], z, lane);
@@ -1493,13 +1499,29 @@ QK_DEV void iq_hstage_b(const MmJob& J, u32 nt, u32 b, u32* dst) {
 // (`scale(half)`: iq2_xs and iq2_s scale per 16 elements). U::R, U::ND: the scale digits (grid
 // bytes <= 43: base 6, 2 digits; iq3_xxs's <= 62: base 5, 3; iq3_s's <= 15: base 16, 2); the
 // result is U::SCALE * hsum_float_8 (0.125, 0.25 or 1).
+// The shared words of mma_iq's grid and sign tables: U's grid and sign table, or (H: the fp16
+// path of the IQ2 formats) their selector tables (Iq2Sel).
+template <class U, bool H>
+struct MmaIqTabs {
+    enum : u32 { GRID = U::G::SHARED_WORDS, SIGN = SignTab<U::SIGNS, U::LOOKS>::G::SHARED_WORDS };  // (enums: no PTX globals)
+};
+template <class U>
+struct MmaIqTabs<U, true> {
+    enum : u32 { GRID = U::Sel::GS::SHARED_WORDS, SIGN = U::Sel::SS::SHARED_WORDS };
+};
 template <class U, int PF>
 QK_DEV void mma_iq(const MmArgs& A) {
-    QK_SHARED16 u32 grid_sh[U::G::SHARED_WORDS];
+    constexpr bool HSEL = QK_IQ_HMMA != 0 && U::SEL;  // selectors: the IQ2 grids on fp16 tensor cores
     using SG = SignTab<U::SIGNS, U::LOOKS>;
-    QK_SHARED16 u32 sign_sh[SG::G::SHARED_WORDS];
-    const TabRef sgt = mm_fill_signs<SG>(sign_sh);
-    const TabRef grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
+    QK_SHARED16 u32 grid_sh[MmaIqTabs<U, HSEL>::GRID];
+    QK_SHARED16 u32 sign_sh[MmaIqTabs<U, HSEL>::SIGN];
+    TabRef sgt, grid;
+    if constexpr (HSEL) {
+        mm_load_iq2_sel<typename U::P>(A, grid_sh, sign_sh, &grid, &sgt);
+    } else {
+        sgt = mm_fill_signs<SG>(sign_sh);
+        grid = mm_load_grid<typename U::G>(grid_sh, A, U::TAB);
+    }
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q, capw = J.capw;
@@ -1510,6 +1532,9 @@ QK_DEV void mma_iq(const MmArgs& A) {
 #endif
     float acc[4][8];
     mma_zero(acc);
+#if QK_IQ_HMMA
+    u32 selw[4];  // HSEL: the slots' selector words of lane pair l >> 1
+#endif
 #if QK_IQ_HMMA == 2
     QK_SHARED16 u32 hb_sh[2][IQ_HB_WORDS];  // iq_hstage_b's buffers
     const qk_sptr hb = qk_sptr_of(hb_sh);
@@ -1573,15 +1598,19 @@ QK_UNROLL(1)
             iq_hconv_b(bv[0], bh[0]);
             iq_hconv_b(bv[1], bh[1]);
 #endif
-            u32 v[4], e01[4];
+            u32 x[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
-                v[k] = sub[k].grid(grid, l);
-                const uint2 e = sign_e<SG>(sgt, sub[k].sign_k(l));  // lanes 2 (l >> 1), +1
-                e01[k] = (l & 1) ? e.y : e.x;
+                if constexpr (HSEL) {
+                    if ((l & 1) == 0) selw[k] = sub[k].hsel(grid, sgt, l);
+                    x[k] = qk_prmt(QK_IQ2_POS_H, QK_IQ2_NEG_H, selw[k] >> (16 * (l & 1)));  // nibbles <= 6
+                } else {
+                    const uint2 e = sign_e<SG>(sgt, sub[k].sign_k(l));  // lanes 2 (l >> 1), +1
+                    x[k] = iq_hbias(sub[k].grid(grid, l), (l & 1) ? e.y : e.x);
+                }
             }
             float lane[4];
-            iq_hmma_lane(v, e01, s2[l >> 2], c2[l >> 2], bh, lane);
+            iq_hmma_lane(x, s2[l >> 2], c2[l >> 2], bh, lane);
 #pragma unroll
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], lane[x], acc[x][l]);
 #else
@@ -1608,10 +1637,13 @@ QK_UNROLL(1)
 // iq2_xs and iq2_s: sub-blocks of 4 grid entries of 8 bytes (lanes 2e, 2e + 1) with 8 signs each;
 // `U::parse` gives the 4 grid indices, 4 sign-table indices (P::SIGNS: ksigns indices or sign
 // bytes) and the scale byte (low nibble: lanes 0-3).
-template <class P>
+template <class P_>
 struct MmaIq2Pairs {
+    using P = P_;
     static constexpr u32 BODY = P::BODY, TAB = P::TAB, SIGNS = P::SIGNS;
     static constexpr bool LOOKS = P::LOOKS;
+    enum { SEL = 1 };  // QK_IQ_HMMA: the grid and signs as selectors (Iq2Sel)
+    using Sel = Iq2Sel<P>;
     using G = typename P::G;
     static constexpr int R = 6, ND = 2;
     static constexpr float SCALE = 0.125f;
@@ -1624,5 +1656,9 @@ struct MmaIq2Pairs {
             return (l & 1) ? e.y : e.x;
         }
         QK_MEMBER u32 sign_k(int l) const { return sg[l >> 1]; }
+        // Lane pair l >> 1's selector word: its grid entry's codes | its signs (Iq2Sel).
+        QK_MEMBER u32 hsel(const TabRef& gs, const TabRef& ss, int l) const {
+            return grid_e4<typename Sel::GS, true>(gs, gi[l >> 1]) | grid_e4<typename Sel::SS, true>(ss, sg[l >> 1]);
+        }
     };
 };
