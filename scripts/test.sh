@@ -44,7 +44,5 @@ QKERN_EMU_DEFINES="-DQK_SACT_BYTES=512" cargo test -p qkern-cuda --test emu -- m
 QKERN_EMU_DEFINES="-DQK_PIPE_R=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
 # The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).
 QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq
-# The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (QK_IQ_HMMA: B converted by each warp,
-# and staged once per CTA), the second also with the smaller tables.
-QKERN_EMU_DEFINES="-DQK_IQ_HMMA=1" cargo test -p qkern-cuda --test emu mm_iq
-QKERN_EMU_DEFINES="-DQK_IQ_HMMA=2 -DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq
+# The IQ2/IQ3 tensor-core kernels on int8 tensor cores (QK_IQ_HMMA=0; the default is fp16).
+QKERN_EMU_DEFINES="-DQK_IQ_HMMA=0" cargo test -p qkern-cuda --test emu mm_iq

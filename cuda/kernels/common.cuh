@@ -95,9 +95,6 @@ QK_DEV u32 qk_lds32(qk_sptr base, u32 off) {
 QK_DEV uint2 qk_lds64(qk_sptr base, u32 off) {
     return *(const uint2*)__cvta_shared_to_generic(base + off);
 }
-QK_DEV uint4 qk_lds128(qk_sptr base, u32 off) {
-    return *(const uint4*)__cvta_shared_to_generic(base + off);
-}
 QK_DEV void qk_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // One warp-wide integer tensor-core product (sm_80+): D = A (16 x 32, u8, row-major) x B (32 x 8,
 // s8, column-major) + C (16 x 8, s32), exact (integer sums, no saturation at these sizes).

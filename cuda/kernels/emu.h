@@ -189,6 +189,5 @@ typedef const unsigned char* qk_sptr;
 QK_DEV qk_sptr qk_sptr_of(const void* p) { return (qk_sptr)p; }
 QK_DEV unsigned qk_lds32(qk_sptr base, unsigned off) { return *(const unsigned*)(base + off); }
 QK_DEV uint2 qk_lds64(qk_sptr base, unsigned off) { return *(const uint2*)(base + off); }
-QK_DEV uint4 qk_lds128(qk_sptr base, unsigned off) { return *(const uint4*)(base + off); }
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };

@@ -928,21 +928,21 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 #endif
 // Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
 // 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
-// The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (mm_common.cuh iq_hmma_lane): 1, B
-// converted by each warp; 2, staged once per CTA (iq_hstage_b). 0: the int8 products. Off by
-// default until measured on a GPU.
+// The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (iq_hmma_lane, the default), or with
+// 0 on int8 tensor cores (iq_mma_lane). H100, 1 GiB, kernel-only GB/s, int8 / fp16, the same at
+// every NT (benches/results/2026-12-06-session28 run1-hmma): iq2_xxs 868 / 1105, iq2_xs 903 /
+// 1153, iq2_s 919 / 978, iq3_xxs 980 / 1514, iq3_s 1256 / 1306. The bits are the same (the
+// GPU's live parity and `qkern parity` with each). Staging B once per CTA (8 KiB of shared
+// memory, a barrier a block step) measured slower at every NT (iq2_xxs 916 at NT 2, 753 at NT
+// 8) and is gone.
 #ifndef QK_IQ_HMMA
-#define QK_IQ_HMMA 0
+#define QK_IQ_HMMA 1
 #endif
 #ifndef QK_GRID_WORDS
 #define QK_GRID_WORDS 8192
 #endif
 #ifndef QK_SIGN_WORDS
-#if QK_IQ_HMMA == 2
-#define QK_SIGN_WORDS 2048  // room for the staged B (8 KiB) in the 48 KiB of static shared memory
-#else
 #define QK_SIGN_WORDS 4096  // the sign tables' (SignTab): 16 KiB; 4 KiB on the smaller SMs
-#endif
 #endif
 // ON = false: one copy for this table (a format's `LOOKS`, below).
 template <u32 WORDS, u32 EW, u32 BUDGET = QK_GRID_WORDS, bool ON = true>
@@ -1418,8 +1418,8 @@ QK_DEV void iq_digits(const u32* s, u32 (*dg)[4]) {
     }
 }
 
-// QK_IQ_HMMA (the define is near QK_SIGN_WORDS): the IQ2/IQ3 lane sums on fp16 tensor cores
-// instead (iq_hmma_lane): no scale digits, no sign split, no integer-to-float conversion.
+// QK_IQ_HMMA (the define is near QK_SIGN_WORDS, on by default): the IQ2/IQ3 lane sums on fp16
+// tensor cores (iq_hmma_lane): no scale digits, no sign split, no integer-to-float conversion.
 // fp16 pairs used below: (-1024, -1024), (-1152, -1152), and the bytes 0x64 (the high byte of
 // 1024 + b for a byte b: f16 has unit spacing in [1024, 2048)).
 #define QK_H2_M1024 0xe400e400u
@@ -1471,26 +1471,6 @@ QK_DEV void iq_hmma_lane(const u32* x, const u32* s2, const u32* c2, const u32 (
     qk_mma_f16(a[0], b[0], z, lane);
     qk_mma_f16(a[1], b[1], lane, lane);
 }
-// QK_IQ_HMMA=2: B converted once per CTA instead of once per warp. Each block step the CTA's
-// threads convert the next block's 512 q8 words (8 tokens x 8 sub-blocks x 8 lanes; token
-// columns past the job's read the last token, as mma_ctx's acol) into one of two shared
-// buffers, in fragment order (lane L, warp lane 4g + q: 4 words, K half 0 then 1), and a barrier
-// ends the step; each lane's B is then one 16-byte shared load.
-#define IQ_HB_WORDS (8u * 32u * 4u)
-QK_DEV void iq_hstage_b(const MmJob& J, u32 nt, u32 b, u32* dst) {
-    const u32 last = nt - 1u;
-    // 256-thread CTAs (the launches): two words a thread; smaller ones (the tests) loop.
-    for (u32 i = qk_tid(); i < 512u; i += qk_bdim()) {  // i: (token column gt, sub-block j, lane l)
-        const u32 l = i & 7u, j = (i >> 3) & 7u, gt = i >> 6;
-        const u32* aq = (const u32*)J.a_qs + Q8K_TS * (gt < last ? gt : last);
-        u32 bw[2];
-        iq_hconv_b(qk_ld(q8k_at(aq, 16u * b + 2u * j + (l >> 2), l & 3u, J.capw)), bw);
-        u32* o = dst + (l * 32u + 4u * gt + (j & 3u)) * 4u + 2u * (j >> 2);
-        o[0] = bw[0];
-        o[1] = bw[1];
-    }
-}
-
 // The IQ2/IQ3 formats on tensor cores (iq_mma_lane). Thread q holds sub-blocks q (k = 4q..) and
 // q + 4 (k = 16+4q..); `U::Sub` is one sub-block read from the body (`load`), giving lane l's 4
 // grid bytes (`grid`: lanes 2e, 2e + 1 of the 8-byte IQ2 entries load one entry, which the
@@ -1527,26 +1507,14 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-#if QK_IQ_HMMA != 2
     const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
-#endif
     float acc[4][8];
     mma_zero(acc);
 #if QK_IQ_HMMA
     u32 selw[4];  // HSEL: the slots' selector words of lane pair l >> 1
 #endif
-#if QK_IQ_HMMA == 2
-    QK_SHARED16 u32 hb_sh[2][IQ_HB_WORDS];  // iq_hstage_b's buffers
-    const qk_sptr hb = qk_sptr_of(hb_sh);
-    const u32 lane32 = 4u * c.g + q;
-    iq_hstage_b(J, c.nt, 0u, hb_sh[0]);
-    qk_sync();
-#endif
 QK_UNROLL(1)
     for (u32 b = 0; b < nb; ++b) {
-#if QK_IQ_HMMA == 2
-        if (b + 1u < nb) iq_hstage_b(J, c.nt, b + 1u, hb_sh[(b + 1u) & 1u]);
-#endif
         typename U::Sub sub[4];  // slot k = 2 * (K half) + row half: sub-block q + 4 (k >> 1)
         u32 sc[2][4];            // [half][slot]
         float xd[2];
@@ -1578,26 +1546,13 @@ QK_UNROLL(1)
         mma_cell_d(c, (const float*)J.a_d, capw, b, xd, d);
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
-#if QK_IQ_HMMA == 2
-            u32 bh[2][2];
-            {
-                const uint4 w4 = qk_lds128(hb, 4u * (((b & 1u) * IQ_HB_WORDS) + ((u32)l * 32u + lane32) * 4u));
-                bh[0][0] = w4.x;
-                bh[0][1] = w4.y;
-                bh[1][0] = w4.z;
-                bh[1][1] = w4.w;
-            }
-#else
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
             const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
                                qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
-#endif
 #if QK_IQ_HMMA
-#if QK_IQ_HMMA == 1
             u32 bh[2][2];
             iq_hconv_b(bv[0], bh[0]);
             iq_hconv_b(bv[1], bh[1]);
-#endif
             u32 x[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -1627,9 +1582,6 @@ QK_UNROLL(1)
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], qk_i2f(lane[x]), acc[x][l]);
 #endif
         }
-#if QK_IQ_HMMA == 2
-        qk_sync();  // block b + 1's B written, block b's read: the buffers swap
-#endif
     }
     mma_finish<U::SCALE != 1.0f>(A, c, acc, U::SCALE);
 }

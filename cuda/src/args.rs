@@ -150,13 +150,18 @@ pub fn has_mma(format: Format) -> bool {
 /// q8_K activations in quads, which made its tensor cores faster and its lanes from 2 tokens
 /// slower (H100, benches/results/2026-12-05-session21 run2 `cq8k.md`, quads, lanes / tensor
 /// cores): NT 2 2194 / 2029, NT 3 1787 / 2026, NT 4 1496 / 2023, NT 8 808 / 2011, so from 3.
+///
+/// Session 28 moved the IQ2/IQ3 tensor-core kernels to fp16 tensor cores (mm_common.cuh
+/// `QK_IQ_HMMA`), 4-54 % faster at every NT (H100, benches/results/2026-12-06-session28
+/// run1-hmma `ntsweep.md`, lanes / fp16 tensor cores): iq2_xxs NT 2 1014 / 1104, so from 2;
+/// iq2_xs NT 1 1145 / 1155 (within the noise; from 2 as before); iq2_s NT 2 1016 / 977, NT 3
+/// 864 / 978, so from 3 as before; iq3_xxs NT 1 1646 / 1518, NT 2 1237 / 1514, so from 2;
+/// iq3_s NT 1 1256 / 1309, so at every NT.
 pub fn mma_default_mask(format: Format) -> u32 {
     let nts: &[u32] = match format {
-        Format::IQ2_XS | Format::IQ3_S => &[2, 3, 4, 5, 6, 7, 8],
-        Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_XXS | Format::IQ2_S | Format::IQ4_XS => {
-            &[3, 4, 5, 6, 7, 8]
-        }
-        Format::IQ3_XXS => &[4, 5, 6, 7, 8],
+        Format::IQ3_S => &[1, 2, 3, 4, 5, 6, 7, 8],
+        Format::IQ2_XXS | Format::IQ2_XS | Format::IQ3_XXS => &[2, 3, 4, 5, 6, 7, 8],
+        Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_S | Format::IQ4_XS => &[3, 4, 5, 6, 7, 8],
         _ => &[],
     };
     mask_of(nts)
