@@ -32,8 +32,15 @@ fn every_module_compiles_for_sm_90() {
             assert!(ptx.contains(&format!(".entry {n}(")), "{m}: PTX lacks kernel {n}");
         }
         if let kernels::Module::Weights(f) = m {
-            // The tensor-core kernels really use the tensor cores on sm_90.
-            assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), args::has_mma(f), "{m}: mma.sync in the PTX");
+            // The tensor-core kernels really use the tensor cores on sm_90: int8 products, or
+            // for the IQ2/IQ3 formats fp16 ones (mm_common.cuh QK_IQ_HMMA).
+            let iq = matches!(f, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S);
+            let (i8mma, f16mma) = (
+                ptx.contains("mma.sync.aligned.m16n8k32"),
+                ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+            );
+            assert_eq!(i8mma || f16mma, args::has_mma(f), "{m}: mma.sync in the PTX");
+            assert!(!f16mma || iq, "{m}: fp16 tensor cores outside the IQ2/IQ3 formats");
             // The staged row kernels of the 32-element formats take their activations into
             // dynamic shared memory on sm_90 (mm_common.cuh QK_CACT_SMEM; unless the options say
             // otherwise).
