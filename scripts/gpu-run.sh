@@ -225,10 +225,11 @@ dout) for v in "" --direct-out; do timeout ${DOUT_TIMEOUT:-90} $C/wgpu_bench --g
 wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} --reps ${WSTAGE_REPS:-8} --rounds ${WSTAGE_ROUNDS:-3} --nt ${WSTAGE_NT:-1,2,4,8} --formats ${WSTAGE_FORMATS:-q8_0,q5_1,iq4_nl,nvfp4} \
     --variants ${WSTAGE_VARIANTS:-default,nost} --csv "$R/wstage.csv" > "$R/wstage.log" 2>&1
   grep -vE '^ *$' "$R/wstage.log" | head -80 ;;
-# wgpu's q4_K and q5_K with their blocks tiled (Tuning::ktile, session 27: opt-in until this
-# runs) against ggml's row-major blocks, every variant's bits checked, 3 rounds interleaved.
+# wgpu's q4_K and q5_K with their blocks tiled (Tuning::ktile: session 27, the default since
+# session 28's run3) against ggml's row-major blocks, every variant's bits checked, 3 rounds
+# interleaved.
 ktile) timeout ${WGPU_BENCH_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --rounds ${KTILE_ROUNDS:-3} --nt ${KTILE_NT:-1,2,4,8} \
-    --formats ${KTILE_FORMATS:-q4_K,q5_K} --variants ${KTILE_VARIANTS:-default,ktile} --csv "$R/ktile.csv" > "$R/ktile.log" 2>&1
+    --formats ${KTILE_FORMATS:-q4_K,q5_K} --variants ${KTILE_VARIANTS:-noktile,default} --csv "$R/ktile.csv" > "$R/ktile.log" 2>&1
   grep -vE '^ *$' "$R/ktile.log" | head -60 ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1

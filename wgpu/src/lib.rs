@@ -20,8 +20,8 @@
 //! read as u32 words (blocks that are only 2-byte aligned are read by funnel-shifting two
 //! words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
 //! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. With
-//! [`Tuning::ktile`] (opt-in) q4_K's and q5_K's blocks are stored whole in the tiled order
-//! below. The
+//! [`Tuning::ktile`] (the default) q4_K's and q5_K's blocks are stored whole in the tiled
+//! order below. The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
@@ -262,7 +262,7 @@ pub struct Options {
     /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
     /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
-    /// q4_K and q5_K uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else no). See
+    /// q4_K and q5_K uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else yes). See
     /// [`Tuning::ktile`].
     pub ktile: Option<bool>,
     /// Rows per pair of invocations of the pair-layout and thread-pair kernels, and whether
@@ -439,10 +439,12 @@ pub struct Tuning {
     /// q4_K and q5_K weights uploaded in the tiled block order of the other K-quants and of
     /// the CUDA backend (layout.rs `pack_whole`: rows in groups of 16, block b of a group's rows
     /// side by side, each block unchanged), so that a subgroup's 16 rows read one contiguous
-    /// span a block; their kernels then address blocks by `tiled_block` (`QKERN_WGPU_KTILE=1`,
-    /// bench variant `ktile`). Tiling gave CUDA's q4_K and q5_K 11-16 % at one token (H100,
-    /// session 19), wgpu's q6_K and iq4_xs 23-35 % (session 18, with aligned loads that q4_K's
-    /// and q5_K's blocks already have). Off by default until measured on a GPU. A weight matrix
+    /// span a block; their kernels then address blocks by `tiled_block` (the default;
+    /// `QKERN_WGPU_KTILE=0` keeps ggml's row order; bench variants `ktile`, `noktile`). Tiling
+    /// gave CUDA's q4_K and q5_K 11-16 % at one token (H100, session 19), wgpu's q6_K and
+    /// iq4_xs 23-35 % (session 18), and these two (H100, benches/results/2026-12-06-session28
+    /// run3, device GB/s, row order / tiled): q4_K NT 1 2128 / 2608, NT 8 1126 / 1162; q5_K NT
+    /// 1 2424 / 2574, NT 8 1280 / 1329; `qkern bench` (run4) agreed at NT 1 and 8. A weight matrix
     /// keeps the layout it was uploaded with: its calls run the kernels of that layout,
     /// whatever this says later. The bits are the same either way.
     pub ktile: bool,
@@ -927,7 +929,7 @@ impl WgpuBackend {
         };
         let ktile = match opts.ktile {
             Some(b) => b,
-            None => env_knob("QKERN_WGPU_KTILE", "0 or 1", bool01)?.unwrap_or(false),
+            None => env_knob("QKERN_WGPU_KTILE", "0 or 1", bool01)?.unwrap_or(true),
         };
         let (pair_rows, pair_generic) = match opts.pair_rows {
             Some(n) => n,
@@ -1180,7 +1182,7 @@ impl WgpuBackend {
             iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
-            ktile: false,
+            ktile: true,
             pair_rows: 0,
             pair_generic: false,
             stage: STAGE_BY_SIZE,
@@ -2965,7 +2967,7 @@ mod tests {
             iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
-            ktile: false,
+            ktile: true,
             pair_rows: 0,
             pair_generic: false,
             stage: STAGE_BY_SIZE,

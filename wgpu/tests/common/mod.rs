@@ -62,15 +62,15 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend with q4_K's and q5_K's blocks tiled (`Options::ktile`) on the generic two-row
-/// kernel (`Options::pair_rows`), 8 rows per workgroup, weights split into parts of at most 8
+/// A backend with q4_K's and q5_K's blocks in ggml's row order (`Options::ktile` off; tiled is
+/// the default, which every other backend here runs) on the generic two-row kernel (`Options::pair_rows`), 8 rows per workgroup, weights split into parts of at most 8
 /// KiB (whole tiles of 16 rows and a short one in a part) and results read back in 3 row
 /// chunks (`Options::chunks`).
-pub fn backend_ktile_generic() -> Option<&'static WgpuBackend> {
+pub fn backend_rowmajor_generic() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
         open(Options {
-            ktile: Some(true),
+            ktile: Some(false),
             pair_rows: Some((2, true)),
             wg_rows: Some(8),
             max_part_bytes: Some(8192),
@@ -81,15 +81,15 @@ pub fn backend_ktile_generic() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend with q4_K's and q5_K's blocks tiled (`Options::ktile`) on their own two-row
-/// bodies (`Options::pair_rows`), the workgroup-memory reductions and activations staged from
+/// A backend with q4_K's and q5_K's blocks in ggml's row order (`Options::ktile` off) on their
+/// own two-row bodies (`Options::pair_rows`), the workgroup-memory reductions and activations staged from
 /// one token in chunks of 2 blocks (`backend_staged`'s, which keeps ggml's order and one row
 /// per pair).
-pub fn backend_ktile_staged() -> Option<&'static WgpuBackend> {
+pub fn backend_rowmajor_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
         open(Options {
-            ktile: Some(true),
+            ktile: Some(false),
             pair_rows: Some((2, false)),
             subgroups: Some(false),
             stage: Some((1, 2)),
@@ -106,10 +106,10 @@ pub fn backend_ktile_switch() -> Option<&'static WgpuBackend> {
     B.get_or_init(|| open(Options::default())).as_ref()
 }
 
-/// [`backend_coop`] with q4_K's and q5_K's blocks tiled (`Options::ktile`).
-pub fn backend_ktile_coop() -> Option<&'static WgpuBackend> {
+/// [`backend_coop`] with q4_K's and q5_K's blocks in ggml's row order (`Options::ktile` off).
+pub fn backend_rowmajor_coop() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
-    B.get_or_init(|| open(Options { ktile: Some(true), coop: Some(coop_choice()?), ..Options::default() })).as_ref()
+    B.get_or_init(|| open(Options { ktile: Some(false), coop: Some(coop_choice()?), ..Options::default() })).as_ref()
 }
 
 /// A backend that reads every matmul's result back in 3 row chunks (`Options::chunks`; by
