@@ -116,6 +116,11 @@ constexpr u32 Q8K_TS = QK_Q8K_QUAD ? 4u : 1u;  // words from a token's word e4 t
 QK_DEV const u32* q8k_at(const u32* aq, u32 qd, u32 w, u32 capw) {
     return QK_Q8K_QUAD ? act_at((const u8*)aq, qd, 16u * capw) + w : act_at((const u8*)aq, 4u * qd + w, 4u * capw);
 }
+// The fp16 copy of the q8_K word q8k_at(aq, qd, w, capw) gives (layout.rs ActLayout `x32`: each
+// quant byte's value at twice its offset): ah is J.a_x plus twice aq's offset from J.a_qs.
+QK_DEV const uint2* q8k_h_at(const u8* ah, u32 qd, u32 w, u32 capw) {
+    return QK_Q8K_QUAD ? (const uint2*)act_at(ah, qd, 32u * capw) + w : (const uint2*)act_at(ah, 4u * qd + w, 8u * capw);
+}
 // Quad qd (words 4 qd..4 qd + 3) of NTM consecutive tokens: w[i][t] is word 4 qd + i of token
 // t. Quads: one 16-byte load a token; words: one ld_tok a word.
 template <int NTM>
@@ -1439,26 +1444,21 @@ QK_DEV void iq_hscale(u32 s, u32* s2, u32* c2) {
 // grid byte, 1..62; e: 0/1 bytes, 1 negative: 128 - v = ((v ^ 0x80) ^ 0xff) + 1, no carries),
 // placed as the f16 1024 + x = 1152 + sg v by a byte permute, then fma(1152 + sg v, s, -1152 s)
 // = sg v s exactly (|sg v s| <= 62 * 31 < 2^11: the fused result is representable, so it is the
-// f16 result). B: the token's q8 bytes y the same way, (1152 + y) - 1152. Products |sg v s y| <=
+// f16 result). B: the token's q8 bytes y as f16, from the q8_K buffer's fp16 copy (ActLayout
+// `x32`, written by the quantizers: quant.cu `q8_f16x2`). Products |sg v s y| <=
 // 1922 * 127 < 2^18; a lane's 32 of them sum below 2^23: every partial sum is an integer below
 // 2^24, exact in f32 (any alignment that keeps 24 bits of the largest addend loses none). The
 // lane's f32 is its integer sum, the value ggml converts with cvtepi32_ps.
 // v, e: the 4 A slots (row g | g + 8) x (K half: sub-block q | q + 4) as iq_mma_lane's; s2, c2:
 // the slots' iq_hscale pairs; bv: the token's lane-L words of sub-blocks q and q + 4.
-// A q8 word (4 signed bytes y) as the f16 pairs (y0, y1), (y2, y3): B's registers of one K half.
-QK_DEV void iq_hconv_b(u32 w, u32* b) {
-    const u32 y = w ^ 0x80808080u;
-    b[0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
-    b[1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
-}
 // The biased bytes 128 + sg v of unsigned grid bytes v (1..62) with 0/1 sign bytes e.
 QK_DEV u32 iq_hbias(u32 v, u32 e) { return ((v ^ 0x80808080u) ^ (e * 0xffu)) + e; }
 // The same for the IQ2 grids from a selector word (Iq2Sel: codes 0-2 for 8, 25, 43, plus 4 where
 // negative), as iq2_pair's signed bytes: one permute of the biased values.
 #define QK_IQ2_POS_H 0x00ab9988u  // 128 + 8, 128 + 25, 128 + 43
 #define QK_IQ2_NEG_H 0x00556778u  // 128 - 8, 128 - 25, 128 - 43
-// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (iq_hconv_b of the
-// token's lane-L words of sub-blocks q, q + 4).
+// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (the fp16 copies of
+// the token's lane-L words of sub-blocks q, q + 4).
 QK_DEV void iq_hmma_lane(const u32* x, const u32* s2, const u32* c2, const u32 (*b)[2], float* lane) {
     u32 a[2][4];
 #pragma unroll
@@ -1507,7 +1507,11 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
+#if QK_IQ_HMMA
+    const u8* ah = (const u8*)J.a_x + 8u * Q8K_TS * c.acol;  // token column g of B, as fp16
+#else
     const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
+#endif
     float acc[4][8];
     mma_zero(acc);
 #if QK_IQ_HMMA
@@ -1547,12 +1551,14 @@ QK_UNROLL(1)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
-            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
-                               qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
 #if QK_IQ_HMMA
-            u32 bh[2][2];
-            iq_hconv_b(bv[0], bh[0]);
-            iq_hconv_b(bv[1], bh[1]);
+            u32 bh[2][2];  // B: the words' fp16 copies (ActLayout x32), already the operand pairs
+#pragma unroll
+            for (int kh = 0; kh < 2; ++kh) {
+                const uint2 h = qk_ld(q8k_h_at(ah, qd + 8u * (u32)kh, wl, capw));
+                bh[kh][0] = h.x;
+                bh[kh][1] = h.y;
+            }
             u32 x[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -1569,6 +1575,8 @@ QK_UNROLL(1)
 #pragma unroll
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], lane[x], acc[x][l]);
 #else
+            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
+                               qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
             u32 v[4], m[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {

@@ -10,7 +10,8 @@
 //
 // Output layout (layout.rs `ActLayout`, token-interleaved): q8_0 / q8_1 quant quads
 // [cols/16][capw] (16 bytes), d as fp16 and f32 [blocks][capw], q8_1 also s (fp16 and f32);
-// q8_K quant words [cols/4][capw] (QK_Q8K_QUAD: quads [cols/16][capw], as q8_0's), d f32 [blocks][capw] and bsums i16 [t][blocks][16].
+// q8_K quant words [cols/4][capw] (QK_Q8K_QUAD: quads [cols/16][capw], as q8_0's), d f32 [blocks][capw], bsums i16 [t][blocks][16]
+// and the quants again as fp16, each at twice its byte offset (x32, layout.rs ActLayout).
 
 #include "common.cuh"
 
@@ -87,6 +88,10 @@ QK_DEV i32 q8k_quant(float iscale, float v) {
     return (i32)(qk_f2u(val) & 0x007fffffu) - 0x00400000;
 }
 
+// Signed bytes 0 and 1 of w as an f16 pair (exact: |q| <= 128 < 2^11): 1024 + (q + 128) by a byte
+// permute, less 1152.
+QK_DEV u32 q8_f16x2(u32 w) { return qk_hadd2(qk_prmt(w ^ 0x80808080u, 0x64646464u, 0x4140u), 0xe480e480u); }
+
 // One q8_K block of 256 per warp; lane k holds elements 8k..8k+8.
 QK_DEV void quant_q8_k(const QuantArgs& A) {
     const u32 nb = A.cols / 256;
@@ -129,6 +134,8 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
         if (amax == 0.0f) {
             qs[0] = 0;
             qs[wn] = 0;
+            u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
+            h[0] = h[1] = h[2 * wn] = h[2 * wn + 1] = 0;
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
             if (lane == 0) ((float*)A.d32)[si] = 0.0f;
             continue;
@@ -146,6 +153,12 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
         }
         qs[0] = w0;
         qs[wn] = w1;
+        // the fp16 copy (x32: each quant byte's value at twice its offset from qs)
+        u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
+        h[0] = q8_f16x2(w0);
+        h[1] = q8_f16x2(w0 >> 16);
+        h[2 * wn] = q8_f16x2(w1);
+        h[2 * wn + 1] = q8_f16x2(w1 >> 16);
         s += qk_shfl_xor_i(s, 1);
         if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
         if (lane == 0) ((float*)A.d32)[si] = qk_div(1.0f, iscale);

@@ -996,10 +996,9 @@ impl CudaBackend {
             wd: w.wd,
             a_qs: acts.ptr(l.qs),
             a_d: acts.ptr(l.d32),
-            a_x: match l.format {
-                Format::Q8_1 => acts.ptr(l.x32),
-                Format::Q8_K => acts.ptr(l.x16),
-                _ => 0,
+            a_x: match args::act_x_region(w.format, l) {
+                0 => 0,
+                o => acts.ptr(o),
             },
             out,
             rows: w.rows as u32,

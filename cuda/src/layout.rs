@@ -289,7 +289,9 @@ pub struct ActLayout {
     pub d32: usize,
     /// q8_1: `s` fp16; q8_K: `bsums` (i16 x 16 per block, per token). 0 when unused.
     pub x16: usize,
-    /// q8_1: `s` f32. 0 when unused.
+    /// q8_1: `s` f32; q8_K: every quant byte of the `qs` region as an fp16 at twice its
+    /// offset (the exact value, -128..127), the B operands of the IQ2/IQ3 fp16 tensor-core
+    /// kernels (mm_common.cuh `iq_hmma_lane`). 0 when unused.
     pub x32: usize,
     /// Bytes in all (with slack after the last region for the kernels' whole-vector reads).
     pub total: usize,
@@ -326,7 +328,8 @@ impl ActLayout {
                 x16 = at;
                 // + 8 tokens: kernels read the bsums of all NTM tokens of a chunk
                 at = align(at + 32 * blocks * (capw + 8));
-                x32 = 0;
+                x32 = at;
+                at = align(at + 2 * (cols * capw + 64));
             }
             _ => {
                 d16 = at;
@@ -387,6 +390,13 @@ impl ActLayout {
                 Format::Q8_K => {
                     img[self.d32 + 4 * s..self.d32 + 4 * s + 4].copy_from_slice(&blk[0..4]);
                     img[self.x16 + 32 * i..self.x16 + 32 * i + 32].copy_from_slice(&blk[260..292]);
+                    for w in 0..nq / 4 {
+                        let o = self.qword(t, b * be / 4 + w) - self.qs;
+                        for (k, &q) in blk[qo + 4 * w..qo + 4 * w + 4].iter().enumerate() {
+                            let h = half::f16::from_f32(q as i8 as f32).to_bits().to_le_bytes();
+                            img[self.x32 + 2 * (o + k)..self.x32 + 2 * (o + k) + 2].copy_from_slice(&h);
+                        }
+                    }
                 }
                 _ => {
                     img[self.d16 + 2 * s..self.d16 + 2 * s + 2].copy_from_slice(&blk[0..2]);
@@ -655,6 +665,19 @@ mod tests {
             let mut back = vec![0u8; 2 * rb];
             l.to_ggml(&img, 2, &mut back);
             assert_eq!(back, bytes, "{f}");
+            if f == Format::Q8_K {
+                // the fp16 copy: each quant byte's value at twice its offset in `qs`
+                for t in 0..2 {
+                    for e4 in 0..cols / 4 {
+                        let o = l.qword(t, e4) - l.qs;
+                        for k in 0..4 {
+                            let q = img[l.qs + o + k] as i8;
+                            let h = u16::from_le_bytes([img[l.x32 + 2 * (o + k)], img[l.x32 + 2 * (o + k) + 1]]);
+                            assert_eq!(half::f16::from_bits(h).to_f32(), q as f32, "{q8k:?} t {t} word {e4}");
+                        }
+                    }
+                }
+            }
             bytes.truncate(rb);
         }
     }

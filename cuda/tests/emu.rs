@@ -186,7 +186,13 @@ fn emu_quantize(e: &Emu, act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
     // a small grid too, to exercise the grid-stride loops
     run(e, args::quant_kernel_name(act), grid.min(3), block, &a);
     let mut out = vec![0u8; nt * act.row_bytes(cols).unwrap()];
-    l.to_ggml(&buf.bytes()[..l.total], nt, &mut out);
+    let img = buf.bytes();
+    l.to_ggml(&img[..l.total], nt, &mut out);
+    if act == Format::Q8_K {
+        // the fp16 copy of the quants (the IQ2/IQ3 tensor-core kernels' B) as the host builds it
+        let want = l.from_ggml(&out, nt);
+        assert!(img[l.x32..l.total] == want[l.x32..l.total], "q8_K fp16 copy differs ({nt} x {cols})");
+    }
     out
 }
 
@@ -326,10 +332,9 @@ fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
         wd: d.wd,
         a_qs: d.a.ptr() + l.qs as u64,
         a_d: d.a.ptr() + l.d32 as u64,
-        a_x: match l.format {
-            Format::Q8_1 => d.a.ptr() + l.x32 as u64,
-            Format::Q8_K => d.a.ptr() + l.x16 as u64,
-            _ => 0,
+        a_x: match args::act_x_region(c.f, l) {
+            0 => 0,
+            o => d.a.ptr() + o as u64,
         },
         out,
         rows: c.rows as u32,
