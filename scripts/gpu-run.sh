@@ -38,14 +38,15 @@ parity)
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
 # The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (QK_IQ_HMMA=1, session 28; the default
-# since) against int8 (=0): bits (the live GPU test and `qkern parity`, with the define), then
-# every NT (session 28 run1 also timed =2, B staged a CTA, since removed).
+# since) against int8 (=0) and against fp16 with B from the q8_K buffers' fp16 copy (=2, not yet
+# timed): bits of the variants (the live GPU test and `qkern parity`, with the define), then
+# every NT (session 28 run1's =2, B staged a CTA, was another variant, since removed).
 hmma) F=${HMMA_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
-  for v in ${HMMA_VALUES:-0}; do
+  for v in ${HMMA_VALUES:-2}; do
     { QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
       QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v timeout 30 $C/qkern parity --backend cuda; } > "$R/hmma${v}_parity.log" 2>&1
     echo "## QK_IQ_HMMA=$v"; grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/hmma${v}_parity.log" | head -20; done
-  ntsweep_run "${HMMA_SWEEP:--DQK_IQ_HMMA=0|$F;|$F}"; cat "$R/ntsweep.md" ;;
+  ntsweep_run "${HMMA_SWEEP:-|$F;-DQK_IQ_HMMA=2|$F;|$F;-DQK_IQ_HMMA=2|$F}"; cat "$R/ntsweep.md" ;;
 # The CUDA half of `parity` alone.
 cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1

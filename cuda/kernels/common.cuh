@@ -507,7 +507,7 @@ struct QuantArgs {
     u64 d16;   // u16 [blocks][capw]
     u64 d32;   // f32 [blocks][capw]
     u64 x16;   // q8_1: s as u16 [blocks][capw]; q8_K: bsums i16 [tokens][blocks][16]
-    u64 x32;   // q8_1: s as f32 [blocks][capw]; q8_K: the quants as fp16 (layout.rs ActLayout)
+    u64 x32;   // q8_1: s as f32 [blocks][capw]; q8_K: the quants as fp16 or 0 (layout.rs ActLayout)
     u32 cols;
     u32 tokens;
     u32 capw;

@@ -934,7 +934,9 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 // Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
 // 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
 // The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (iq_hmma_lane, the default), or with
-// 0 on int8 tensor cores (iq_mma_lane). H100, 1 GiB, kernel-only GB/s, int8 / fp16, the same at
+// 0 on int8 tensor cores (iq_mma_lane). 2: fp16 with B from the q8_K buffers' fp16 copy
+// (layout.rs ActLayout `x32`, present then: kernels.rs `iq_fp16_copy`) instead of converted in
+// the loop (iq2_xxs block loop 629 -> 559 instructions; not yet timed on a GPU). H100, 1 GiB, kernel-only GB/s, int8 / fp16, the same at
 // every NT (benches/results/2026-12-06-session28 run1-hmma): iq2_xxs 868 / 1105, iq2_xs 903 /
 // 1153, iq2_s 919 / 978, iq3_xxs 980 / 1514, iq3_s 1256 / 1306. The bits are the same (the
 // GPU's live parity and `qkern parity` with each). Staging B once per CTA (8 KiB of shared
@@ -1444,8 +1446,9 @@ QK_DEV void iq_hscale(u32 s, u32* s2, u32* c2) {
 // grid byte, 1..62; e: 0/1 bytes, 1 negative: 128 - v = ((v ^ 0x80) ^ 0xff) + 1, no carries),
 // placed as the f16 1024 + x = 1152 + sg v by a byte permute, then fma(1152 + sg v, s, -1152 s)
 // = sg v s exactly (|sg v s| <= 62 * 31 < 2^11: the fused result is representable, so it is the
-// f16 result). B: the token's q8 bytes y as f16, from the q8_K buffer's fp16 copy (ActLayout
-// `x32`, written by the quantizers: quant.cu `q8_f16x2`). Products |sg v s y| <=
+// f16 result). B: the token's q8 bytes y the same way, (1152 + y) - 1152 (iq_hconv_b), or with
+// QK_IQ_HMMA=2 from the q8_K buffer's fp16 copy (ActLayout `x32`, quant.cu `q8_f16x2`, the same
+// values). Products |sg v s y| <=
 // 1922 * 127 < 2^18; a lane's 32 of them sum below 2^23: every partial sum is an integer below
 // 2^24, exact in f32 (any alignment that keeps 24 bits of the largest addend loses none). The
 // lane's f32 is its integer sum, the value ggml converts with cvtepi32_ps.
@@ -1457,8 +1460,14 @@ QK_DEV u32 iq_hbias(u32 v, u32 e) { return ((v ^ 0x80808080u) ^ (e * 0xffu)) + e
 // negative), as iq2_pair's signed bytes: one permute of the biased values.
 #define QK_IQ2_POS_H 0x00ab9988u  // 128 + 8, 128 + 25, 128 + 43
 #define QK_IQ2_NEG_H 0x00556778u  // 128 - 8, 128 - 25, 128 - 43
-// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (the fp16 copies of
-// the token's lane-L words of sub-blocks q, q + 4).
+// A q8 word (4 signed bytes y) as the f16 pairs (y0, y1), (y2, y3): B's registers of one K half.
+QK_DEV void iq_hconv_b(u32 w, u32* b) {
+    const u32 y = w ^ 0x80808080u;
+    b[0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
+    b[1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
+}
+// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (the token's lane-L
+// words of sub-blocks q, q + 4 as f16: iq_hconv_b, or with QK_IQ_HMMA=2 their fp16 copies).
 QK_DEV void iq_hmma_lane(const u32* x, const u32* s2, const u32* c2, const u32 (*b)[2], float* lane) {
     u32 a[2][4];
 #pragma unroll
@@ -1507,7 +1516,7 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-#if QK_IQ_HMMA
+#if QK_IQ_HMMA == 2
     const u8* ah = (const u8*)J.a_x + 8u * Q8K_TS * c.acol;  // token column g of B, as fp16
 #else
     const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
@@ -1551,7 +1560,7 @@ QK_UNROLL(1)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
-#if QK_IQ_HMMA
+#if QK_IQ_HMMA == 2
             u32 bh[2][2];  // B: the words' fp16 copies (ActLayout x32), already the operand pairs
 #pragma unroll
             for (int kh = 0; kh < 2; ++kh) {
@@ -1559,6 +1568,16 @@ QK_UNROLL(1)
                 bh[kh][0] = h.x;
                 bh[kh][1] = h.y;
             }
+#else
+            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
+                               qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
+#endif
+#if QK_IQ_HMMA == 1
+            u32 bh[2][2];
+            iq_hconv_b(bv[0], bh[0]);
+            iq_hconv_b(bv[1], bh[1]);
+#endif
+#if QK_IQ_HMMA
             u32 x[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -1575,8 +1594,6 @@ QK_UNROLL(1)
 #pragma unroll
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], lane[x], acc[x][l]);
 #else
-            const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
-                               qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
             u32 v[4], m[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {

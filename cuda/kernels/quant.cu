@@ -11,7 +11,8 @@
 // Output layout (layout.rs `ActLayout`, token-interleaved): q8_0 / q8_1 quant quads
 // [cols/16][capw] (16 bytes), d as fp16 and f32 [blocks][capw], q8_1 also s (fp16 and f32);
 // q8_K quant words [cols/4][capw] (QK_Q8K_QUAD: quads [cols/16][capw], as q8_0's), d f32 [blocks][capw], bsums i16 [t][blocks][16]
-// and the quants again as fp16, each at twice its byte offset (x32, layout.rs ActLayout).
+// and, where x32 is given (QK_IQ_HMMA=2), the quants again as fp16, each at twice its byte offset
+// (layout.rs ActLayout).
 
 #include "common.cuh"
 
@@ -134,8 +135,10 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
         if (amax == 0.0f) {
             qs[0] = 0;
             qs[wn] = 0;
-            u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
-            h[0] = h[1] = h[2 * wn] = h[2 * wn + 1] = 0;
+            if (A.x32 != 0) {
+                u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
+                h[0] = h[1] = h[2 * wn] = h[2 * wn + 1] = 0;
+            }
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
             if (lane == 0) ((float*)A.d32)[si] = 0.0f;
             continue;
@@ -153,12 +156,13 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
         }
         qs[0] = w0;
         qs[wn] = w1;
-        // the fp16 copy (x32: each quant byte's value at twice its offset from qs)
-        u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
-        h[0] = q8_f16x2(w0);
-        h[1] = q8_f16x2(w0 >> 16);
-        h[2 * wn] = q8_f16x2(w1);
-        h[2 * wn + 1] = q8_f16x2(w1 >> 16);
+        if (A.x32 != 0) {  // the fp16 copy (each quant byte's value at twice its offset from qs)
+            u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
+            h[0] = q8_f16x2(w0);
+            h[1] = q8_f16x2(w0 >> 16);
+            h[2 * wn] = q8_f16x2(w1);
+            h[2 * wn + 1] = q8_f16x2(w1 >> 16);
+        }
         s += qk_shfl_xor_i(s, 1);
         if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
         if (lane == 0) ((float*)A.d32)[si] = qk_div(1.0f, iscale);

@@ -119,8 +119,8 @@ pub fn has_mma(format: Format) -> bool {
 
 /// The activation region a format's kernels read through `MmJob::a_x`, as an [`ActLayout`]
 /// offset (0: none): q8_1's `s` in f32, the K-quants' q8_K `bsums`, and for the IQ2/IQ3 formats
-/// q8_K's fp16 copy of the quants (their fp16 tensor-core kernels' B, mm_common.cuh
-/// `iq_hmma_lane`).
+/// q8_K's fp16 copy of the quants where the buffer has one (their fp16 tensor-core kernels' B
+/// with `QK_IQ_HMMA=2`, mm_common.cuh `iq_hmma_lane`).
 ///
 /// [`ActLayout`]: crate::layout::ActLayout
 pub fn act_x_region(format: Format, l: &crate::layout::ActLayout) -> usize {
@@ -659,7 +659,7 @@ pub fn plan_matmul<E>(
                 a_d: j.a_d + 4 * t,
                 a_x: match act {
                     Format::Q8_1 => j.a_x + 4 * t,
-                    Format::Q8_K if is_iq_grid(format) => j.a_x + 2 * qoff,
+                    Format::Q8_K if is_iq_grid(format) => j.a_x + if j.a_x == 0 { 0 } else { 2 * qoff },
                     Format::Q8_K => j.a_x + 32 * j.act_blocks as u64 * t,
                     _ => 0,
                 },

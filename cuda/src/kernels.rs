@@ -149,6 +149,20 @@ fn extra_options(arch: &str) -> Vec<String> {
     v
 }
 
+/// Whether the IQ2/IQ3 tensor-core kernels read their B operands from the q8_K buffers' fp16
+/// copy (`-DQK_IQ_HMMA=2` in `QKERN_CUDA_NVRTC_OPTS`; [`iq_hmma_option`]), so that the
+/// activation buffers carry one (layout.rs `ActLayout::x32`). Read once per process.
+pub fn iq_fp16_copy() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    *C.get_or_init(|| iq_hmma_option(&user_options().0) == Some(2))
+}
+
+/// `QK_IQ_HMMA` as an options string (NVRTC's, or the emulator's defines) sets it: the last
+/// `-DQK_IQ_HMMA=v` decides; None where it is not given or not a number.
+pub fn iq_hmma_option(opts: &str) -> Option<u32> {
+    opts.split_whitespace().filter_map(|w| w.strip_prefix("-DQK_IQ_HMMA=")).next_back().and_then(|v| v.parse().ok())
+}
+
 /// The words of `QKERN_CUDA_NVRTC_OPTS`, read once per process, and the `QK_CACT_SMEM` they set
 /// ([`cact_smem_option`]).
 fn user_options() -> &'static (String, Option<bool>) {

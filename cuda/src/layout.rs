@@ -289,9 +289,10 @@ pub struct ActLayout {
     pub d32: usize,
     /// q8_1: `s` fp16; q8_K: `bsums` (i16 x 16 per block, per token). 0 when unused.
     pub x16: usize,
-    /// q8_1: `s` f32; q8_K: every quant byte of the `qs` region as an fp16 at twice its
-    /// offset (the exact value, -128..127), the B operands of the IQ2/IQ3 fp16 tensor-core
-    /// kernels (mm_common.cuh `iq_hmma_lane`). 0 when unused.
+    /// q8_1: `s` f32; q8_K, where the kernels take it (`kernels::iq_fp16_copy`): every quant
+    /// byte of the `qs` region as an fp16 at twice its offset (the exact value), the B operands
+    /// of the IQ2/IQ3 fp16 tensor-core kernels with `QK_IQ_HMMA=2` (mm_common.cuh
+    /// `iq_hmma_lane`). 0 when unused.
     pub x32: usize,
     /// Bytes in all (with slack after the last region for the kernels' whole-vector reads).
     pub total: usize,
@@ -300,11 +301,17 @@ pub struct ActLayout {
 impl ActLayout {
     /// The layout of this process's kernels ([`Q8kLayout::current`]).
     pub fn new(format: Format, cols: usize, capacity: usize) -> Result<ActLayout, ShapeError> {
-        Self::with_q8k(format, cols, capacity, Q8kLayout::current())
+        Self::with_q8k(format, cols, capacity, Q8kLayout::current(), crate::kernels::iq_fp16_copy())
     }
 
-    /// With the q8_K words as `q8k` says.
-    pub fn with_q8k(format: Format, cols: usize, capacity: usize, q8k: Q8kLayout) -> Result<ActLayout, ShapeError> {
+    /// With the q8_K words as `q8k` says, and (q8_K, `fp16_copy`) the quants' fp16 copy.
+    pub fn with_q8k(
+        format: Format,
+        cols: usize,
+        capacity: usize,
+        q8k: Q8kLayout,
+        fp16_copy: bool,
+    ) -> Result<ActLayout, ShapeError> {
         if !format.is_activation() {
             return Err(ShapeError::Role { format, role: "activation" });
         }
@@ -328,8 +335,12 @@ impl ActLayout {
                 x16 = at;
                 // + 8 tokens: kernels read the bsums of all NTM tokens of a chunk
                 at = align(at + 32 * blocks * (capw + 8));
-                x32 = at;
-                at = align(at + 2 * (cols * capw + 64));
+                if fp16_copy {
+                    x32 = at;
+                    at = align(at + 2 * (cols * capw + 64));
+                } else {
+                    x32 = 0;
+                }
             }
             _ => {
                 d16 = at;
@@ -390,7 +401,7 @@ impl ActLayout {
                 Format::Q8_K => {
                     img[self.d32 + 4 * s..self.d32 + 4 * s + 4].copy_from_slice(&blk[0..4]);
                     img[self.x16 + 32 * i..self.x16 + 32 * i + 32].copy_from_slice(&blk[260..292]);
-                    for w in 0..nq / 4 {
+                    for w in (0..nq / 4).filter(|_| self.x32 != 0) {
                         let o = self.qword(t, b * be / 4 + w) - self.qs;
                         for (k, &q) in blk[qo + 4 * w..qo + 4 * w + 4].iter().enumerate() {
                             let h = half::f16::from_f32(q as i8 as f32).to_bits().to_le_bytes();
@@ -640,8 +651,8 @@ mod tests {
     #[test]
     fn q8k_quads_sit_as_q8_0s() {
         let (cols, cap) = (512, 5);
-        let w = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Words).unwrap();
-        let q = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Quads).unwrap();
+        let w = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Words, false).unwrap();
+        let q = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Quads, false).unwrap();
         assert_eq!((w.capw, w.total), (q.capw, q.total));
         for (t, e4) in [(0, 0), (1, 0), (0, 1), (3, 6), (4, 127)] {
             assert_eq!(w.qword(t, e4), 4 * (e4 * w.capw + t));
@@ -657,7 +668,9 @@ mod tests {
     fn act_roundtrip() {
         for (f, q8k) in Format::ACTIVATIONS.into_iter().flat_map(|f| [(f, Q8kLayout::Words), (f, Q8kLayout::Quads)]) {
             let cols = 512;
-            let l = ActLayout::with_q8k(f, cols, 3, q8k).unwrap();
+            let l = ActLayout::with_q8k(f, cols, 3, q8k, true).unwrap();
+            assert_eq!(l.x32 != 0, f != Format::Q8_0, "{f}");
+            assert_eq!(ActLayout::with_q8k(f, cols, 3, q8k, false).unwrap().x32 != 0, f == Format::Q8_1, "{f}");
             let rb = f.row_bytes(cols).unwrap();
             let mut bytes: Vec<u8> = (0..2 * rb).map(|i| (i * 13 + 1) as u8).collect();
             // keep fp16 scales finite-ish is not needed: bits are copied
