@@ -37,10 +37,11 @@ parity)
     timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
-# The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (QK_IQ_HMMA=1, session 28; the default
-# since) against int8 (=0) and against fp16 with B from the q8_K buffers' fp16 copy (=2, not yet
-# timed): bits of the variants (the live GPU test and `qkern parity`, with the define), then
-# every NT (session 28 run1's =2, B staged a CTA, was another variant, since removed).
+# The IQ2/IQ3 tensor-core kernels: bits of each QK_IQ_HMMA value in HMMA_VALUES (default 2, fp16
+# with B from the q8_K buffers' fp16 copy, not yet timed; 0 is int8, 1 the default fp16) with the
+# live GPU test and `qkern parity`, then every NT per HMMA_SWEEP variant (default: 1 and 2,
+# twice, interleaved), appended to ntsweep.md. (Session 28 run1's =2, B staged a CTA, was
+# another variant, since removed.)
 hmma) F=${HMMA_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
   for v in ${HMMA_VALUES:-2}; do
     { QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1

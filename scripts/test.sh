@@ -48,3 +48,4 @@ QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qker
 # and on fp16 with B from the q8_K buffers' fp16 copy (=2: the quantizer writes it then).
 QKERN_EMU_DEFINES="-DQK_IQ_HMMA=0" cargo test -p qkern-cuda --test emu mm_iq
 QKERN_EMU_DEFINES="-DQK_IQ_HMMA=2" cargo test -p qkern-cuda --test emu -- mm_iq quant
+QKERN_CUDA_Q8K=words QKERN_EMU_DEFINES="-DQK_IQ_HMMA=2" cargo test -p qkern-cuda --test emu -- mm_iq quant

@@ -477,7 +477,7 @@ struct MmJob {
     u64 wd;    // the fp16 `d` array for formats stored split (0 otherwise)
     u64 a_qs;  // activation int8 quants of token 0: q8_0/q8_1 quads [cols/16][capw], q8_K words [cols/4][capw] or quads (QK_Q8K_QUAD)
     u64 a_d;   // activation f32 scales of token 0: [token][blocks]
-    u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16]
+    u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16], or for the IQ2/IQ3 formats the fp16 copy of the quants or 0 (args.rs act_x_region)
     u64 out;   // f32 out[t * rows + r]
     u32 rows;
     u32 nt;

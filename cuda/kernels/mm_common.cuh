@@ -931,20 +931,23 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 #ifndef QK_GRID_REP
 #define QK_GRID_REP 1
 #endif
-// Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
-// 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
-// The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (iq_hmma_lane, the default), or with
-// 0 on int8 tensor cores (iq_mma_lane). 2: fp16 with B from the q8_K buffers' fp16 copy
-// (layout.rs ActLayout `x32`, present then: kernels.rs `iq_fp16_copy`) instead of converted in
-// the loop (iq2_xxs block loop 629 -> 559 instructions; not yet timed on a GPU). H100, 1 GiB, kernel-only GB/s, int8 / fp16, the same at
-// every NT (benches/results/2026-12-06-session28 run1-hmma): iq2_xxs 868 / 1105, iq2_xs 903 /
-// 1153, iq2_s 919 / 978, iq3_xxs 980 / 1514, iq3_s 1256 / 1306. The bits are the same (the
-// GPU's live parity and `qkern parity` with each). Staging B once per CTA (8 KiB of shared
-// memory, a barrier a block step) measured slower at every NT (iq2_xxs 916 at NT 2, 753 at NT
-// 8) and is gone.
+// The IQ2/IQ3 tensor-core kernels on fp16 tensor cores (iq_hmma_lane, the default), or with 0 on
+// int8 tensor cores (iq_mma_lane). H100, 1 GiB, kernel-only GB/s, int8 / fp16, the same at every
+// NT (benches/results/2026-12-06-session28 run1-hmma): iq2_xxs 868 / 1105, iq2_xs 903 / 1153,
+// iq2_s 919 / 978, iq3_xxs 980 / 1514, iq3_s 1256 / 1306; the bits are the same (the GPU's live
+// parity and `qkern parity` with each). (args::mma_default_mask's token counts were measured
+// with fp16.) Staging B once per CTA (8 KiB of shared memory, a barrier a block step) measured
+// slower at every NT (iq2_xxs 916 at NT 2, 753 at NT 8) and is gone. 2: fp16 with B from the
+// q8_K buffers' fp16 copy (layout.rs ActLayout `x32`, present then) instead of converted in the
+// loop (iq2_xxs block loop 629 -> 559 instructions; not yet timed on a GPU). kernels.rs always
+// passes this define, from its own reading of QKERN_CUDA_NVRTC_OPTS (`iq_hmma`), so that the
+// buffers and the kernels agree. With fp16 the IQ2 formats' tensor-core kernels always look up
+// selector words (Iq2Sel, whatever QK_IQ2_SEL says).
 #ifndef QK_IQ_HMMA
 #define QK_IQ_HMMA 1
 #endif
+// Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
+// 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
 #ifndef QK_GRID_WORDS
 #define QK_GRID_WORDS 8192
 #endif
@@ -1578,19 +1581,19 @@ QK_UNROLL(1)
             iq_hconv_b(bv[1], bh[1]);
 #endif
 #if QK_IQ_HMMA
-            u32 x[4];
+            u32 xb[4];  // the slots' biased bytes
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 if constexpr (HSEL) {
                     if ((l & 1) == 0) selw[k] = sub[k].hsel(grid, sgt, l);
-                    x[k] = qk_prmt(QK_IQ2_POS_H, QK_IQ2_NEG_H, selw[k] >> (16 * (l & 1)));  // nibbles <= 6
+                    xb[k] = qk_prmt(QK_IQ2_POS_H, QK_IQ2_NEG_H, selw[k] >> (16 * (l & 1)));  // nibbles <= 6
                 } else {
                     const uint2 e = sign_e<SG>(sgt, sub[k].sign_k(l));  // lanes 2 (l >> 1), +1
-                    x[k] = iq_hbias(sub[k].grid(grid, l), (l & 1) ? e.y : e.x);
+                    xb[k] = iq_hbias(sub[k].grid(grid, l), (l & 1) ? e.y : e.x);
                 }
             }
             float lane[4];
-            iq_hmma_lane(x, s2[l >> 2], c2[l >> 2], bh, lane);
+            iq_hmma_lane(xb, s2[l >> 2], c2[l >> 2], bh, lane);
 #pragma unroll
             for (int x = 0; x < 4; ++x) acc[x][l] = qk_fma(d[x], lane[x], acc[x][l]);
 #else

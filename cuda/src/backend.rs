@@ -783,8 +783,10 @@ impl CudaBackend {
     /// tokens of `cols` elements.
     pub fn alloc_acts(&self, format: Format, cols: usize, capacity: usize) -> Result<CudaActs> {
         let layout = ActLayout::new(format, cols, capacity)?;
-        // capw * 16 (a q8_0 / q8_1 / q8_K-quad row of quads) is a u32 in the kernels
-        if cols > u32::MAX as usize / 2 || capacity > (u32::MAX / 16 - 3) as usize {
+        // capw * 16 (a q8_0 / q8_1 / q8_K-quad row of quads) is a u32 in the kernels, and capw *
+        // 32 with the q8_K fp16 copy (mm_common.cuh q8k_h_at)
+        let unit = if kernels::iq_fp16_copy() { 32 } else { 16 };
+        if cols > u32::MAX as usize / 2 || capacity > (u32::MAX / unit - 3) as usize {
             return Err(invalid("activation buffer too large for the CUDA kernels"));
         }
         self.bind()?;

@@ -146,15 +146,25 @@ fn extra_options(arch: &str) -> Vec<String> {
         v.push(format!("-DQK_CACT_SMEM={}", cact_smem(arch) as u32));
     }
     v.extend(user.split_whitespace().map(String::from));
+    // Last, so that it wins over any other spelling in the user's options: the kernels' B
+    // source agrees with the activation buffers' layout (iq_fp16_copy).
+    v.push(format!("-DQK_IQ_HMMA={}", iq_hmma()));
     v
 }
 
-/// Whether the IQ2/IQ3 tensor-core kernels read their B operands from the q8_K buffers' fp16
-/// copy (`-DQK_IQ_HMMA=2` in `QKERN_CUDA_NVRTC_OPTS`; [`iq_hmma_option`]), so that the
-/// activation buffers carry one (layout.rs `ActLayout::x32`). Read once per process.
+/// The IQ2/IQ3 tensor-core kernels' products (mm_common.cuh `QK_IQ_HMMA`): 0 int8, 1 fp16 (the
+/// default), 2 fp16 with B from the q8_K buffers' fp16 copy; from `-DQK_IQ_HMMA=v` in
+/// `QKERN_CUDA_NVRTC_OPTS` ([`iq_hmma_option`]; other values or spellings: the default). Every
+/// module is compiled with this value ([`extra_options`]). Read once per process.
+pub fn iq_hmma() -> u32 {
+    static C: OnceLock<u32> = OnceLock::new();
+    *C.get_or_init(|| iq_hmma_option(&user_options().0).filter(|&v| v <= 2).unwrap_or(1))
+}
+
+/// Whether the activation buffers carry the q8_K fp16 copy (layout.rs `ActLayout::x32`) that
+/// the IQ2/IQ3 tensor-core kernels read with [`iq_hmma`] 2.
 pub fn iq_fp16_copy() -> bool {
-    static C: OnceLock<bool> = OnceLock::new();
-    *C.get_or_init(|| iq_hmma_option(&user_options().0) == Some(2))
+    iq_hmma() == 2
 }
 
 /// `QK_IQ_HMMA` as an options string (NVRTC's, or the emulator's defines) sets it: the last
@@ -211,6 +221,20 @@ pub fn compile_all(ms: &[Module], arch: &'static str) -> Result<(), CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iq_hmma_options() {
+        assert_eq!(iq_hmma_option("-DQK_UNROLL_K=4 -DQK_IQ_HMMA=2"), Some(2));
+        assert_eq!(iq_hmma_option("-DQK_IQ_HMMA=2 -DQK_IQ_HMMA=0"), Some(0));
+        assert_eq!(iq_hmma_option("-D QK_IQ_HMMA=2"), None);
+        assert_eq!(iq_hmma_option("-DQK_IQ_HMMA=2u"), None);
+        assert_eq!(iq_hmma_option(""), None);
+        // every module gets the value the buffers follow, last
+        let o = extra_options("sm_90");
+        assert_eq!(o.last().unwrap(), &format!("-DQK_IQ_HMMA={}", iq_hmma()));
+        assert!(iq_hmma() <= 2);
+        assert_eq!(iq_fp16_copy(), iq_hmma() == 2);
+    }
 
     #[test]
     fn cact_smem_options() {

@@ -14,7 +14,11 @@
 //!   super-block formats run on tensor cores (compute capability 8.0+): `mma.sync` m16n8k32
 //!   computes the same exact integer lane sums for 16 rows x 8 tokens at once, with the
 //!   sub-block scales split into byte-sized digits; the float chains stay per lane and in block
-//!   order ("Tensor-core kernels" in `kernels/mm_common.cuh`).
+//!   order ("Tensor-core kernels" in `kernels/mm_common.cuh`). The IQ2/IQ3 formats use fp16
+//!   products instead (`mma.sync` m16n8k16 with f32 sums, `iq_hmma_lane`): each f16 operand is
+//!   an exact integer (a grid byte times its sign and sub-block scale, below 2^11; a q8 byte),
+//!   every partial sum an integer below 2^24, so the lane sums are the same exact integers
+//!   (`-DQK_IQ_HMMA=0` in `QKERN_CUDA_NVRTC_OPTS` restores the int8 products).
 //! - The 32-element formats also have one-thread-per-row kernels (a warp's activation loads
 //!   serve 32 rows), one of them reading a staged copy of the activations
 //!   ([`args::PlanKnobs::cact_mask`], `QKERN_CUDA_CACT_NT`): on sm_80/sm_90-class GPUs each CTA

@@ -34,13 +34,13 @@ fn every_module_compiles_for_sm_90() {
         if let kernels::Module::Weights(f) = m {
             // The tensor-core kernels really use the tensor cores on sm_90: int8 products, or
             // for the IQ2/IQ3 formats fp16 ones (mm_common.cuh QK_IQ_HMMA).
-            let iq = args::is_iq_grid(f);
+            let fp16 = args::is_iq_grid(f) && kernels::iq_hmma() != 0;
             let (i8mma, f16mma) = (
                 ptx.contains("mma.sync.aligned.m16n8k32"),
                 ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
             );
-            assert_eq!(i8mma || f16mma, args::has_mma(f), "{m}: mma.sync in the PTX");
-            assert!(!f16mma || iq, "{m}: fp16 tensor cores outside the IQ2/IQ3 formats");
+            assert_eq!(i8mma, args::has_mma(f) && !fp16, "{m}: int8 mma.sync in the PTX");
+            assert_eq!(f16mma, args::has_mma(f) && fp16, "{m}: fp16 mma.sync in the PTX");
             // The staged row kernels of the 32-element formats take their activations into
             // dynamic shared memory on sm_90 (mm_common.cuh QK_CACT_SMEM; unless the options say
             // otherwise).
