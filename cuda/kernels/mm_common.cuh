@@ -935,8 +935,8 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 // int8 tensor cores (iq_mma_lane). H100, 1 GiB, kernel-only GB/s, int8 / fp16, the same at every
 // NT (benches/results/2026-12-06-session28 run1-hmma): iq2_xxs 868 / 1105, iq2_xs 903 / 1153,
 // iq2_s 919 / 978, iq3_xxs 980 / 1514, iq3_s 1256 / 1306; the bits are the same (the GPU's live
-// parity and `qkern parity` with each). (args::mma_default_mask's token counts were measured
-// with fp16.) Staging B once per CTA (8 KiB of shared memory, a barrier a block step) measured
+// parity and `qkern parity` with each). (args::mma_default_mask takes each its own token
+// counts.) Staging B once per CTA (8 KiB of shared memory, a barrier a block step) measured
 // slower at every NT (iq2_xxs 916 at NT 2, 753 at NT 8) and is gone. 2: fp16 with B from the
 // q8_K buffers' fp16 copy (layout.rs ActLayout `x32`, present then) instead of converted in the
 // loop (iq2_xxs block loop 629 -> 559 instructions; not yet timed on a GPU). kernels.rs always

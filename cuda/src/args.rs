@@ -177,8 +177,15 @@ pub fn is_iq_grid(format: Format) -> bool {
 /// iq2_xs NT 1 1145 / 1155 (within the noise; from 2 as before); iq2_s NT 2 1016 / 977, NT 3
 /// 864 / 978, so from 3 as before; iq3_xxs NT 1 1646 / 1518, NT 2 1237 / 1514, so from 2;
 /// iq3_s NT 1 1256 / 1309, so at every NT.
+///
+/// With the int8 products (`-DQK_IQ_HMMA=0`, [`crate::kernels::iq_hmma`]) the IQ formats keep
+/// the token counts measured for them before.
 pub fn mma_default_mask(format: Format) -> u32 {
+    let int8 = is_iq_grid(format) && crate::kernels::iq_hmma() == 0;
     let nts: &[u32] = match format {
+        Format::IQ2_XS | Format::IQ3_S if int8 => &[2, 3, 4, 5, 6, 7, 8],
+        Format::IQ2_XXS if int8 => &[3, 4, 5, 6, 7, 8],
+        Format::IQ3_XXS if int8 => &[4, 5, 6, 7, 8],
         Format::IQ3_S => &[1, 2, 3, 4, 5, 6, 7, 8],
         Format::IQ2_XXS | Format::IQ2_XS | Format::IQ3_XXS => &[2, 3, 4, 5, 6, 7, 8],
         Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_S | Format::IQ4_XS => &[3, 4, 5, 6, 7, 8],
@@ -771,6 +778,19 @@ mod tests {
             assert!(m == 0 || has_mma(f), "{f}: default mask {m:#x}");
             assert!(m <= 0xff, "{f}: default mask {m:#x}");
         }
+    }
+
+    #[test]
+    fn iq_token_counts_follow_the_products() {
+        // fp16 products (the default) from fewer tokens than int8 (-DQK_IQ_HMMA=0)
+        let fp16 = crate::kernels::iq_hmma() != 0;
+        assert_eq!(in_mask(mma_default_mask(Format::IQ3_S), 1), fp16);
+        assert_eq!(in_mask(mma_default_mask(Format::IQ3_XXS), 2), fp16);
+        assert_eq!(in_mask(mma_default_mask(Format::IQ2_XXS), 2), fp16);
+        for f in [Format::IQ2_XXS, Format::IQ2_XS, Format::IQ2_S, Format::IQ3_XXS, Format::IQ3_S] {
+            assert!((4..=8).all(|n| in_mask(mma_default_mask(f), n)), "{f}");
+        }
+        assert!(!in_mask(mma_default_mask(Format::IQ2_S), 2));
     }
 
     #[test]
