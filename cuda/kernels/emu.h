@@ -96,14 +96,20 @@ QK_DEV unsigned emu_shfl(unsigned v, int m) {
     emu::barrier();
     return r;
 }
-// The warp's tensor-core product (common.cuh qk_mma_u8s8, same fragment layout): every lane
-// publishes its 6 operand words, then computes its own 4 results from the warp's.
-QK_DEV void emu_mma(const unsigned* a, const unsigned* b, const int* c, int* d, bool sa) {
-    const unsigned me = emu::g_tid, w0 = me & ~31u, lane = me & 31u;
+// A warp's tensor-core product: every lane publishes its 6 operand words (a[0..4], b[0..2]) for
+// the others to read from emu::g_mma, after a barrier; returns its warp's first thread.
+QK_DEV unsigned emu_mma_publish(const unsigned* a, const unsigned* b) {
+    const unsigned me = emu::g_tid;
     for (int i = 0; i < 4; ++i) emu::g_mma[me][i] = a[i];
     emu::g_mma[me][4] = b[0];
     emu::g_mma[me][5] = b[1];
     emu::barrier();
+    return me & ~31u;
+}
+// The warp's tensor-core product (common.cuh qk_mma_u8s8, same fragment layout): every lane
+// publishes its 6 operand words, then computes its own 4 results from the warp's.
+QK_DEV void emu_mma(const unsigned* a, const unsigned* b, const int* c, int* d, bool sa) {
+    const unsigned w0 = emu_mma_publish(a, b), lane = emu::g_tid & 31u;
     for (int ci = 0; ci < 4; ++ci) {
         const unsigned row = (lane >> 2) + 8u * (unsigned)(ci >> 1), col = 2u * (lane & 3u) + (unsigned)(ci & 1);
         int s = c[ci];
@@ -157,11 +163,7 @@ QK_DEV unsigned qk_hmul2(unsigned a, unsigned b) {
 // The warp's fp16 tensor-core product (common.cuh qk_mma_f16, same fragment layout), summed
 // exactly (double: the kernels' integer operands) and rounded once to f32.
 QK_DEV void qk_mma_f16(const unsigned* a, const unsigned* b, const float* c, float* d) {
-    const unsigned me = emu::g_tid, w0 = me & ~31u, lane = me & 31u;
-    for (int i = 0; i < 4; ++i) emu::g_mma[me][i] = a[i];
-    emu::g_mma[me][4] = b[0];
-    emu::g_mma[me][5] = b[1];
-    emu::barrier();
+    const unsigned w0 = emu_mma_publish(a, b), lane = emu::g_tid & 31u;
     for (int ci = 0; ci < 4; ++ci) {
         const unsigned row = (lane >> 2) + 8u * (unsigned)(ci >> 1), col = 2u * (lane & 3u) + (unsigned)(ci & 1);
         double s = (double)c[ci];
