@@ -127,7 +127,8 @@ QK_DEV void emu_mma(const unsigned* a, const unsigned* b, const int* c, int* d, 
 QK_DEV void qk_mma_u8s8(const unsigned* a, const unsigned* b, const int* c, int* d) { emu_mma(a, b, c, d, false); }
 QK_DEV void qk_mma_s8s8(const unsigned* a, const unsigned* b, const int* c, int* d) { emu_mma(a, b, c, d, true); }
 // fp16 <-> double for the f16 emulation: exact one way; round to nearest even the other
-// (normal, subnormal, overflow to infinity; NaN in, NaN out).
+// (normal, subnormal, overflow to infinity; NaN in, NaN out). The f16 operations' exact results
+// are doubles, rounded once here: common.cuh's qk_f2h takes a float, which would round twice.
 QK_DEV float qk_h2f_soft(unsigned short h);
 QK_DEV double emu_h2d(unsigned h) { return (double)qk_h2f_soft((unsigned short)(h & 0xffffu)); }
 QK_DEV unsigned emu_d2h(double x) {

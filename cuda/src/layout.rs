@@ -393,21 +393,25 @@ impl ActLayout {
                 Format::Q8_1 => (4, 32),
                 _ => (2, 32),
             };
+            // q8_K's fp16 copy where the buffer has one: each quant byte's value at twice its
+            // offset in `qs`
+            let fp16 = self.format == Format::Q8_K && self.x32 != 0;
             for w in 0..nq / 4 {
                 let o = self.qword(t, b * be / 4 + w);
-                img[o..o + 4].copy_from_slice(&blk[qo + 4 * w..qo + 4 * w + 4]);
+                let q = &blk[qo + 4 * w..qo + 4 * w + 4];
+                img[o..o + 4].copy_from_slice(q);
+                if fp16 {
+                    let h = self.x32 + 2 * (o - self.qs);
+                    for (k, &v) in q.iter().enumerate() {
+                        let bits = half::f16::from_f32(v as i8 as f32).to_bits().to_le_bytes();
+                        img[h + 2 * k..h + 2 * k + 2].copy_from_slice(&bits);
+                    }
+                }
             }
             match self.format {
                 Format::Q8_K => {
                     img[self.d32 + 4 * s..self.d32 + 4 * s + 4].copy_from_slice(&blk[0..4]);
                     img[self.x16 + 32 * i..self.x16 + 32 * i + 32].copy_from_slice(&blk[260..292]);
-                    for w in (0..nq / 4).filter(|_| self.x32 != 0) {
-                        let o = self.qword(t, b * be / 4 + w) - self.qs;
-                        for (k, &q) in blk[qo + 4 * w..qo + 4 * w + 4].iter().enumerate() {
-                            let h = half::f16::from_f32(q as i8 as f32).to_bits().to_le_bytes();
-                            img[self.x32 + 2 * (o + k)..self.x32 + 2 * (o + k) + 2].copy_from_slice(&h);
-                        }
-                    }
                 }
                 _ => {
                     img[self.d16 + 2 * s..self.d16 + 2 * s + 2].copy_from_slice(&blk[0..2]);
