@@ -91,6 +91,49 @@ pub(crate) fn ktile_bytes(f: Format) -> Option<usize> {
     matches!(f, Format::Q4_K | Format::Q5_K).then(|| f.block_bytes())
 }
 
+/// The IQ2/IQ3 formats, which [`crate::Tuning::ktile`] stores tiled and split
+/// ([`pack_split`]): the bytes of a block without its leading fp16 `d` (iq2_xxs 64, iq2_xs 72,
+/// iq2_s 80, iq3_xxs 96, iq3_s 108; all multiples of 4).
+pub(crate) fn iq_body_bytes(f: Format) -> Option<usize> {
+    matches!(f, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S)
+        .then(|| f.block_bytes() - 2)
+}
+
+/// Whether [`crate::Tuning::ktile`] changes the device layout of `f` (q4_K, q5_K: [`pack_whole`];
+/// the IQ2/IQ3 formats: [`pack_split`]).
+pub(crate) fn ktiles(f: Format) -> bool {
+    ktile_bytes(f).is_some() || iq_body_bytes(f).is_some()
+}
+
+/// `rows` rows of ggml blocks of `f` (a [`ktiles`] format, validated length) in its
+/// [`crate::Tuning::ktile`] layout.
+pub(crate) fn pack_ktile(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
+    if iq_body_bytes(f).is_some() { pack_split(f, ggml, rows) } else { pack_whole(f, ggml, rows) }
+}
+
+/// `rows` rows of ggml blocks of IQ2/IQ3 format `f` (a validated length), split and tiled, as
+/// the CUDA backend splits them: block number k ([`tiled_index`]) has its body (ggml's block
+/// after `d`, [`iq_body_bytes`]) at byte `body * k`, and its `d` at byte `2 k` of the `d`
+/// region after the part's bodies (4-byte aligned). Every body word is 4-byte aligned, where
+/// ggml's blocks (66, 74, 82, 98, 110 bytes) are only 2-byte aligned. No byte is added.
+pub(crate) fn pack_split(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
+    let gb = f.block_bytes();
+    let body = iq_body_bytes(f).expect("an IQ2/IQ3 format");
+    let mut out = vec![0u8; ggml.len()];
+    if rows == 0 {
+        return out;
+    }
+    let n = ggml.len() / gb;
+    let nb = n / rows;
+    let (ra, rd) = out.split_at_mut(body * n);
+    for (i, blk) in ggml.chunks_exact(gb).enumerate() {
+        let k = tiled_index(rows, nb, i / nb, i % nb);
+        rd[2 * k..2 * k + 2].copy_from_slice(&blk[..2]);
+        ra[body * k..body * (k + 1)].copy_from_slice(&blk[2..]);
+    }
+    out
+}
+
 /// `rows` rows of ggml blocks (a validated length) with each block unchanged, in tiled block
 /// order ([`tiled_index`]): q4_K and q5_K with [`crate::Tuning::ktile`].
 pub(crate) fn pack_whole(f: Format, ggml: &[u8], rows: usize) -> Vec<u8> {
@@ -312,6 +355,37 @@ mod tests {
         assert_eq!(
             Format::WEIGHTS.into_iter().filter(|&f| ktile_bytes(f).is_some()).collect::<Vec<_>>(),
             [Format::Q4_K, Format::Q5_K]
+        );
+    }
+
+    /// The IQ2/IQ3 formats' split tiling moves block (row, b)'s body to its tiled number's
+    /// body and its `d` to the `d` region, for part shapes with and without a short last tile;
+    /// no other format has it.
+    #[test]
+    fn pack_split_moves_bodies_and_scales() {
+        let mut rng = qkern_parity::inputs::Rng::new(0x1a2b);
+        for f in Format::WEIGHTS {
+            let Some(body) = iq_body_bytes(f) else { continue };
+            assert!(body % 4 == 0 && ktiles(f) && ktile_bytes(f).is_none() && !is_tiled(f), "{f}");
+            let gb = f.block_bytes();
+            for (rows, nb) in [(1, 1), (3, 2), (16, 1), (17, 3), (40, 5), (33, 1)] {
+                let n = rows * nb;
+                let ggml: Vec<u8> = (0..n * gb).map(|_| rng.next_u64() as u8).collect();
+                let dev = pack_ktile(f, &ggml, rows);
+                assert_eq!(dev.len(), ggml.len());
+                for r in 0..rows {
+                    for b in 0..nb {
+                        let (i, k) = (r * nb + b, tiled_index(rows, nb, r, b));
+                        let blk = &ggml[gb * i..gb * (i + 1)];
+                        assert_eq!(dev[body * k..body * (k + 1)], blk[2..], "{f} {rows}x{nb} ({r}, {b}) body");
+                        assert_eq!(dev[body * n + 2 * k..body * n + 2 * k + 2], blk[..2], "{f} {rows}x{nb} ({r}, {b}) d");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            Format::WEIGHTS.into_iter().filter(|&f| ktiles(f)).collect::<Vec<_>>(),
+            [Format::Q4_K, Format::Q5_K, Format::IQ2_XXS, Format::IQ2_XS, Format::IQ3_XXS, Format::IQ3_S, Format::IQ2_S]
         );
     }
 

@@ -21,7 +21,8 @@
 //! words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
 //! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. With
 //! [`Tuning::ktile`] (the default) q4_K's and q5_K's blocks are stored whole in the tiled
-//! order below. The
+//! order below, and the IQ2/IQ3 formats' split as the CUDA backend splits them (their bodies,
+//! 4-byte aligned, in the tiled order, then their fp16 `d`). The
 //! 32-element formats (q8_0, q5_1, iq4_nl, nvfp4) are repacked on upload into the *pair
 //! layout* (`src/layout.rs`: quants and scales in two regions, rows tiled by 16, each of a
 //! row's two invocations reading its share of a block with one 16- or 8-byte load; no byte
@@ -262,8 +263,8 @@ pub struct Options {
     /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
     /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
-    /// q4_K and q5_K uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else yes). See
-    /// [`Tuning::ktile`].
+    /// q4_K, q5_K and the IQ2/IQ3 formats uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else
+    /// yes). See [`Tuning::ktile`].
     pub ktile: Option<bool>,
     /// Rows per pair of invocations of the pair-layout and thread-pair kernels, and whether
     /// q4_K and q5_K take the generic two-row kernel (`None`: `QKERN_WGPU_PAIR_ROWS=1|2|2g`,
@@ -447,6 +448,13 @@ pub struct Tuning {
     /// 1 2424 / 2574, NT 8 1280 / 1329; `qkern bench` (run4) agreed at NT 1 and 8. A weight matrix
     /// keeps the layout it was uploaded with: its calls run the kernels of that layout,
     /// whatever this says later. The bits are the same either way.
+    ///
+    /// The IQ2/IQ3 formats (66-110 byte blocks, only 2-byte aligned in ggml's row order, so
+    /// that every word took two loads and a funnel shift) are stored tiled and split (layout.rs
+    /// `pack_split`, as the CUDA backend splits them): each block's body, 4-byte aligned, in
+    /// the tiled order, then the part's fp16 `d` in the same order. Their kernels (8
+    /// invocations a row, thread pairs, cooperative matrices, dequantize) keep ggml's byte
+    /// offsets within a block (shaders.rs `ktile_blocks`) and read each word with one load.
     pub ktile: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
@@ -1139,7 +1147,7 @@ impl WgpuBackend {
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
             if t.grid_rep { ", grid copies" } else { "" },
-            if t.ktile { ", tiled K-quants" } else { "" },
+            if t.ktile { ", tiled K-quants and IQ2/IQ3" } else { "" },
             match t.iq_pairs {
                 0 => String::new(),
                 1 => ", IQ pairs".to_string(),
@@ -1402,7 +1410,7 @@ impl WgpuBackend {
         if format.row_bytes(cols)? / format.block_bytes() > u32::MAX as usize / 2 {
             return Err(ShapeError::Overflow.into());
         }
-        let ktiled = self.tuning().ktile && layout::ktile_bytes(format).is_some();
+        let ktiled = self.tuning().ktile && layout::ktiles(format);
         let mut parts = Vec::new();
         let mut row0 = 0;
         while row0 < rows {
@@ -1413,7 +1421,7 @@ impl WgpuBackend {
                 packed = layout::pack(format, raw, pr);
                 &packed[..]
             } else if ktiled {
-                packed = layout::pack_whole(format, raw, pr);
+                packed = layout::pack_ktile(format, raw, pr);
                 &packed[..]
             } else {
                 raw
@@ -2462,7 +2470,7 @@ fn matmul_kernel_source(f: Format, nt: u32, t: Tuning, subgroups: bool, q8k: Q8k
         pair_generic,
         stage: stage_steps_of(f, nt, t, limit),
         grid_words: if t.grid_rep { grid_words(limit) } else { 0 },
-        ktile: t.ktile && crate::layout::ktile_bytes(f).is_some(),
+        ktile: t.ktile && crate::layout::ktiles(f),
     };
     match coop_kernel(f, nt, t) {
         Some(tiles) => shaders::coop_source(f, &o, tiles),

@@ -376,7 +376,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
         let body = if is_iq23(f) { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
         return Some(kpair_source(f, &body, o));
     }
-    let body = &with_iq8_tail(matmul_body(f)?);
+    let body = &ktile_blocks(f, o, &with_iq8_tail(matmul_body(f)?));
     if crate::layout::is_pair(f) {
         return Some(pair_source(f, body, o));
     }
@@ -391,11 +391,17 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(&act_q8k(o.q8k_split, o.q8k_both));
     s.push_str(&table_src(f, wg, grid_rep(f, o.grid_words), sign_rep(f, o.grid_words)));
     s.push_str(COMMON);
+    if tiled_rows(f, o) {
+        s.push_str(include_str!("wgsl/tiled_base.wgsl"));
+        s.push_str(&iq_split_src(f, o.ktile, "P.rows", "P.nb"));
+    }
     s.push_str(&fma_src(o.native_fma));
     s.push_str(if o.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
     s.push_str(body);
     let lp = block_loop("P.nb", o.unroll, |b| format!("step(base, {b}, l, &st);"));
-    s.push_str(&MATMUL_MAIN.replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()));
+    s.push_str(
+        &row_bases(tiled_rows(f, o), MATMUL_MAIN).replace("UNROLL_LOOP", &lp).replace("WG_SIZE", &wg.to_string()),
+    );
     Some(s)
 }
 
@@ -672,24 +678,49 @@ fn row_bases(tiled: bool, text: &str) -> String {
     })
 }
 
-/// Whether `f`'s weights are tiled in the kernels of `c`: iq4_xs and q6_K always, q4_K and
-/// q5_K with [`MmSrc::ktile`].
+/// Whether `f`'s weights are tiled in the kernels of `c`: iq4_xs and q6_K always, q4_K, q5_K
+/// and the IQ2/IQ3 formats with [`MmSrc::ktile`].
 fn tiled_rows(f: Format, c: &MmSrc) -> bool {
-    crate::layout::is_tiled(f) || (c.ktile && crate::layout::ktile_bytes(f).is_some())
+    crate::layout::is_tiled(f) || (c.ktile && crate::layout::ktiles(f))
 }
 
 /// `text` (a q4_K or q5_K body: kp_*, kp2_*, kc_*) with its block address `(base + b * BB) >>
 /// 4u` (ggml's row-major blocks of BB bytes) replaced, where `c` asks for the tiled blocks
 /// ([`MmSrc::ktile`]), by `tiled_block(base, b) * BB / 16` (its tiled number, tiled_base.wgsl,
 /// times its 16-byte words); every other text unchanged.
+///
+/// An IQ2/IQ3 body (kpi_* with kp_iq or kc_iq, mm_*) gets the split tiled layout
+/// (layout.rs `pack_split`, [`iq_split_src`]): its block's byte `B = base + b * BB` becomes
+/// `tiled_block(base, b) * BODY - 2` (body byte i of block k, ggml's byte i + 2 of the block,
+/// at `B + 2 + i`, so that every offset in the text keeps its meaning), its `d` is read from
+/// the `d` region (`w16(iq_d(B))`), and its words, all at 4-byte aligned body offsets, with one
+/// load each (`wa32`).
 fn ktile_blocks(f: Format, c: &MmSrc, text: &str) -> String {
-    match crate::layout::ktile_bytes(f) {
-        Some(bb) if c.ktile => {
-            let row_major = format!("(base + b * {bb}u) >> 4u");
-            debug_assert!(text.contains(&row_major), "{f}: no block address to tile");
-            text.replace(&row_major, &format!("tiled_block(base, b) * {}u", bb / 16))
-        }
-        _ => text.to_string(),
+    if !c.ktile {
+        return text.to_string();
+    }
+    if let Some(bb) = crate::layout::ktile_bytes(f) {
+        let row_major = format!("(base + b * {bb}u) >> 4u");
+        debug_assert!(text.contains(&row_major), "{f}: no block address to tile");
+        return text.replace(&row_major, &format!("tiled_block(base, b) * {}u", bb / 16));
+    }
+    let Some(body) = crate::layout::iq_body_bytes(f) else { return text.to_string() };
+    let tiled = format!("tiled_block(base, b) * {body}u - 2u");
+    let t = text.replace(&format!("base + b * {}u", f.block_bytes()), &tiled).replace("base + b * BB", &tiled);
+    debug_assert!(t != text && t.contains("f16f(w16(B))"), "{f}: no block address to tile");
+    rename_calls(&t.replace("f16f(w16(B))", "f16f(w16(iq_d(B)))"), "w32", "wa32")
+}
+
+/// The helpers of the IQ2/IQ3 formats' split tiled layout (iq_split.wgsl) for format `f` where
+/// `ktile` asks for it ([`MmSrc::ktile`]); empty otherwise. `rows`: the part's rows (`P.rows`;
+/// the dequantize kernel's `DP.part_rows`), `nb` its blocks per row.
+fn iq_split_src(f: Format, ktile: bool, rows: &str, nb: &str) -> String {
+    match crate::layout::iq_body_bytes(f) {
+        Some(body) if ktile => include_str!("wgsl/iq_split.wgsl")
+            .replace("BODY_BYTES", &body.to_string())
+            .replace("PART_ROWS", rows)
+            .replace("PART_NB", nb),
+        _ => String::new(),
     }
 }
 
@@ -723,6 +754,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(KPAIR_HEAD);
     if tiled_rows(f, c) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
+        s.push_str(&iq_split_src(f, c.ktile, "P.rows", "P.nb"));
     }
     if c.stage > 0 {
         s.push_str(&staged_act_q8k(f, c));
@@ -817,8 +849,12 @@ pub(crate) fn dequant_source(f: Format, ktile: bool) -> Option<String> {
     let mut s = table_consts();
     let region_a = crate::layout::tiled_regions(f).map(|(a, _)| a);
     let whole = crate::layout::ktile_bytes(f).filter(|_| ktile);
+    let split = crate::layout::iq_body_bytes(f).is_some() && ktile;
     let (paw, addr, prefix) = match region_a.or(whole) {
         Some(a) => (a / 4, "ptiled(DP.row_first + rr, c / BE)", "deqp"),
+        // The IQ2/IQ3 formats split and tiled: ggml's functions on the block byte that keeps
+        // their offsets (iq_split.wgsl), their d from the d region.
+        None if split => (0, "ptiled(DP.row_first + rr, c / BE) * IQBODY - 2u", "deq"),
         None => (0, "(DP.row_first + rr) * DP.row_bytes + (c / BE) * BB", "deq"),
     };
     s.push_str(&format!(
@@ -826,7 +862,18 @@ pub(crate) fn dequant_source(f: Format, ktile: bool) -> Option<String> {
         f.block_elems(),
         f.block_bytes()
     ));
-    s.push_str(&DEQUANT.replace("DEQ(", &format!("{prefix}_{name}(")).replace("BLOCK_ADDR", addr));
+    let fun = format!("{prefix}_{name}(");
+    let mut text = DEQUANT.replace("DEQ(", &fun).replace("BLOCK_ADDR", addr);
+    if split {
+        // Only the format's own function reads d from the d region (the others are not called).
+        let at = text.find(&format!("fn {fun}")).expect("the format's dequantize function");
+        let end = at + text[at..].find("\n}\n").expect("its end");
+        let own = text[at..end].replace("f16f(w16(B))", "f16f(w16(iq_d(B)))");
+        debug_assert!(own.contains("iq_d(B)"), "{f}: no d to move");
+        text.replace_range(at..end, &own);
+        s.push_str(&iq_split_src(f, true, "DP.part_rows", "DP.nb"));
+    }
+    s.push_str(&text);
     s.push_str(COMMON);
     Some(s)
 }
@@ -1113,7 +1160,8 @@ mod tests {
 
     /// iq4_xs's and q6_K's thread-pair kernels, one row and two per pair, find their rows'
     /// blocks through `tiled_base` (their tiled layout), never as `row * P.row_bytes` (ggml's
-    /// row-major blocks), which the other formats' kernels keep.
+    /// row-major blocks), which the other formats' kernels keep unless `ktile` tiles them
+    /// (q4_K, q5_K and the IQ2/IQ3 formats).
     #[test]
     fn tiled_rows() {
         for pair_rows in [1, 2] {
@@ -1158,7 +1206,31 @@ mod tests {
                 }
                 assert_ne!(dequant_source(f, true), dequant_source(f, false));
             }
-            for f in Format::WEIGHTS.into_iter().filter(|&f| crate::layout::ktile_bytes(f).is_none()) {
+            // The IQ2/IQ3 formats tiled and split (`ktile`): their 8-invocation, thread-pair
+            // (one row or two a pair) and cooperative-matrix kernels take their rows' bases from
+            // tiled_base, their blocks from tiled_block, their d from the d region and every
+            // body word with one aligned load; no call of `w32` is left.
+            for f in Format::WEIGHTS.into_iter().filter(|&f| is_iq23(f)) {
+                let bb = f.block_bytes();
+                for iq_pairs in [false, true] {
+                    let k = MmSrc { ktile: true, iq_pairs, ..o };
+                    let coop = coop_source(f, &k, CoopTiles::Emulated).unwrap();
+                    let mm = matmul_source(f, &k).unwrap();
+                    // (iq2_s's thread pairs read half-words and bytes only)
+                    assert!(mm.contains("wa32(B + ") || (iq_pairs && f == Format::IQ2_S), "{f}");
+                    for src in [mm, coop] {
+                        assert!(!src.contains("1u) * P.row_bytes"), "{f} pair_rows {pair_rows}");
+                        assert!(src.contains("= tiled_base(min(") && src.contains("tiled_block(base, b)"), "{f}");
+                        assert!(!src.contains(&format!("b * {bb}u")) && !src.contains("b * BB"), "{f}");
+                        assert!(src.contains("f16f(w16(iq_d(B)))") && !src.contains("f16f(w16(B))"), "{f}");
+                        let calls = rename_calls(&src, "w32", "W32_CALL").matches("W32_CALL(").count();
+                        assert_eq!(calls, 1, "{f}: a call of w32 left (besides its definition)");
+                    }
+                }
+                let (tiled, plain) = (dequant_source(f, true).unwrap(), dequant_source(f, false).unwrap());
+                assert!(tiled.contains("ptiled(") && tiled.contains("w16(iq_d(B))") && !plain.contains("iq_d"), "{f}");
+            }
+            for f in Format::WEIGHTS.into_iter().filter(|&f| !crate::layout::ktiles(f)) {
                 assert_eq!(matmul_source(f, &MmSrc { ktile: true, ..o }), matmul_source(f, &o), "{f}");
                 assert_eq!(dequant_source(f, true), dequant_source(f, false), "{f}");
             }
