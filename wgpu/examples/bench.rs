@@ -89,8 +89,8 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
         c if c.strip_prefix("stc").and_then(|n| n.parse::<u8>().ok()).is_some() => {
             Tuning { stage: 1, stage_steps: c[3..].parse().unwrap_or(0), ..d }
         }
-        // q4_K and q5_K with their blocks tiled (Tuning::ktile: a second copy of the weights,
-        // uploaded so), or not
+        // q4_K, q5_K and the IQ2/IQ3 formats tiled (Tuning::ktile: a second copy of the
+        // weights, uploaded so), or not
         "ktile" => Tuning { ktile: true, ..d },
         "noktile" => Tuning { ktile: false, ..d },
         "flatu2" => Tuning { flat: true, unroll: 2, ..d },
@@ -173,9 +173,9 @@ fn main() {
         let t = Instant::now();
         let w = random_blocks(&mut rng, f, rows * cols / f.block_elems(), false);
         let gw = be.upload_weights(f, rows, cols, &w).expect("upload");
-        // The weights in the other K-quant layout too, where a variant asks for it: a matrix
-        // keeps the layout it was uploaded with (Tuning::ktile).
-        let kt = matches!(f, Format::Q4_K | Format::Q5_K);
+        // The weights in the other layout too (q4_K, q5_K, the IQ2/IQ3 formats), where a variant
+        // asks for it: a matrix keeps the layout it was uploaded with (Tuning::ktile).
+        let kt = qkern_wgpu::ktile_applies(f);
         let gw_other = (kt && variants.iter().any(|v| variant(v, f, default).ktile != default.ktile)).then(|| {
             be.set_tuning(Tuning { ktile: !default.ktile, ..default });
             let g = be.upload_weights(f, rows, cols, &w).expect("upload");

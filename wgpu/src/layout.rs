@@ -378,14 +378,26 @@ mod tests {
                         let (i, k) = (r * nb + b, tiled_index(rows, nb, r, b));
                         let blk = &ggml[gb * i..gb * (i + 1)];
                         assert_eq!(dev[body * k..body * (k + 1)], blk[2..], "{f} {rows}x{nb} ({r}, {b}) body");
-                        assert_eq!(dev[body * n + 2 * k..body * n + 2 * k + 2], blk[..2], "{f} {rows}x{nb} ({r}, {b}) d");
+                        assert_eq!(
+                            dev[body * n + 2 * k..body * n + 2 * k + 2],
+                            blk[..2],
+                            "{f} {rows}x{nb} ({r}, {b}) d"
+                        );
                     }
                 }
             }
         }
         assert_eq!(
             Format::WEIGHTS.into_iter().filter(|&f| ktiles(f)).collect::<Vec<_>>(),
-            [Format::Q4_K, Format::Q5_K, Format::IQ2_XXS, Format::IQ2_XS, Format::IQ3_XXS, Format::IQ3_S, Format::IQ2_S]
+            [
+                Format::Q4_K,
+                Format::Q5_K,
+                Format::IQ2_XXS,
+                Format::IQ2_XS,
+                Format::IQ3_XXS,
+                Format::IQ3_S,
+                Format::IQ2_S
+            ]
         );
     }
 

@@ -2255,6 +2255,12 @@ fn parse_chunks(v: &str) -> Option<u8> {
     v.parse().ok().filter(|c: &u8| *c <= 64)
 }
 
+/// Whether [`Tuning::ktile`] changes the device layout of `f` (q4_K and q5_K: their blocks
+/// whole in the tiled order; the IQ2/IQ3 formats: tiled and split).
+pub fn ktile_applies(f: Format) -> bool {
+    layout::ktiles(f)
+}
+
 /// `QKERN_WGPU_IQPAIR`: from how many tokens the IQ2/IQ3 formats run on thread pairs (0: never).
 fn parse_iq_pairs(v: &str) -> Option<u8> {
     v.parse().ok().filter(|n: &u8| *n <= 8)

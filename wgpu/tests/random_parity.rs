@@ -172,10 +172,11 @@ fn run_format(f: Format) {
             failures.push(m);
         }
     }
-    // q4_K's and q5_K's blocks in ggml's row order (`Options::ktile` off; the other backends
-    // tile them) on the generic two-row kernel (weights in parts, chunked readback), their own
-    // two-row bodies (staged, no subgroups) and the cooperative matrices: every NT, short tiles.
-    if matches!(f, Format::Q4_K | Format::Q5_K) {
+    // q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order (`Options::ktile`
+    // off; the other backends tile them) on the generic two-row kernel (weights in parts,
+    // chunked readback), q4_K's and q5_K's own two-row bodies (staged, no subgroups) and the
+    // cooperative matrices: every NT, short tiles.
+    if qkern_wgpu::ktile_applies(f) {
         for kb in
             [common::backend_rowmajor_generic(), common::backend_rowmajor_staged(), common::backend_rowmajor_coop()]
                 .into_iter()
@@ -195,14 +196,14 @@ fn run_format(f: Format) {
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 
-/// A weight matrix keeps the layout it was uploaded with: q4_K and q5_K uploaded with their
-/// blocks tiled (`Tuning::ktile`) and called (dequantize, matmul) after it was switched off,
+/// A weight matrix keeps the layout it was uploaded with: q4_K, q5_K and the IQ2/IQ3 formats
+/// uploaded tiled (`Tuning::ktile`) and called (dequantize, matmul) after it was switched off,
 /// and the reverse, give the reference's bits.
 #[test]
 fn weights_keep_their_layout() {
     let Some(be) = common::backend_ktile_switch() else { return };
     let mut seeds = Rng::new(0x1a70);
-    for f in [Format::Q4_K, Format::Q5_K] {
+    for f in Format::WEIGHTS.into_iter().filter(|&f| qkern_wgpu::ktile_applies(f)) {
         for first in [true, false] {
             be.set_tuning(Tuning { ktile: first, ..be.tuning() });
             let flip = || {
