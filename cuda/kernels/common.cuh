@@ -477,7 +477,7 @@ struct MmJob {
     u64 wd;    // the fp16 `d` array for formats stored split (0 otherwise)
     u64 a_qs;  // activation int8 quants of token 0: q8_0/q8_1 quads [cols/16][capw], q8_K words [cols/4][capw] or quads (QK_Q8K_QUAD)
     u64 a_d;   // activation f32 scales of token 0: [token][blocks]
-    u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16], or for the IQ2/IQ3 formats the fp16 copy of the quants or 0 (args.rs act_x_region)
+    u64 a_x;   // q8_1: f32 `s` [token][blocks]; q8_K: i16 bsums [token][blocks][16]
     u64 out;   // f32 out[t * rows + r]
     u32 rows;
     u32 nt;
@@ -507,7 +507,7 @@ struct QuantArgs {
     u64 d16;   // u16 [blocks][capw]
     u64 d32;   // f32 [blocks][capw]
     u64 x16;   // q8_1: s as u16 [blocks][capw]; q8_K: bsums i16 [tokens][blocks][16]
-    u64 x32;   // q8_1: s as f32 [blocks][capw]; q8_K: the quants as fp16 or 0 (layout.rs ActLayout)
+    u64 x32;   // q8_1: s as f32 [blocks][capw]
     u32 cols;
     u32 tokens;
     u32 capw;

@@ -10,9 +10,7 @@
 //
 // Output layout (layout.rs `ActLayout`, token-interleaved): q8_0 / q8_1 quant quads
 // [cols/16][capw] (16 bytes), d as fp16 and f32 [blocks][capw], q8_1 also s (fp16 and f32);
-// q8_K quant words [cols/4][capw] (QK_Q8K_QUAD: quads [cols/16][capw], as q8_0's), d f32 [blocks][capw], bsums i16 [t][blocks][16]
-// and, where x32 is given (QK_IQ_HMMA=2), the quants again as fp16, each at twice its byte offset
-// (layout.rs ActLayout).
+// q8_K quant words [cols/4][capw] (QK_Q8K_QUAD: quads [cols/16][capw], as q8_0's), d f32 [blocks][capw] and bsums i16 [t][blocks][16].
 
 #include "common.cuh"
 
@@ -89,24 +87,6 @@ QK_DEV i32 q8k_quant(float iscale, float v) {
     return (i32)(qk_f2u(val) & 0x007fffffu) - 0x00400000;
 }
 
-// Signed bytes 0 and 1 of w as an f16 pair (exact: |q| <= 128 < 2^11): 1024 + (q + 128) by a byte
-// permute, less 1152.
-QK_DEV u32 q8_f16x2(u32 w) { return qk_hadd2(qk_prmt(w ^ 0x80808080u, 0x64646464u, 0x4140u), 0xe480e480u); }
-
-// A lane's two q8_K quant words w0, w1 at qs[0] and qs[wn], and where the buffer has the fp16
-// copy (x32) their values there too (each byte at twice its offset from qs).
-QK_DEV void q8k_store(const QuantArgs& A, u32* qs, u64 wn, u32 w0, u32 w1) {
-    qs[0] = w0;
-    qs[wn] = w1;
-    if (A.x32 != 0) {
-        u32* h = (u32*)((u8*)A.x32 + 2u * (u64)((u8*)qs - (u8*)A.qs));
-        h[0] = q8_f16x2(w0);
-        h[1] = q8_f16x2(w0 >> 16);
-        h[2 * wn] = q8_f16x2(w1);
-        h[2 * wn + 1] = q8_f16x2(w1 >> 16);
-    }
-}
-
 // One q8_K block of 256 per warp; lane k holds elements 8k..8k+8.
 QK_DEV void quant_q8_k(const QuantArgs& A) {
     const u32 nb = A.cols / 256;
@@ -147,7 +127,8 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
         i16* bs = (i16*)A.x16 + (u64)i * 16u;
         const u64 si = (u64)b * A.capw + t;
         if (amax == 0.0f) {
-            q8k_store(A, qs, wn, 0u, 0u);  // (fp16 +0: all zero bits too)
+            qs[0] = 0;
+            qs[wn] = 0;
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
             if (lane == 0) ((float*)A.d32)[si] = 0.0f;
             continue;
@@ -163,7 +144,8 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
             if (j < 4) w0 |= ((u32)q8 & 0xffu) << (8 * j);
             else w1 |= ((u32)q8 & 0xffu) << (8 * (j - 4));
         }
-        q8k_store(A, qs, wn, w0, w1);
+        qs[0] = w0;
+        qs[wn] = w1;
         s += qk_shfl_xor_i(s, 1);
         if ((lane & 1u) == 0) bs[lane / 2] = (i16)s;
         if (lane == 0) ((float*)A.d32)[si] = qk_div(1.0f, iscale);

@@ -289,10 +289,7 @@ pub struct ActLayout {
     pub d32: usize,
     /// q8_1: `s` fp16; q8_K: `bsums` (i16 x 16 per block, per token). 0 when unused.
     pub x16: usize,
-    /// q8_1: `s` f32; q8_K, where the kernels take it (`kernels::iq_fp16_copy`): every quant
-    /// byte of the `qs` region as an fp16 at twice its offset (the exact value), the B operands
-    /// of the IQ2/IQ3 fp16 tensor-core kernels with `QK_IQ_HMMA=2` (mm_common.cuh
-    /// `iq_hmma_lane`). 0 when unused.
+    /// q8_1: `s` f32. 0 when unused.
     pub x32: usize,
     /// Bytes in all (with slack after the last region for the kernels' whole-vector reads).
     pub total: usize,
@@ -301,17 +298,11 @@ pub struct ActLayout {
 impl ActLayout {
     /// The layout of this process's kernels ([`Q8kLayout::current`]).
     pub fn new(format: Format, cols: usize, capacity: usize) -> Result<ActLayout, ShapeError> {
-        Self::with_q8k(format, cols, capacity, Q8kLayout::current(), crate::kernels::iq_fp16_copy())
+        Self::with_q8k(format, cols, capacity, Q8kLayout::current())
     }
 
-    /// With the q8_K words as `q8k` says, and (q8_K, `fp16_copy`) the quants' fp16 copy.
-    pub fn with_q8k(
-        format: Format,
-        cols: usize,
-        capacity: usize,
-        q8k: Q8kLayout,
-        fp16_copy: bool,
-    ) -> Result<ActLayout, ShapeError> {
+    /// With the q8_K words as `q8k` says.
+    pub fn with_q8k(format: Format, cols: usize, capacity: usize, q8k: Q8kLayout) -> Result<ActLayout, ShapeError> {
         if !format.is_activation() {
             return Err(ShapeError::Role { format, role: "activation" });
         }
@@ -335,12 +326,7 @@ impl ActLayout {
                 x16 = at;
                 // + 8 tokens: kernels read the bsums of all NTM tokens of a chunk
                 at = align(at + 32 * blocks * (capw + 8));
-                if fp16_copy {
-                    x32 = at;
-                    at = align(at + 2 * (cols * capw + 64));
-                } else {
-                    x32 = 0;
-                }
+                x32 = 0;
             }
             _ => {
                 d16 = at;
@@ -393,20 +379,9 @@ impl ActLayout {
                 Format::Q8_1 => (4, 32),
                 _ => (2, 32),
             };
-            // q8_K's fp16 copy where the buffer has one: each quant byte's value at twice its
-            // offset in `qs`
-            let fp16 = self.format == Format::Q8_K && self.x32 != 0;
             for w in 0..nq / 4 {
                 let o = self.qword(t, b * be / 4 + w);
-                let q = &blk[qo + 4 * w..qo + 4 * w + 4];
-                img[o..o + 4].copy_from_slice(q);
-                if fp16 {
-                    let h = self.x32 + 2 * (o - self.qs);
-                    for (k, &v) in q.iter().enumerate() {
-                        let bits = half::f16::from_f32(v as i8 as f32).to_bits().to_le_bytes();
-                        img[h + 2 * k..h + 2 * k + 2].copy_from_slice(&bits);
-                    }
-                }
+                img[o..o + 4].copy_from_slice(&blk[qo + 4 * w..qo + 4 * w + 4]);
             }
             match self.format {
                 Format::Q8_K => {
@@ -655,8 +630,8 @@ mod tests {
     #[test]
     fn q8k_quads_sit_as_q8_0s() {
         let (cols, cap) = (512, 5);
-        let w = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Words, false).unwrap();
-        let q = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Quads, false).unwrap();
+        let w = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Words).unwrap();
+        let q = ActLayout::with_q8k(Format::Q8_K, cols, cap, Q8kLayout::Quads).unwrap();
         assert_eq!((w.capw, w.total), (q.capw, q.total));
         for (t, e4) in [(0, 0), (1, 0), (0, 1), (3, 6), (4, 127)] {
             assert_eq!(w.qword(t, e4), 4 * (e4 * w.capw + t));
@@ -672,9 +647,7 @@ mod tests {
     fn act_roundtrip() {
         for (f, q8k) in Format::ACTIVATIONS.into_iter().flat_map(|f| [(f, Q8kLayout::Words), (f, Q8kLayout::Quads)]) {
             let cols = 512;
-            let l = ActLayout::with_q8k(f, cols, 3, q8k, true).unwrap();
-            assert_eq!(l.x32 != 0, f != Format::Q8_0, "{f}");
-            assert_eq!(ActLayout::with_q8k(f, cols, 3, q8k, false).unwrap().x32 != 0, f == Format::Q8_1, "{f}");
+            let l = ActLayout::with_q8k(f, cols, 3, q8k).unwrap();
             let rb = f.row_bytes(cols).unwrap();
             let mut bytes: Vec<u8> = (0..2 * rb).map(|i| (i * 13 + 1) as u8).collect();
             // keep fp16 scales finite-ish is not needed: bits are copied
@@ -682,19 +655,6 @@ mod tests {
             let mut back = vec![0u8; 2 * rb];
             l.to_ggml(&img, 2, &mut back);
             assert_eq!(back, bytes, "{f}");
-            if f == Format::Q8_K {
-                // the fp16 copy: each quant byte's value at twice its offset in `qs`
-                for t in 0..2 {
-                    for e4 in 0..cols / 4 {
-                        let o = l.qword(t, e4) - l.qs;
-                        for k in 0..4 {
-                            let q = img[l.qs + o + k] as i8;
-                            let h = u16::from_le_bytes([img[l.x32 + 2 * (o + k)], img[l.x32 + 2 * (o + k) + 1]]);
-                            assert_eq!(half::f16::from_bits(h).to_f32(), q as f32, "{q8k:?} t {t} word {e4}");
-                        }
-                    }
-                }
-            }
             bytes.truncate(rb);
         }
     }

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use qkern_cuda::args::{self, DeqArgs, MmJobDesc, QuantArgs};
 use qkern_cuda::kernels;
-use qkern_cuda::layout::{ActLayout, Q8kLayout, WeightLayout, tables};
+use qkern_cuda::layout::{ActLayout, WeightLayout, tables};
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, SPECIALS, floats, random_blocks};
 
@@ -163,18 +163,10 @@ fn tab() -> &'static Buf {
     T.get_or_init(|| Buf::from(bytemuck::cast_slice(&tables())))
 }
 
-/// The activation layout of the emulator's kernels: this process's q8_K layout, with the q8_K
-/// fp16 copy where `QKERN_EMU_DEFINES` has `-DQK_IQ_HMMA=2` (kernels.rs `iq_fp16_copy` reads
-/// the NVRTC options instead).
-fn act_layout(act: Format, cols: usize, nt: usize) -> ActLayout {
-    let copy = kernels::iq_hmma_option(&std::env::var("QKERN_EMU_DEFINES").unwrap_or_default()) == Some(2);
-    ActLayout::with_q8k(act, cols, nt, Q8kLayout::current(), copy).unwrap()
-}
-
 /// Quantize `x` (`tokens x cols`) on the emulator; returns the ggml bytes.
 fn emu_quantize(e: &Emu, act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
     let nt = x.len() / cols;
-    let l = act_layout(act, cols, nt);
+    let l = ActLayout::new(act, cols, nt).unwrap();
     let xb = Buf::from(bytemuck::cast_slice(x));
     let buf = Buf::new(l.total);
     let p = |o: usize| if o == 0 && act == Format::Q8_K { 0 } else { buf.ptr() + o as u64 };
@@ -194,13 +186,7 @@ fn emu_quantize(e: &Emu, act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
     // a small grid too, to exercise the grid-stride loops
     run(e, args::quant_kernel_name(act), grid.min(3), block, &a);
     let mut out = vec![0u8; nt * act.row_bytes(cols).unwrap()];
-    let img = buf.bytes();
-    l.to_ggml(&img[..l.total], nt, &mut out);
-    if act == Format::Q8_K && l.x32 != 0 {
-        // the fp16 copy of the quants (the IQ2/IQ3 tensor-core kernels' B) as the host builds it
-        let want = l.from_ggml(&out, nt);
-        assert!(img[l.x32..l.total] == want[l.x32..l.total], "q8_K fp16 copy differs ({nt} x {cols})");
-    }
+    l.to_ggml(&buf.bytes()[..l.total], nt, &mut out);
     out
 }
 
@@ -328,7 +314,7 @@ fn upload(c: &Case) -> DevCase {
     let nblocks = c.rows * c.cols / c.f.block_elems();
     let w = Buf::from(&wl.pack(&c.w, c.rows));
     let wd = if wl.split { w.ptr() + wl.d_region(nblocks) as u64 } else { 0 };
-    let l = act_layout(act, c.cols, c.nt);
+    let l = ActLayout::new(act, c.cols, c.nt).unwrap();
     let a = Buf::from(&l.from_ggml(&c.acts, c.nt));
     DevCase { w, wd, a, l }
 }
@@ -340,9 +326,10 @@ fn desc(d: &DevCase, c: &Case, out: u64) -> MmJobDesc {
         wd: d.wd,
         a_qs: d.a.ptr() + l.qs as u64,
         a_d: d.a.ptr() + l.d32 as u64,
-        a_x: match args::act_x_region(c.f, l) {
-            0 => 0,
-            o => d.a.ptr() + o as u64,
+        a_x: match l.format {
+            Format::Q8_1 => d.a.ptr() + l.x32 as u64,
+            Format::Q8_K => d.a.ptr() + l.x16 as u64,
+            _ => 0,
         },
         out,
         rows: c.rows as u32,

@@ -917,7 +917,8 @@ impl WgpuBackend {
         // The IQ pair kernels pay off with the split q8_K layout only (H200, session 10 run1,
         // kernel-only NT 8: iq2_xxs 284 -> 467 GB/s, iq3_xxs 409 -> 670 with both, against 172 and
         // 242 with pairs on ggml's layout), so they follow it unless asked; with both layouts
-        // the dispatches of few tokens keep 8 invocations a row on ggml's blocks (iq_pairs_from).
+        // the dispatches of few tokens may keep 8 invocations a row on ggml's blocks
+        // (iq_pairs_from: iq2_xxs at one token with the weights tiled, as the default).
         let iq_pairs = match opts.iq_pairs {
             Some(n) => n,
             None => env_knob("QKERN_WGPU_IQPAIR", "0 to 8", parse_iq_pairs)?.unwrap_or(match q8k {
@@ -2270,7 +2271,20 @@ fn parse_iq_pairs(v: &str) -> Option<u8> {
 pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
 
 /// From how many tokens the IQ2/IQ3 format `f` runs on thread pairs by default, with q8_K in both
-/// layouts: where the pairs on the split copy measured faster than 8 invocations a row on ggml's
+/// layouts, its weights tiled and split ([`Tuning::ktile`], the default: `tiled`) or in ggml's
+/// row order.
+///
+/// Tiled and split: the thread pairs from one token, but iq2_xxs's from 2. H100 (driver
+/// 580.159.04), benches/results/2026-12-06-session29 run4, kernel-only GB/s, fastest of 3
+/// interleaved rounds, 8 invocations / pairs: NT 1 iq2_xxs 1177 / 1032, iq2_xs 1229 / 1684,
+/// iq2_s 1332 / 1365, iq3_xxs 1550 / 1849, iq3_s 1593 / 1877; NT 2 iq2_xxs 843 / 982, iq2_xs 893
+/// / 1133, iq2_s 993 / 1144, iq3_xxs 1133 / 1618, iq3_s 1209 / 1606; NT 4 and 8 the pairs by
+/// 50-100 %. (In ggml's row order the same run agreed with the counts below: NT 1 iq2_xs 1112 /
+/// 1015, iq2_s 1182 / 912, iq3_s 1429 / 1244.) Against the row order's defaults, the tiled
+/// defaults gained at NT 1: iq2_xxs 1107 -> 1177, iq2_xs 1108 -> 1684, iq2_s 1183 -> 1365, iq3_xxs
+/// 1360 -> 1849, iq3_s 1415 -> 1877.
+///
+/// Row order: where the pairs on the split copy measured faster than 8 invocations a row on ggml's
 /// blocks on the H200 (benches/results/2026-12-05-h200-session16 run7 `iqnt.log`, kernel-only GB/s,
 /// 8 invocations / pairs): iq2_xxs from 1 token (NT 1 1058 / 1103, NT 2 774 / 875), iq3_xxs from 2
 /// (NT 1 1360 / 1244, NT 2 1045 / 1118), iq2_s from 4 (NT 2 889 / 734, NT 3 710 / 686, NT 4 590 /
@@ -2286,17 +2300,20 @@ pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
 /// 713 / 681, NT 4 594 / 643. (Runs 2-4, one round each, had iq3_xxs's pairs 9 % ahead at NT 1;
 /// identical kernels read up to 2.5x apart there, the GPU's clocks, which the fastest of
 /// interleaved rounds filters.)
-pub fn iq_pairs_from(f: Format) -> u8 {
-    match f {
-        Format::IQ2_XXS => 1,
-        Format::IQ2_S => 4,
+pub fn iq_pairs_from(f: Format, tiled: bool) -> u8 {
+    match (f, tiled) {
+        (Format::IQ2_XXS, true) => 2,
+        (_, true) => 1,
+        (Format::IQ2_XXS, false) => 1,
+        (Format::IQ2_S, false) => 4,
         _ => 2,
     }
 }
 
-/// Whether `nt`-token dispatches of `f` run the IQ2/IQ3 formats on thread pairs under `t`.
+/// Whether `nt`-token dispatches of `f` run the IQ2/IQ3 formats on thread pairs under `t` (a
+/// call's tuning, whose `ktile` is its weights' layout: `call_tune`).
 fn iq_pairs_at(t: Tuning, f: Format, nt: u32) -> bool {
-    let from = if t.iq_pairs == IQ_PAIRS_PER_FORMAT { iq_pairs_from(f) } else { t.iq_pairs };
+    let from = if t.iq_pairs == IQ_PAIRS_PER_FORMAT { iq_pairs_from(f, t.ktile) } else { t.iq_pairs };
     from != 0 && nt >= u32::from(from)
 }
 
@@ -2393,7 +2410,10 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// token, iq2_s and iq3_s from 4, the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 /
 /// 561 (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
 /// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 / 783;
-/// iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage.
+/// iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage. (Those were ggml's
+/// row order. Tiled and split, the default since session 29, the pairs run from one token but
+/// iq2_xxs's from 2, with these masks: session 29 run4 timed exactly these kernels, NT 1
+/// iq3_xxs and iq3_s staged, iq2_xs and iq2_s not.)
 ///
 /// Calls of fewer than [`STAGE_ROWS`] rows stage at the same token counts on the format's
 /// usual rows (`call_tuning` has their numbers).
@@ -3182,12 +3202,19 @@ mod tests {
         assert!(iq_pairs_at(Tuning { iq_pairs: 2, ..t }, f, 2));
         assert!(iq_pairs_at(Tuning { iq_pairs: 1, ..t }, f, 1));
         assert!(!iq_pairs_at(Tuning { iq_pairs: 0, ..t }, f, 8));
-        let by_format = Tuning { iq_pairs: IQ_PAIRS_PER_FORMAT, ..t };
+        // Per format, in ggml's row order ...
+        let by_format = Tuning { iq_pairs: IQ_PAIRS_PER_FORMAT, ktile: false, ..t };
         assert!(!iq_pairs_at(by_format, f, 3) && iq_pairs_at(by_format, f, 4));
         assert!(iq_pairs_at(by_format, Format::IQ2_XXS, 1));
         assert!(!iq_pairs_at(by_format, Format::IQ3_XXS, 1) && iq_pairs_at(by_format, Format::IQ3_XXS, 2));
         assert!(!iq_pairs_at(by_format, Format::IQ3_S, 1) && iq_pairs_at(by_format, Format::IQ3_S, 2));
         assert!(!iq_pairs_at(by_format, Format::IQ2_XS, 1) && iq_pairs_at(by_format, Format::IQ2_XS, 2));
+        // ... and tiled and split (the default layout): from one token, iq2_xxs from 2.
+        let tiled = Tuning { ktile: true, ..by_format };
+        assert!(!iq_pairs_at(tiled, Format::IQ2_XXS, 1) && iq_pairs_at(tiled, Format::IQ2_XXS, 2));
+        for g in [Format::IQ2_XS, Format::IQ2_S, Format::IQ3_XXS, Format::IQ3_S] {
+            assert!(iq_pairs_at(tiled, g, 1), "{g}");
+        }
         assert_eq!(parse_iq_pairs("2"), Some(2));
         assert_eq!(parse_iq_pairs("9"), None);
         assert!(!Q8kLayout::Both.split_for(Format::IQ2_XXS, false, 1));
