@@ -37,17 +37,17 @@ parity)
     timeout 30 $C/qkern parity --backend cuda; timeout 40 $C/qkern parity --backend wgpu
   } > "$R/parity.log" 2>&1
   grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|normal domain|FTZ" "$R/parity.log" | head -40 ;;
-# The IQ2/IQ3 tensor-core kernels: bits of each QK_IQ_HMMA value in HMMA_VALUES (default 2, fp16
-# with B from the q8_K buffers' fp16 copy, not yet timed; 0 is int8, 1 the default fp16) with the
-# live GPU test and `qkern parity`, then every NT per HMMA_SWEEP variant (default: 1 and 2,
-# twice, interleaved), appended to ntsweep.md. (Session 28 run1's =2, B staged a CTA, was
-# another variant, since removed.)
+# The IQ2/IQ3 tensor-core kernels: bits of each QK_IQ_HMMA value in HMMA_VALUES (default 0, the
+# int8 products; 1 is the default fp16, the only other value the backend accepts) with the live
+# GPU test and `qkern parity`, then every NT per HMMA_SWEEP variant (default: 0 and 1, twice,
+# interleaved), appended to ntsweep.md. (Both former 2s, B staged a CTA in session 28 and B from
+# a q8_K fp16 copy in session 29, measured slower than 1 and are removed.)
 hmma) F=${HMMA_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
-  for v in ${HMMA_VALUES:-2}; do
+  for v in ${HMMA_VALUES:-0}; do
     { QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
       QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v timeout 30 $C/qkern parity --backend cuda; } > "$R/hmma${v}_parity.log" 2>&1
     echo "## QK_IQ_HMMA=$v"; grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/hmma${v}_parity.log" | head -20; done
-  ntsweep_run "${HMMA_SWEEP:-|$F;-DQK_IQ_HMMA=2|$F;|$F;-DQK_IQ_HMMA=2|$F}"; cat "$R/ntsweep.md" ;;
+  ntsweep_run "${HMMA_SWEEP:--DQK_IQ_HMMA=0|$F;|$F;-DQK_IQ_HMMA=0|$F;|$F}"; cat "$R/ntsweep.md" ;;
 # The CUDA half of `parity` alone.
 cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1

@@ -44,8 +44,5 @@ QKERN_EMU_DEFINES="-DQK_SACT_BYTES=512" cargo test -p qkern-cuda --test emu -- m
 QKERN_EMU_DEFINES="-DQK_PIPE_R=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
 # The IQ tables' smaller budget (devices with less than 160 KiB of shared memory per SM).
 QKERN_EMU_DEFINES="-DQK_GRID_WORDS=2048 -DQK_SIGN_WORDS=1024" cargo test -p qkern-cuda --test emu mm_iq
-# The IQ2/IQ3 tensor-core kernels on int8 tensor cores (QK_IQ_HMMA=0; the default is fp16),
-# and on fp16 with B from the q8_K buffers' fp16 copy (=2: the quantizer writes it then).
+# The IQ2/IQ3 tensor-core kernels on int8 tensor cores (QK_IQ_HMMA=0; the default is fp16).
 QKERN_EMU_DEFINES="-DQK_IQ_HMMA=0" cargo test -p qkern-cuda --test emu mm_iq
-QKERN_EMU_DEFINES="-DQK_IQ_HMMA=2" cargo test -p qkern-cuda --test emu -- mm_iq quant
-QKERN_CUDA_Q8K=words QKERN_EMU_DEFINES="-DQK_IQ_HMMA=2" cargo test -p qkern-cuda --test emu -- mm_iq quant

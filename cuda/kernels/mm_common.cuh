@@ -116,11 +116,6 @@ constexpr u32 Q8K_TS = QK_Q8K_QUAD ? 4u : 1u;  // words from a token's word e4 t
 QK_DEV const u32* q8k_at(const u32* aq, u32 qd, u32 w, u32 capw) {
     return QK_Q8K_QUAD ? act_at((const u8*)aq, qd, 16u * capw) + w : act_at((const u8*)aq, 4u * qd + w, 4u * capw);
 }
-// The fp16 copy of the q8_K word q8k_at(aq, qd, w, capw) gives (layout.rs ActLayout `x32`: each
-// quant byte's value at twice its offset): ah is J.a_x plus twice aq's offset from J.a_qs.
-QK_DEV const uint2* q8k_h_at(const u8* ah, u32 qd, u32 w, u32 capw) {
-    return QK_Q8K_QUAD ? (const uint2*)act_at(ah, qd, 32u * capw) + w : (const uint2*)act_at(ah, 4u * qd + w, 8u * capw);
-}
 // Quad qd (words 4 qd..4 qd + 3) of NTM consecutive tokens: w[i][t] is word 4 qd + i of token
 // t. Quads: one 16-byte load a token; words: one ld_tok a word.
 template <int NTM>
@@ -937,14 +932,17 @@ QK_DEV u32 wbyte(u32 w, u32 k) { return qk_perm(w, 0u, 0x4440u | k); }
 // iq2_s 919 / 978, iq3_xxs 980 / 1514, iq3_s 1256 / 1306; the bits are the same (the GPU's live
 // parity and `qkern parity` with each). (args::mma_default_mask takes each its own token
 // counts.) Staging B once per CTA (8 KiB of shared memory, a barrier a block step) measured
-// slower at every NT (iq2_xxs 916 at NT 2, 753 at NT 8) and is gone. 2: fp16 with B from the
-// q8_K buffers' fp16 copy (layout.rs ActLayout `x32`, present then) instead of converted in the
-// loop (iq2_xxs block loop 629 -> 559 instructions; not yet timed on a GPU). kernels.rs always
-// passes this define, from its own reading of QKERN_CUDA_NVRTC_OPTS (`iq_hmma`), so that the
-// buffers and the kernels agree. With fp16 the IQ2 formats' tensor-core kernels always look up
+// slower at every NT (iq2_xxs 916 at NT 2, 753 at NT 8) and is gone, as is the former 2 (B
+// from an fp16 copy of the q8_K quants in the activation buffers: slower for every format and
+// NT, iq3_xxs 1518 -> 1188, 2026-12-06-session29 run1-hmma). kernels.rs always passes this
+// define, from its own reading of QKERN_CUDA_NVRTC_OPTS (`iq_hmma`), so that the host's token
+// counts and the kernels agree. With fp16 the IQ2 formats' tensor-core kernels always look up
 // selector words (Iq2Sel, whatever QK_IQ2_SEL says).
 #ifndef QK_IQ_HMMA
 #define QK_IQ_HMMA 1
+#endif
+#if QK_IQ_HMMA != 0 && QK_IQ_HMMA != 1
+#error "QK_IQ_HMMA: 0 (int8 tensor cores) or 1 (fp16)"
 #endif
 // Words of shared memory a CTA's grid copies may take: 32 KiB; 8 KiB on devices with less than
 // 160 KiB of shared memory per SM (kernels.rs `big_shared`), so that they do not cut occupancy.
@@ -1449,9 +1447,7 @@ QK_DEV void iq_hscale(u32 s, u32* s2, u32* c2) {
 // grid byte, 1..62; e: 0/1 bytes, 1 negative: 128 - v = ((v ^ 0x80) ^ 0xff) + 1, no carries),
 // placed as the f16 1024 + x = 1152 + sg v by a byte permute, then fma(1152 + sg v, s, -1152 s)
 // = sg v s exactly (|sg v s| <= 62 * 31 < 2^11: the fused result is representable, so it is the
-// f16 result). B: the token's q8 bytes y the same way, (1152 + y) - 1152 (iq_hconv_b), or with
-// QK_IQ_HMMA=2 from the q8_K buffer's fp16 copy (ActLayout `x32`, quant.cu `q8_f16x2`, the same
-// values). Products |sg v s y| <=
+// f16 result). B: the token's q8 bytes y the same way, (1152 + y) - 1152. Products |sg v s y| <=
 // 1922 * 127 < 2^18; a lane's 32 of them sum below 2^23: every partial sum is an integer below
 // 2^24, exact in f32 (any alignment that keeps 24 bits of the largest addend loses none). The
 // lane's f32 is its integer sum, the value ggml converts with cvtepi32_ps.
@@ -1469,8 +1465,8 @@ QK_DEV void iq_hconv_b(u32 w, u32* b) {
     b[0] = qk_hadd2(qk_prmt(y, QK_B64, 0x4140u), QK_H2_M1152);
     b[1] = qk_hadd2(qk_prmt(y, QK_B64, 0x4342u), QK_H2_M1152);
 }
-// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (the token's lane-L
-// words of sub-blocks q, q + 4 as f16: iq_hconv_b, or with QK_IQ_HMMA=2 their fp16 copies).
+// x: the 4 A slots' biased bytes (iq_hbias); b: B's registers, [K half][2] (iq_hconv_b of the
+// token's lane-L words of sub-blocks q, q + 4).
 QK_DEV void iq_hmma_lane(const u32* x, const u32* s2, const u32* c2, const u32 (*b)[2], float* lane) {
     u32 a[2][4];
 #pragma unroll
@@ -1519,11 +1515,7 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const u32 nb = A.nb, q = c.q, capw = J.capw;
     const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
     const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
-#if QK_IQ_HMMA == 2
-    const u8* ah = (const u8*)J.a_x + 8u * Q8K_TS * c.acol;  // token column g of B, as fp16
-#else
     const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
-#endif
     float acc[4][8];
     mma_zero(acc);
 #if QK_IQ_HMMA
@@ -1563,24 +1555,12 @@ QK_UNROLL(1)
 #pragma unroll
         for (int l = 0; l < 8; ++l) {
             const u32 qd = 16u * b + 2u * q + (u32)(l >> 2), wl = (u32)(l & 3);
-#if QK_IQ_HMMA == 2
-            u32 bh[2][2];  // B: the words' fp16 copies (ActLayout x32), already the operand pairs
-#pragma unroll
-            for (int kh = 0; kh < 2; ++kh) {
-                const uint2 h = qk_ld(q8k_h_at(ah, qd + 8u * (u32)kh, wl, capw));
-                bh[kh][0] = h.x;
-                bh[kh][1] = h.y;
-            }
-#else
             const u32 bv[2] = {qk_ld(q8k_at(aq, qd, wl, capw)),
                                qk_ld(q8k_at(aq, qd + 8u, wl, capw))};
-#endif
-#if QK_IQ_HMMA == 1
+#if QK_IQ_HMMA
             u32 bh[2][2];
             iq_hconv_b(bv[0], bh[0]);
             iq_hconv_b(bv[1], bh[1]);
-#endif
-#if QK_IQ_HMMA
             u32 xb[4];  // the slots' biased bytes
 #pragma unroll
             for (int k = 0; k < 4; ++k) {

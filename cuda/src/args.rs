@@ -117,21 +117,6 @@ pub fn has_mma(format: Format) -> bool {
     has_split(format) || format == Format::Q5_1
 }
 
-/// The activation region a format's kernels read through `MmJob::a_x`, as an [`ActLayout`]
-/// offset (0: none): q8_1's `s` in f32, the K-quants' q8_K `bsums`, and for the IQ2/IQ3 formats
-/// q8_K's fp16 copy of the quants where the buffer has one (their fp16 tensor-core kernels' B
-/// with `QK_IQ_HMMA=2`, mm_common.cuh `iq_hmma_lane`).
-///
-/// [`ActLayout`]: crate::layout::ActLayout
-pub fn act_x_region(format: Format, l: &crate::layout::ActLayout) -> usize {
-    match l.format {
-        Format::Q8_1 => l.x32,
-        Format::Q8_K if is_iq_grid(format) => l.x32,
-        Format::Q8_K => l.x16,
-        _ => 0,
-    }
-}
-
 /// The IQ2/IQ3 formats (grid lookups; fp16 tensor-core kernels).
 pub fn is_iq_grid(format: Format) -> bool {
     matches!(format, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S)
@@ -655,18 +640,15 @@ pub fn plan_matmul<E>(
             }
             // Token-interleaved regions: token t0's quants start 16*t0 bytes in (q8_0 / q8_1
             // quads) or 4*t0 (q8_K words), its scales 4*t0; q8_K bsums are per token (32
-            // bytes per block); q8_K's fp16 copy of the quants (the IQ2/IQ3 formats) at twice
-            // the quants' offset.
+            // bytes per block).
             let t = t0 as u64;
-            let qoff = crate::layout::ActLayout::quant_unit(act) as u64 * t;
             args.jobs[args.njobs as usize] = MmJob {
                 w: j.w,
                 wd: j.wd,
-                a_qs: j.a_qs + qoff,
+                a_qs: j.a_qs + crate::layout::ActLayout::quant_unit(act) as u64 * t,
                 a_d: j.a_d + 4 * t,
                 a_x: match act {
                     Format::Q8_1 => j.a_x + 4 * t,
-                    Format::Q8_K if is_iq_grid(format) => j.a_x + if j.a_x == 0 { 0 } else { 2 * qoff },
                     Format::Q8_K => j.a_x + 32 * j.act_blocks as u64 * t,
                     _ => 0,
                 },

@@ -491,6 +491,9 @@ impl CudaBackend {
             // QKERN_CUDA_Q8K=words|quads: read once per process by the layouts and the NVRTC
             // options alike (Q8kLayout::current); refused here when unknown.
             crate::layout::Q8kLayout::from_env()?;
+            // -DQK_IQ_HMMA in QKERN_CUDA_NVRTC_OPTS: 0 or 1 (kernels::iq_hmma); refused here
+            // when anything else.
+            kernels::iq_hmma_from_env()?;
             Ok(b)
         })
     }
@@ -783,10 +786,8 @@ impl CudaBackend {
     /// tokens of `cols` elements.
     pub fn alloc_acts(&self, format: Format, cols: usize, capacity: usize) -> Result<CudaActs> {
         let layout = ActLayout::new(format, cols, capacity)?;
-        // capw * 16 (a q8_0 / q8_1 / q8_K-quad row of quads) is a u32 in the kernels, and capw *
-        // 32 with the q8_K fp16 copy (mm_common.cuh q8k_h_at)
-        let unit = if kernels::iq_fp16_copy() { 32 } else { 16 };
-        if cols > u32::MAX as usize / 2 || capacity > (u32::MAX / unit - 3) as usize {
+        // capw * 16 (a q8_0 / q8_1 / q8_K-quad row of quads) is a u32 in the kernels
+        if cols > u32::MAX as usize / 2 || capacity > (u32::MAX / 16 - 3) as usize {
             return Err(invalid("activation buffer too large for the CUDA kernels"));
         }
         self.bind()?;
@@ -998,9 +999,10 @@ impl CudaBackend {
             wd: w.wd,
             a_qs: acts.ptr(l.qs),
             a_d: acts.ptr(l.d32),
-            a_x: match args::act_x_region(w.format, l) {
-                0 => 0,
-                o => acts.ptr(o),
+            a_x: match l.format {
+                Format::Q8_1 => acts.ptr(l.x32),
+                Format::Q8_K => acts.ptr(l.x16),
+                _ => 0,
             },
             out,
             rows: w.rows as u32,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use qkern_formats::Format;
+use qkern_formats::env::EnvError;
 
 use crate::CudaError;
 
@@ -146,31 +147,45 @@ fn extra_options(arch: &str) -> Vec<String> {
         v.push(format!("-DQK_CACT_SMEM={}", cact_smem(arch) as u32));
     }
     v.extend(user.split_whitespace().map(String::from));
-    // Last, so that it wins over any other spelling in the user's options: the kernels' B
-    // source agrees with the activation buffers' layout (iq_fp16_copy).
+    // Last, so that it wins over any other spelling in the user's options: the kernels agree
+    // with the host's reading (args::mma_default_mask's token counts).
     v.push(format!("-DQK_IQ_HMMA={}", iq_hmma()));
     v
 }
 
 /// The IQ2/IQ3 tensor-core kernels' products (mm_common.cuh `QK_IQ_HMMA`): 0 int8, 1 fp16 (the
-/// default), 2 fp16 with B from the q8_K buffers' fp16 copy; from `-DQK_IQ_HMMA=v` in
-/// `QKERN_CUDA_NVRTC_OPTS` ([`iq_hmma_option`]; other values or spellings: the default). Every
-/// module is compiled with this value ([`extra_options`]). Read once per process.
+/// default); from `-DQK_IQ_HMMA=v` in `QKERN_CUDA_NVRTC_OPTS` ([`iq_hmma_option`]). Every module
+/// is compiled with this value (`extra_options`). Read once per process. Any other value
+/// reads as the default here; the backend refuses it when it starts ([`iq_hmma_from_env`], as
+/// an unknown `QKERN_CUDA_Q8K`), so no kernel runs with it.
+///
+/// The former 2 (B from an fp16 copy of the q8_K quants in the activation buffers) is removed:
+/// slower than 1 for every IQ2/IQ3 format and token count (H100, kernel-only GB/s, iq3_xxs 1518
+/// -> 1188; benches/results/2026-12-06-session29/run1-hmma).
 pub fn iq_hmma() -> u32 {
     static C: OnceLock<u32> = OnceLock::new();
-    *C.get_or_init(|| iq_hmma_option(&user_options().0).filter(|&v| v <= 2).unwrap_or(1))
+    *C.get_or_init(|| iq_hmma_option(&user_options().0).ok().flatten().unwrap_or(1))
 }
 
-/// Whether the activation buffers carry the q8_K fp16 copy (layout.rs `ActLayout::x32`) that
-/// the IQ2/IQ3 tensor-core kernels read with [`iq_hmma`] 2.
-pub fn iq_fp16_copy() -> bool {
-    iq_hmma() == 2
+/// [`iq_hmma_option`] of this process's `QKERN_CUDA_NVRTC_OPTS`: a typed error where it sets
+/// `QK_IQ_HMMA` to anything but 0 or 1 (the backend checks it when it starts).
+pub fn iq_hmma_from_env() -> Result<Option<u32>, EnvError> {
+    iq_hmma_option(&user_options().0)
 }
 
-/// `QK_IQ_HMMA` as an options string (NVRTC's, or the emulator's defines) sets it: the last
-/// `-DQK_IQ_HMMA=v` decides; None where it is not given or not a number.
-pub fn iq_hmma_option(opts: &str) -> Option<u32> {
-    opts.split_whitespace().filter_map(|w| w.strip_prefix("-DQK_IQ_HMMA=")).next_back().and_then(|v| v.parse().ok())
+/// `QK_IQ_HMMA` as an options string sets it: the last `-DQK_IQ_HMMA=v` decides; None where it
+/// is not given, an error naming `QKERN_CUDA_NVRTC_OPTS` where v is not 0 or 1.
+pub fn iq_hmma_option(opts: &str) -> Result<Option<u32>, EnvError> {
+    match opts.split_whitespace().filter_map(|w| w.strip_prefix("-DQK_IQ_HMMA=")).next_back() {
+        None => Ok(None),
+        Some("0") => Ok(Some(0)),
+        Some("1") => Ok(Some(1)),
+        Some(_) => Err(EnvError {
+            name: "QKERN_CUDA_NVRTC_OPTS",
+            value: opts.to_string(),
+            expected: "-DQK_IQ_HMMA=0 or 1, if any (2, the q8_K fp16 copy, was removed)",
+        }),
+    }
 }
 
 /// The words of `QKERN_CUDA_NVRTC_OPTS`, read once per process, and the `QK_CACT_SMEM` they set
@@ -224,16 +239,20 @@ mod tests {
 
     #[test]
     fn iq_hmma_options() {
-        assert_eq!(iq_hmma_option("-DQK_UNROLL_K=4 -DQK_IQ_HMMA=2"), Some(2));
-        assert_eq!(iq_hmma_option("-DQK_IQ_HMMA=2 -DQK_IQ_HMMA=0"), Some(0));
-        assert_eq!(iq_hmma_option("-D QK_IQ_HMMA=2"), None);
-        assert_eq!(iq_hmma_option("-DQK_IQ_HMMA=2u"), None);
-        assert_eq!(iq_hmma_option(""), None);
-        // every module gets the value the buffers follow, last
+        assert_eq!(iq_hmma_option("-DQK_UNROLL_K=4 -DQK_IQ_HMMA=0"), Ok(Some(0)));
+        assert_eq!(iq_hmma_option("-DQK_IQ_HMMA=0 -DQK_IQ_HMMA=1"), Ok(Some(1)));
+        assert_eq!(iq_hmma_option("-DQK_IQ_HMMA=2 -DQK_IQ_HMMA=0"), Ok(Some(0)));
+        assert_eq!(iq_hmma_option("-D QK_IQ_HMMA=2"), Ok(None));
+        assert_eq!(iq_hmma_option(""), Ok(None));
+        // 2 (the removed fp16 copy), other numbers and other spellings: a typed error
+        for o in ["-DQK_IQ_HMMA=2", "-DQK_IQ_HMMA=0 -DQK_IQ_HMMA=2", "-DQK_IQ_HMMA=3", "-DQK_IQ_HMMA=1u"] {
+            let e = iq_hmma_option(o).unwrap_err();
+            assert_eq!((e.name, e.value.as_str()), ("QKERN_CUDA_NVRTC_OPTS", o));
+        }
+        // every module gets the value the host reads, last
         let o = extra_options("sm_90");
         assert_eq!(o.last().unwrap(), &format!("-DQK_IQ_HMMA={}", iq_hmma()));
-        assert!(iq_hmma() <= 2);
-        assert_eq!(iq_fp16_copy(), iq_hmma() == 2);
+        assert!(iq_hmma() <= 1);
     }
 
     #[test]
