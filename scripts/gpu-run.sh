@@ -228,8 +228,9 @@ wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} 
     --variants ${WSTAGE_VARIANTS:-default,nost} --csv "$R/wstage.csv" > "$R/wstage.log" 2>&1
   grep -vE '^ *$' "$R/wstage.log" | head -80 ;;
 # wgpu's q4_K and q5_K with their blocks tiled (Tuning::ktile: session 27, the default since
-# session 28's run3) against ggml's row-major blocks, every variant's bits checked, 3 rounds
-# interleaved.
+# session 28's run3; KTILE_FORMATS=iq2_xxs,... the IQ2/IQ3 formats tiled and split, session 29)
+# against ggml's row-major blocks, every variant's bits checked, 3 rounds interleaved
+# (KTILE_VARIANTS, e.g. noktile,default,iq8,iqpair).
 ktile) timeout ${WGPU_BENCH_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --rounds ${KTILE_ROUNDS:-3} --nt ${KTILE_NT:-1,2,4,8} \
     --formats ${KTILE_FORMATS:-q4_K,q5_K} --variants ${KTILE_VARIANTS:-noktile,default} --csv "$R/ktile.csv" > "$R/ktile.log" 2>&1
   grep -vE '^ *$' "$R/ktile.log" | head -60 ;;

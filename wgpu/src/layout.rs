@@ -1,6 +1,6 @@
 //! Device layouts of the "pair" formats (q8_0, q5_1, iq4_nl, nvfp4), iq4_xs and q6_K (and, with
-//! [`crate::Tuning::ktile`], q4_K and q5_K), and of the pair formats' q8_0 / q8_1 activations,
-//! and the exact conversions from and to ggml's bytes.
+//! [`crate::Tuning::ktile`], q4_K, q5_K and the IQ2/IQ3 formats), and of the pair formats' q8_0 /
+//! q8_1 activations, and the exact conversions from and to ggml's bytes.
 //! Pure host code.
 //!
 //! **Weights.** The matmul kernels of the 32-element formats give each weight row two
@@ -38,7 +38,9 @@
 //!
 //! With [`crate::Tuning::ktile`] q4_K and q5_K are tiled too, their blocks whole (144 and 176
 //! bytes, both multiples of 16) in the same tiled order ([`pack_whole`]), as the CUDA backend
-//! stores them. The other formats keep ggml's blocks, row-major.
+//! stores them; and the IQ2/IQ3 formats tiled and split ([`pack_split`]: each block's body, a
+//! multiple of 4 bytes, in the tiled order, then the part's fp16 `d`), as the CUDA backend
+//! splits them. Without it these keep ggml's blocks, row-major.
 //!
 //! **Activations (q8_0, q8_1).** Per token a row of `stride` words (a multiple of 4): the
 //! int8 quants of every block (8 words per block, block b at word 8b), then the scales `d` of

@@ -16,9 +16,9 @@
 //!
 //! # Device layout
 //!
-//! The 256-element formats but q6_K and iq4_xs stay in ggml's block bytes in storage buffers
-//! read as u32 words (blocks that are only 2-byte aligned are read by funnel-shifting two
-//! words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
+//! With [`Tuning::ktile`] off, the 256-element formats but q6_K and iq4_xs stay in ggml's
+//! block bytes in storage buffers read as u32 words (blocks that are only 2-byte aligned are
+//! read by funnel-shifting two words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
 //! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. With
 //! [`Tuning::ktile`] (the default) q4_K's and q5_K's blocks are stored whole in the tiled
 //! order below, and the IQ2/IQ3 formats' split as the CUDA backend splits them (their bodies,
@@ -418,7 +418,7 @@ pub struct Tuning {
     /// none; `QKERN_WGPU_CHUNKS`).
     pub chunks: u8,
     /// From how many tokens per dispatch (0: never; [`IQ_PAIRS_PER_FORMAT`]: each format's
-    /// own count) the IQ2/IQ3 formats run on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per
+    /// own count, which depends on its weights' layout, [`Tuning::ktile`]) the IQ2/IQ3 formats run on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per
     /// row, 4 lanes each, no per-token exchanges, reading the split q8_K layout where the
     /// activations have it) instead of 8 invocations per row (reading ggml's blocks where they
     /// have them). See [`iq_pairs_from`] for the measurements.
@@ -454,7 +454,12 @@ pub struct Tuning {
     /// `pack_split`, as the CUDA backend splits them): each block's body, 4-byte aligned, in
     /// the tiled order, then the part's fp16 `d` in the same order. Their kernels (8
     /// invocations a row, thread pairs, cooperative matrices, dequantize) keep ggml's byte
-    /// offsets within a block (shaders.rs `ktile_blocks`) and read each word with one load.
+    /// offsets within a block (shaders.rs `ktile_blocks`); the matmul kernels read each word
+    /// with one load (the dequantize kernel keeps its any-offset reads). With it the thread
+    /// pairs run from one token (iq2_xxs from 2, [`iq_pairs_from`]): H100, kernel-only one-token
+    /// GB/s, row order -> tiled, each on its default kernel (benches/results/2026-12-06-session29
+    /// run4): iq2_xxs 1107 -> 1177, iq2_xs 1108 -> 1684, iq2_s 1183 -> 1365, iq3_xxs 1360 ->
+    /// 1849, iq3_s 1415 -> 1877, and faster at 2, 4 and 8 tokens too.
     pub ktile: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
@@ -724,7 +729,8 @@ pub struct WgpuWeights {
     row_bytes: usize,
     parts: Vec<Part>,
     device: usize,
-    /// Uploaded with [`Tuning::ktile`] (q4_K, q5_K tiled, layout.rs `pack_whole`).
+    /// Uploaded with [`Tuning::ktile`] (q4_K, q5_K tiled whole, layout.rs `pack_whole`; the
+    /// IQ2/IQ3 formats tiled and split, `pack_split`).
     ktiled: bool,
 }
 
@@ -2407,7 +2413,7 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// 2384 / 2444, 1543 / 2060, 1065 / 1280 (but NT 2 2329 / 2219, so not there); q6_K 2537 / 2593,
 /// 1193 / 2451, 840 / 1677; iq4_xs 1794 / 1878, 1294 / 1494, 943 / 1045. The IQ2/IQ3 formats on
 /// their 32 rows (staged only where they run on pairs, [`iq_pairs_from`]: then iq2_xxs from 1
-/// token, iq2_s and iq3_s from 4, the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 /
+/// token, iq2_s and iq3_s from 4 (iq3_s from 2 since session 26), the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 /
 /// 561 (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
 /// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 / 783;
 /// iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage. (Those were ggml's
@@ -2684,8 +2690,8 @@ fn coop_kernel(f: Format, nt: u32, t: Tuning) -> Option<shaders::CoopTiles> {
 /// Rows per matmul workgroup of format `f` under `t`.
 fn wg_rows(f: Format, t: Tuning) -> u32 {
     // The rows per workgroup are one per call whatever the token counts of its dispatches: the
-    // IQ2/IQ3 formats count as pairs only where every dispatch takes them.
-    let pair = layout::is_pair(f) || shaders::on_kpair(f, t.iq_pairs == 1);
+    // IQ2/IQ3 formats count as pairs only where every dispatch takes them (from one token).
+    let pair = layout::is_pair(f) || shaders::on_kpair(f, iq_pairs_at(t, f, 1));
     if t.wg_rows != 0 {
         // 8 invocations per row: at most 256 per workgroup (WebGPU's default limit).
         return if pair { t.wg_rows } else { t.wg_rows.min(32) };

@@ -432,8 +432,9 @@ pub(crate) struct MmSrc {
     /// formats, `pair_stage.wgsl`) or blocks (the thread pairs, `act_q8k_stage.wgsl`); 0: read
     /// from the buffer.
     pub stage: u32,
-    /// q4_K's and q5_K's blocks tiled (`crate::Tuning::ktile`, layout.rs `pack_whole`): the
-    /// rows' `base` from `tiled_base` and the blocks by `tiled_block` ([`ktile_blocks`]).
+    /// q4_K's and q5_K's blocks tiled (`crate::Tuning::ktile`, layout.rs `pack_whole`), the
+    /// IQ2/IQ3 formats' tiled and split (`pack_split`): the rows' `base` from `tiled_base` and
+    /// the blocks by `tiled_block` ([`ktile_blocks`]).
     pub ktile: bool,
 }
 
@@ -571,8 +572,9 @@ fn rename_calls(src: &str, from: &str, to: &str) -> String {
 /// A thread-pair matmul kernel (kpair_head.wgsl) of the K-quants, iq4_xs and (with
 /// `Tuning::iq_pairs`) the IQ2/IQ3 formats: 2 invocations per row, ggml's blocks read as
 /// `vec4<u32>` (q4_K, q5_K: multiples of 16 bytes) or words (the IQ2/IQ3 formats: 2-byte
-/// aligned); iq4_xs and q6_K (and q4_K and q5_K with [`MmSrc::ktile`]) in their tiled layout
-/// (layout.rs) as `vec4<u32>`, their rows' `base` from `tiled_base` ([`row_bases`]).
+/// aligned); iq4_xs and q6_K (and with [`MmSrc::ktile`] q4_K and q5_K, and the IQ2/IQ3 formats
+/// split, their words aligned) in their tiled layout (layout.rs), their rows' `base` from
+/// `tiled_base` ([`row_bases`]).
 fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let mut s = String::with_capacity(16 * 1024);
     let body = &ktile_blocks(f, c, body);
@@ -665,7 +667,8 @@ fn staged_act_q8k(f: Format, c: &MmSrc) -> String {
     )
 }
 
-/// The thread-pair (or cooperative-matrix) main `text`: the rows' `base` is `row *
+/// The thread-pair, cooperative-matrix or (the IQ2/IQ3 formats tiled) 8-invocation main
+/// `text`: the rows' `base` is `row *
 /// P.row_bytes` (ggml's blocks, row-major), where `tiled` ([`tiled_rows`]) `tiled_base(row)`
 /// (the tiled layout, layout.rs: tiled_base.wgsl). The other kernels' text stays byte for byte
 /// what was measured.
@@ -828,7 +831,8 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     Some(flatten_loops(&s, o.nt, 8))
 }
 
-/// The dequantize kernel of `f` (`ktile`: q4_K's and q5_K's blocks tiled, [`MmSrc::ktile`]).
+/// The dequantize kernel of `f` (`ktile`: q4_K's and q5_K's blocks tiled, the IQ2/IQ3 formats'
+/// tiled and split, [`MmSrc::ktile`]).
 pub(crate) fn dequant_source(f: Format, ktile: bool) -> Option<String> {
     let name = match f {
         Format::Q8_0 => "q8_0",
@@ -1081,7 +1085,8 @@ mod tests {
                             // Staged activations (the pair formats and the thread pairs; the
                             // other kernels ignore it), chunks of 1 and 8 steps or blocks.
                             stage: if nt == 3 { 0 } else { nt },
-                            // q4_K's and q5_K's tiled blocks with the native-fma variant
+                            // q4_K's, q5_K's and (on thread pairs) the IQ2/IQ3 formats' tiled
+                            // blocks with the native-fma variant
                             ktile: nf,
                         };
                         let src = matmul_source(f, &o).unwrap();
@@ -1126,8 +1131,31 @@ mod tests {
                 }
             }
             sources.push((format!("dequant {f}"), dequant_source(f, false).unwrap()));
-            if crate::layout::ktile_bytes(f).is_some() {
+            if crate::layout::ktiles(f) {
                 sources.push((format!("dequant {f} tiled"), dequant_source(f, true).unwrap()));
+            }
+            // The IQ2/IQ3 formats' 8-invocation kernels on their tiled and split blocks (the
+            // loop above tiles them on thread pairs only).
+            if is_iq23(f) {
+                for sg in [false, true] {
+                    let o = MmSrc {
+                        nt: 2,
+                        subgroups: sg,
+                        native_fma: sg,
+                        unroll: 2,
+                        rows: 32,
+                        lut2: true,
+                        iq_pairs: false,
+                        q8k_split: false,
+                        q8k_both: true,
+                        grid_words: 0,
+                        pair_rows: 1,
+                        pair_generic: false,
+                        stage: 0,
+                        ktile: true,
+                    };
+                    sources.push((format!("tiled 8-invocation matmul {f} sg={sg}"), matmul_source(f, &o).unwrap()));
+                }
             }
         }
         for a in Format::ACTIVATIONS {
@@ -1225,6 +1253,7 @@ mod tests {
                         assert!(src.contains("f16f(w16(iq_d(B)))") && !src.contains("f16f(w16(B))"), "{f}");
                         let calls = rename_calls(&src, "w32", "W32_CALL").matches("W32_CALL(").count();
                         assert_eq!(calls, 1, "{f}: a call of w32 left (besides its definition)");
+                        assert_wa32_aligned(&src, f);
                     }
                 }
                 let (tiled, plain) = (dequant_source(f, true).unwrap(), dequant_source(f, false).unwrap());
@@ -1235,6 +1264,26 @@ mod tests {
                 assert_eq!(dequant_source(f, true), dequant_source(f, false), "{f}");
             }
         }
+    }
+
+    /// Every `wa32` (one aligned load) of a tiled IQ2/IQ3 kernel reads a 4-byte aligned body
+    /// word: its address `B + C + m1 * x1 + ...` (B = body - 2, iq_split.wgsl) has C = 2 (mod 4)
+    /// and every multiplier a multiple of 4.
+    fn assert_wa32_aligned(src: &str, f: Format) {
+        let mut n = 0;
+        for call in src.split("wa32(B + ").skip(1) {
+            let args = &call[..call.find(')').expect("wa32(...)")];
+            let mut terms = args.split(" + ");
+            let c: u32 = terms.next().and_then(|t| t.strip_suffix('u')).and_then(|t| t.parse().ok()).expect(args);
+            assert_eq!(c % 4, 2, "{f}: wa32(B + {args})");
+            for t in terms {
+                let m: u32 =
+                    t.split(" * ").next().and_then(|m| m.strip_suffix('u')).and_then(|m| m.parse().ok()).expect(args);
+                assert_eq!(m % 4, 0, "{f}: wa32(B + {args})");
+            }
+            n += 1;
+        }
+        assert_eq!(n, src.matches("wa32(").count() - 1, "{f}: a wa32 call not of the form wa32(B + ...)");
     }
 
     /// The staged pair kernels' steps read every activation word from workgroup memory; only

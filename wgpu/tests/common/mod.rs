@@ -120,11 +120,13 @@ pub fn backend_rowmajor_coop() -> Option<&'static WgpuBackend> {
 /// thread-pair kernels on two rows per pair, q4_K and q5_K on their own two-row bodies
 /// (`Options::pair_rows`), the pair and thread-pair formats' activations staged from 3 tokens
 /// in chunks of 3 steps or blocks (`Options::stage`; the IQ2/IQ3 formats on 8 invocations a
-/// row are not staged).
+/// row are not staged), and weights in parts of at most 4 KiB (so that the IQ2/IQ3 formats'
+/// 8-invocation kernels run on their tiled and split blocks in several parts too).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
         open(Options {
+            max_part_bytes: Some(4096),
             chunks: Some(3),
             copy_threads: Some(3),
             q8k: Some(Q8kLayout::Split),
