@@ -1056,6 +1056,27 @@ mod tests {
     use super::*;
     use crate::Q8kLayout;
 
+    /// Two-token kernel options on 32 rows, subgroups, native fma, one block an iteration, both
+    /// q8_K layouts, not staged, ggml's row order; `pair_rows` rows per pair.
+    fn plain_src(pair_rows: u32) -> MmSrc {
+        MmSrc {
+            nt: 2,
+            subgroups: true,
+            native_fma: true,
+            unroll: 1,
+            rows: 32,
+            lut2: true,
+            iq_pairs: false,
+            q8k_split: false,
+            q8k_both: true,
+            grid_words: 0,
+            pair_rows,
+            pair_generic: false,
+            stage: 0,
+            ktile: false,
+        }
+    }
+
     /// Every kernel source parses, validates and translates to SPIR-V with naga (no adapter
     /// needed).
     #[test]
@@ -1138,22 +1159,7 @@ mod tests {
             // loop above tiles them on thread pairs only).
             if is_iq23(f) {
                 for sg in [false, true] {
-                    let o = MmSrc {
-                        nt: 2,
-                        subgroups: sg,
-                        native_fma: sg,
-                        unroll: 2,
-                        rows: 32,
-                        lut2: true,
-                        iq_pairs: false,
-                        q8k_split: false,
-                        q8k_both: true,
-                        grid_words: 0,
-                        pair_rows: 1,
-                        pair_generic: false,
-                        stage: 0,
-                        ktile: true,
-                    };
+                    let o = MmSrc { subgroups: sg, native_fma: sg, unroll: 2, ktile: true, ..plain_src(1) };
                     sources.push((format!("tiled 8-invocation matmul {f} sg={sg}"), matmul_source(f, &o).unwrap()));
                 }
             }
@@ -1193,22 +1199,7 @@ mod tests {
     #[test]
     fn tiled_rows() {
         for pair_rows in [1, 2] {
-            let o = MmSrc {
-                nt: 2,
-                subgroups: true,
-                native_fma: true,
-                unroll: 1,
-                rows: 32,
-                lut2: true,
-                iq_pairs: false,
-                q8k_split: false,
-                q8k_both: true,
-                grid_words: 0,
-                pair_rows,
-                pair_generic: false,
-                stage: 0,
-                ktile: false,
-            };
+            let o = plain_src(pair_rows);
             for f in [Format::IQ4_XS, Format::Q6_K] {
                 let src = matmul_source(f, &o).unwrap();
                 assert!(!src.contains("1u) * P.row_bytes"), "{f} pair_rows {pair_rows}");
