@@ -18,8 +18,8 @@
 //!
 //! With [`Tuning::ktile`] off, the 256-element formats but q6_K and iq4_xs stay in ggml's
 //! block bytes in storage buffers read as u32 words (blocks that are only 2-byte aligned are
-//! read by funnel-shifting two words); the thread-pair kernels of the K-quants and iq4_xs (`wgsl/kpair_head.wgsl`) give
-//! a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. With
+//! read by funnel-shifting two words); the thread-pair kernels of the K-quants and iq4_xs
+//! (`wgsl/kpair_head.wgsl`) give a row 2 invocations of 4 AVX2 lanes each and read q4_K and q5_K as 16-byte words. With
 //! [`Tuning::ktile`] (the default) q4_K's and q5_K's blocks are stored whole in the tiled
 //! order below, and the IQ2/IQ3 formats' split as the CUDA backend splits them (their bodies,
 //! 4-byte aligned, in the tiled order, then their fp16 `d`). The
@@ -418,8 +418,8 @@ pub struct Tuning {
     /// none; `QKERN_WGPU_CHUNKS`).
     pub chunks: u8,
     /// From how many tokens per dispatch (0: never; [`IQ_PAIRS_PER_FORMAT`]: each format's
-    /// own count, which depends on its weights' layout, [`Tuning::ktile`]) the IQ2/IQ3 formats run on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per
-    /// row, 4 lanes each, no per-token exchanges, reading the split q8_K layout where the
+    /// own count, which depends on its weights' layout, [`Tuning::ktile`]) the IQ2/IQ3 formats
+    /// run on thread pairs (`wgsl/kp_iq.wgsl`: 2 invocations per row, 4 lanes each, no per-token exchanges, reading the split q8_K layout where the
     /// activations have it) instead of 8 invocations per row (reading ggml's blocks where they
     /// have them). See [`iq_pairs_from`] for the measurements.
     pub iq_pairs: u8,
@@ -2413,8 +2413,8 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// 2384 / 2444, 1543 / 2060, 1065 / 1280 (but NT 2 2329 / 2219, so not there); q6_K 2537 / 2593,
 /// 1193 / 2451, 840 / 1677; iq4_xs 1794 / 1878, 1294 / 1494, 943 / 1045. The IQ2/IQ3 formats on
 /// their 32 rows (staged only where they run on pairs, [`iq_pairs_from`]: then iq2_xxs from 1
-/// token, iq2_s and iq3_s from 4 (iq3_s from 2 since session 26), the rest from 2), NT 2, 4, 8: iq2_xxs 889 / 949, 513 / 759, 504 /
-/// 561 (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
+/// token, iq2_s and iq3_s from 4 (iq3_s from 2 since session 26), the rest from 2), NT 2, 4, 8:
+/// iq2_xxs 889 / 949, 513 / 759, 504 / 561 (NT 1 1127 / 1089, so not there); iq2_xs 855 / 897, 449 / 745, 453 / 531 (NT 3 774 / 734, so
 /// not there); iq3_xxs 1133 / 1265, 687 / 997, 611 / 783; iq3_s 1115 / 1118, 868 / 1005, 586 / 783;
 /// iq2_s lost from 4 tokens on (646 / 562, 506 / 418), so it does not stage. (Those were ggml's
 /// row order. Tiled and split, the default since session 29, the pairs run from one token but

@@ -62,9 +62,10 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order (`Options::ktile` off; tiled is
-/// the default, which every other backend here runs) on the generic two-row kernel (`Options::pair_rows`), 8 rows per workgroup, weights split into parts of at most 8
-/// KiB (whole tiles of 16 rows and a short one in a part) and results read back in 3 row
+/// A backend with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order
+/// (`Options::ktile` off; tiled is the default, which every other backend here runs) on the
+/// generic two-row kernel (`Options::pair_rows`), 8 rows per workgroup, weights split into
+/// parts of at most 8 KiB (whole tiles of 16 rows and a short one in a part) and results read back in 3 row
 /// chunks (`Options::chunks`).
 pub fn backend_rowmajor_generic() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
@@ -81,9 +82,9 @@ pub fn backend_rowmajor_generic() -> Option<&'static WgpuBackend> {
     .as_ref()
 }
 
-/// A backend with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order (`Options::ktile` off) on their
-/// own two-row bodies (`Options::pair_rows`), the workgroup-memory reductions and activations staged from
-/// one token in chunks of 2 blocks (`backend_staged`'s, which keeps ggml's order and one row
+/// A backend with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order
+/// (`Options::ktile` off) on q4_K's and q5_K's own two-row bodies (`Options::pair_rows`), the
+/// workgroup-memory reductions and activations staged from one token in chunks of 2 blocks (`backend_staged`'s, which keeps ggml's order and one row
 /// per pair).
 pub fn backend_rowmajor_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
@@ -106,7 +107,8 @@ pub fn backend_ktile_switch() -> Option<&'static WgpuBackend> {
     B.get_or_init(|| open(Options::default())).as_ref()
 }
 
-/// [`backend_coop`] with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order (`Options::ktile` off).
+/// [`backend_coop`] with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order
+/// (`Options::ktile` off).
 pub fn backend_rowmajor_coop() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| open(Options { ktile: Some(false), coop: Some(coop_choice()?), ..Options::default() })).as_ref()
