@@ -117,11 +117,6 @@ pub fn has_mma(format: Format) -> bool {
     has_split(format) || format == Format::Q5_1
 }
 
-/// The IQ2/IQ3 formats (grid lookups; fp16 tensor-core kernels).
-pub fn is_iq_grid(format: Format) -> bool {
-    matches!(format, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S)
-}
-
 /// The token counts (bit `ntm - 1`) at which a format runs its tensor-core kernel by default
 /// (0: none): where it measured faster than the lane kernels (H200, 1 GiB, kernel-only GB/s
 /// without / with, benches/results/2026-12-04-h200-session10 run3 to run5; the tensor-core
@@ -166,7 +161,7 @@ pub fn is_iq_grid(format: Format) -> bool {
 /// With the int8 products (`-DQK_IQ_HMMA=0`, [`crate::kernels::iq_hmma`]) the IQ formats keep
 /// the token counts measured for them before.
 pub fn mma_default_mask(format: Format) -> u32 {
-    let int8 = is_iq_grid(format) && crate::kernels::iq_hmma() == 0;
+    let int8 = format.is_iq_grid() && crate::kernels::iq_hmma() == 0;
     let nts: &[u32] = match format {
         Format::IQ2_XS | Format::IQ3_S if int8 => &[2, 3, 4, 5, 6, 7, 8],
         Format::IQ2_XXS if int8 => &[3, 4, 5, 6, 7, 8],

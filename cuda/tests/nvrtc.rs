@@ -34,7 +34,7 @@ fn every_module_compiles_for_sm_90() {
         if let kernels::Module::Weights(f) = m {
             // The tensor-core kernels really use the tensor cores on sm_90: int8 products, or
             // for the IQ2/IQ3 formats fp16 ones (mm_common.cuh QK_IQ_HMMA).
-            let fp16 = args::is_iq_grid(f) && kernels::iq_hmma() != 0;
+            let fp16 = f.is_iq_grid() && kernels::iq_hmma() != 0;
             let (i8mma, f16mma) = (
                 ptx.contains("mma.sync.aligned.m16n8k32"),
                 ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),

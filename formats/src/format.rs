@@ -83,6 +83,14 @@ impl Format {
     /// The float row formats (router weights, activations in f32).
     pub const FLOATS: [Format; 3] = [Format::F32, Format::F16, Format::BF16];
 
+    /// Whether this is one of the IQ2/IQ3 formats, whose 256-weight blocks hold indices into
+    /// ggml's E8-lattice grids (`iq2xxs_grid` .. `iq3s_grid`) with sign masks. Their blocks are
+    /// only 2-byte aligned (66 to 110 bytes), and the GPU backends give them their own kernels
+    /// and storage order.
+    pub const fn is_iq_grid(self) -> bool {
+        matches!(self, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S)
+    }
+
     /// ggml's `ggml_type` id.
     pub const fn id(self) -> u32 {
         self as u32

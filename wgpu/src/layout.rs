@@ -97,7 +97,7 @@ pub(crate) fn ktile_bytes(f: Format) -> Option<usize> {
 /// ([`pack_split`]): the bytes of a block without its leading fp16 `d` (iq2_xxs 64, iq2_xs 72,
 /// iq2_s 80, iq3_xxs 96, iq3_s 108; all multiples of 4).
 pub(crate) fn iq_body_bytes(f: Format) -> Option<usize> {
-    crate::shaders::is_iq23(f).then(|| f.block_bytes() - 2)
+    f.is_iq_grid().then(|| f.block_bytes() - 2)
 }
 
 /// Whether [`crate::Tuning::ktile`] changes the device layout of `f` (q4_K, q5_K: [`pack_whole`];

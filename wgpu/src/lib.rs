@@ -560,7 +560,7 @@ impl Q8kLayout {
         match self {
             Q8kLayout::Ggml => false,
             Q8kLayout::Split => true,
-            Q8kLayout::Both => (iq_pairs && shaders::is_iq23(f)) || (f == Format::IQ4_XS && pair_rows == 2),
+            Q8kLayout::Both => (iq_pairs && f.is_iq_grid()) || (f == Format::IQ4_XS && pair_rows == 2),
         }
     }
 }
@@ -2459,7 +2459,7 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
     let pair = layout::is_pair(f);
     let kpair = shaders::on_kpair(f, iq_pairs_at(t, f, nt))
         && coop_kernel(f, nt, t).is_none()
-        && !(t.grid_rep && shaders::is_iq23(f));
+        && !(t.grid_rep && f.is_iq_grid());
     if !pair && !kpair {
         return 0;
     }
@@ -2638,7 +2638,7 @@ fn unroll_of(f: Format, nt: u32, t: Tuning) -> u32 {
     match f {
         Format::Q6_K | Format::IQ4_XS => 1,
         // Their thread pairs: as iq4_xs's (unmeasured).
-        _ if iq_pairs_at(t, f, nt) && shaders::is_iq23(f) => 1,
+        _ if iq_pairs_at(t, f, nt) && f.is_iq_grid() => 1,
         Format::Q4_K | Format::Q5_K if nt < 2 => 1,
         _ => 2,
     }

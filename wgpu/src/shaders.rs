@@ -131,12 +131,6 @@ fn with_iq8_tail(body: &str) -> String {
     }
 }
 
-/// Whether `f` is one of the IQ2/IQ3 formats, which run 8 invocations per row
-/// (`matmul_head.wgsl`) or, with [`crate::Tuning::iq_pairs`], on thread pairs (`kp_iq.wgsl`).
-pub(crate) fn is_iq23(f: Format) -> bool {
-    matches!(f, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S | Format::IQ3_XXS | Format::IQ3_S)
-}
-
 /// The thread-pair body of an IQ2/IQ3 format: its `sub` and `res` (kpi_*.wgsl), then the
 /// shared `step` and `finish` (kp_iq_sub.wgsl, kp_iq.wgsl).
 fn iq_pair_body(f: Format) -> Option<String> {
@@ -165,7 +159,7 @@ fn is_kpair(f: Format) -> bool {
 /// Whether `f`'s matmul kernel is a `kpair_head.wgsl` thread-pair kernel: the K-quants and
 /// iq4_xs always, the IQ2/IQ3 formats with [`crate::Tuning::iq_pairs`].
 pub(crate) fn on_kpair(f: Format, iq_pairs: bool) -> bool {
-    is_kpair(f) || (iq_pairs && is_iq23(f))
+    is_kpair(f) || (iq_pairs && f.is_iq_grid())
 }
 
 /// The lookup table a format's matmul kernel copies into workgroup memory: (word offset in
@@ -373,7 +367,7 @@ fn block_loop_from(start: &str, bound: &str, unroll: u32, call: impl Fn(&str) ->
 /// 8 invocations each; 2 for the pair formats and the thread pairs).
 pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     if on_kpair(f, o.iq_pairs) {
-        let body = if is_iq23(f) { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
+        let body = if f.is_iq_grid() { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
         return Some(kpair_source(f, &body, o));
     }
     let body = &ktile_blocks(f, o, &with_iq8_tail(matmul_body(f)?));
@@ -788,7 +782,7 @@ fn coop_body(f: Format) -> Option<String> {
     match f {
         Format::Q4_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q4_k.wgsl"))),
         Format::Q5_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q5_k.wgsl"))),
-        f if is_iq23(f) => Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kc_iq.wgsl"))),
+        f if f.is_iq_grid() => Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kc_iq.wgsl"))),
         _ => None,
     }
 }
@@ -1157,7 +1151,7 @@ mod tests {
             }
             // The IQ2/IQ3 formats' 8-invocation kernels on their tiled and split blocks (the
             // loop above tiles them on thread pairs only).
-            if is_iq23(f) {
+            if f.is_iq_grid() {
                 for sg in [false, true] {
                     let o = MmSrc { subgroups: sg, native_fma: sg, unroll: 2, ktile: true, ..plain_src(1) };
                     sources.push((format!("tiled 8-invocation matmul {f} sg={sg}"), matmul_source(f, &o).unwrap()));
@@ -1229,7 +1223,7 @@ mod tests {
             // (one row or two a pair) and cooperative-matrix kernels take their rows' bases from
             // tiled_base, their blocks from tiled_block, their d from the d region and every
             // body word with one aligned load; no call of `w32` is left.
-            for f in Format::WEIGHTS.into_iter().filter(|&f| is_iq23(f)) {
+            for f in Format::WEIGHTS.into_iter().filter(|&f| f.is_iq_grid()) {
                 let bb = f.block_bytes();
                 for iq_pairs in [false, true] {
                     let k = MmSrc { ktile: true, iq_pairs, ..o };
