@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -234,6 +234,9 @@ wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} 
 ktile) timeout ${WGPU_BENCH_TIMEOUT:-300} $C/wgpu_bench --gib 1 --reps 8 --rounds ${KTILE_ROUNDS:-3} --nt ${KTILE_NT:-1,2,4,8} \
     --formats ${KTILE_FORMATS:-q4_K,q5_K} --variants ${KTILE_VARIANTS:-noktile,default} --csv "$R/ktile.csv" > "$R/ktile.log" 2>&1
   grep -vE '^ *$' "$R/ktile.log" | head -60 ;;
+# A plain WGSL read kernel (load width, loads in flight, bounds checks) and a buffer copy: the
+# adapter's ceiling for wgpu's kernels (wgpu/examples/common/stream.rs).
+stream) timeout ${STREAM_TIMEOUT:-120} $C/wgpu_bench --stream --gib ${STREAM_GIB:-1} --reps ${STREAM_REPS:-8} > "$R/stream.log" 2>&1; cat "$R/stream.log" ;;
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;

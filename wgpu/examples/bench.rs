@@ -28,6 +28,10 @@
 //! 16..1M rows (NT 1) beside its kernel alone: the per-call cost (submit, wait, readback of the
 //! `[tokens][rows]` result) as a fixed part and a per-output-byte part.
 //!
+//! `--stream` times instead plain WGSL kernels that only read a buffer (load width, loads in
+//! flight, bounds checks) and a buffer copy: the adapter's ceiling for the kernels above
+//! (common/stream.rs).
+//!
 //! `cargo run --release -p qkern-wgpu --example bench -- [--gib 1] [--nt 1,8] [--reps 20]
 //!  [--formats q8_0,q4_K|all] [--variants default,emul,...] [--rounds 1] [--csv PATH] [--direct-out]`
 
@@ -37,6 +41,9 @@ use std::time::Instant;
 use qkern_formats::{Format, reference};
 use qkern_parity::inputs::{Dist, Rng, floats, random_blocks};
 use qkern_wgpu::{Checks, Coop, Tuning, WgpuBackend};
+
+#[path = "common/stream.rs"]
+mod stream;
 
 /// The tuning of variant `name` for format `f`, from the backend's default `d`: one name, or
 /// several joined by `+` (applied in order: `st+r64`).
@@ -129,6 +136,10 @@ fn main() {
     // kernels' stores over the bus): `device` times the kernels as the CUDA benchmark does.
     // `--latency` compares the two call paths; `--direct-out` (where offered) times the
     // kernels writing to the mappable buffer, as `qkern bench` runs them.
+    if args.iter().any(|a| a == "--stream") {
+        stream::run(gib, reps);
+        return;
+    }
     let direct_out = Some(args.iter().any(|a| a == "--direct-out"));
     let be = WgpuBackend::with_options(None, qkern_wgpu::Options { direct_out, ..Default::default() })
         .expect("wgpu adapter");
