@@ -2421,6 +2421,12 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// iq2_xxs's from 2, with these masks: session 29 run4 timed exactly these kernels, NT 1
 /// iq3_xxs and iq3_s staged, iq2_xs and iq2_s not.)
 ///
+/// Tiled and split, iq2_xs and iq3_s on 64 rows (benches/results/2026-12-06-session30 run7,
+/// fastest of 3 interleaved rounds, 32 / 64 rows), NT 1, 2, 3, 4, 8: iq2_xs 1603 / 1591, 1114 /
+/// 1412, 770 / 780, 854 / 1057, 587 / 692; iq3_s 1780 / 1881, 1601 / 1739, 1275 / 1499, 1193 /
+/// 1367, 904 / 934 (run6 alike). iq2_s gained at NT 1-2 but lost 14-21 % from NT 3 (1016 / 799,
+/// 921 / 810, 636 / 546), iq3_xxs was within 4 % either way: they keep 32.
+///
 /// Calls of fewer than [`STAGE_ROWS`] rows stage at the same token counts on the format's
 /// usual rows (`call_tuning` has their numbers).
 fn default_stage(f: Format) -> (u8, u32) {
@@ -2429,8 +2435,9 @@ fn default_stage(f: Format) -> (u8, u32) {
         Format::Q4_K | Format::Q6_K | Format::IQ4_XS => (0xff, 64),
         Format::Q5_K => (0xfd, 64),
         Format::IQ2_XXS => (0xfe, 0),
-        Format::IQ2_XS => (0xfa, 0),
-        Format::IQ3_XXS | Format::IQ3_S => (0xff, 0),
+        Format::IQ2_XS => (0xfa, 64),
+        Format::IQ3_XXS => (0xff, 0),
+        Format::IQ3_S => (0xff, 64),
         _ => (0, 0),
     }
 }
@@ -3124,8 +3131,9 @@ mod tests {
     }
 
     /// By size: every call stages at the token counts of its format's mask; large calls of the
-    /// pair formats on 128 rows (or the rows asked), the K-quants and iq4_xs on 64, the IQ2/IQ3
-    /// formats on theirs; small calls on the usual rows; a fixed `stage` is kept.
+    /// pair formats on 128 rows (or the rows asked), the K-quants, iq4_xs, iq2_xs and iq3_s on
+    /// 64, the other IQ2/IQ3 formats on theirs; small calls on the usual rows; a fixed `stage` is
+    /// kept.
     #[test]
     fn call_tuning_by_size() {
         let t = Tuning { stage: STAGE_BY_SIZE, ..plain_tuning() };
@@ -3138,6 +3146,7 @@ mod tests {
                 Format::Q4_K | Format::Q6_K | Format::IQ4_XS => ((1..=8).collect(), 64),
                 Format::Q5_K => (vec![1, 3, 4, 5, 6, 7, 8], 64),
                 Format::IQ2_XXS => ((2..=8).collect(), 32),
+                // On 8 invocations a row (`plain_tuning`): at most 32 rows (below for pairs).
                 Format::IQ2_XS => (vec![2, 4, 5, 6, 7, 8], 32),
                 Format::IQ3_XXS | Format::IQ3_S => ((1..=8).collect(), 32),
                 _ => (vec![], if shaders::table_words(f) > 0 { 32 } else { 8 }),
@@ -3147,6 +3156,14 @@ mod tests {
             assert_eq!(big.stage, if nts.is_empty() { 0 } else { STAGE_PER_NT }, "{f}");
             assert_eq!(small.stage, big.stage, "{f}");
             assert_eq!(wg_rows(f, big), rows, "{f}");
+            // On thread pairs from one token (tiled: iq2_xs, iq2_s, iq3_xxs, iq3_s), iq2_xs and
+            // iq3_s take 64 rows in large calls, the others their 32.
+            if f.is_iq_grid() {
+                let pairs = Tuning { iq_pairs: IQ_PAIRS_PER_FORMAT, ..big };
+                let want = if matches!(f, Format::IQ2_XS | Format::IQ3_S) { 64 } else { 32 };
+                assert_eq!(wg_rows(f, pairs), want, "{f}");
+                assert_eq!(wg_rows(f, Tuning { iq_pairs: IQ_PAIRS_PER_FORMAT, ..small }), 32, "{f}");
+            }
             assert_eq!(small.wg_rows, 0, "{f}");
             if !nts.is_empty() {
                 assert_eq!(call_tuning(f, STAGE_ROWS, Tuning { wg_rows: 16, ..t }).wg_rows, 16, "{f}");

@@ -253,8 +253,9 @@ fn large_calls_stage_by_default() {
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
 }
 
-/// The same for the thread-pair formats (the K-quants and iq4_xs on 64 rows a workgroup, the
-/// IQ2/IQ3 formats on theirs, each staged at the token counts its default names): one token,
+/// The same for the thread-pair formats (the K-quants, iq4_xs, and iq2_xs and iq3_s where tiled,
+/// on 64 rows a workgroup, the other IQ2/IQ3 formats on theirs, each staged at the token counts
+/// its default names): one token,
 /// and 11 (a dispatch of 8 and one of 3), on two blocks of 256 columns. (Small calls stage
 /// the same way on their usual rows: every test of this file runs them.)
 #[test]
