@@ -454,6 +454,16 @@ QK_DEV u32 qk_wstep(u32 rows, u32 row) {
 QK_DEV u64 qk_wblk(u32 rows, u32 nb, u32 row, u32 b) {
     return qk_wrow0(nb, row) + (u64)b * qk_wstep(rows, row);
 }
+// The IQ2/IQ3 formats: tiled as above where QK_IQ_TILE (layout.rs `iq_tile`, which passes it;
+// QKERN_CUDA_IQ_TILE=1), else row-major (block b of `row` is row * nb + b).
+#ifndef QK_IQ_TILE
+#define QK_IQ_TILE 0
+#endif
+#if QK_IQ_TILE != 0 && QK_IQ_TILE != 1
+#error "QK_IQ_TILE: 0 (row-major) or 1 (tiled)"
+#endif
+QK_DEV u64 qk_iq_row0(u32 nb, u32 row) { return QK_IQ_TILE ? qk_wrow0(nb, row) : (u64)row * nb; }
+QK_DEV u32 qk_iq_step(u32 rows, u32 row) { return QK_IQ_TILE ? qk_wstep(rows, row) : 1u; }
 
 // Loads (aligned).
 QK_DEV u32 ld32(const u8* p) { return qk_ld((const u32*)p); }

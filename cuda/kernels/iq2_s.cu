@@ -71,4 +71,4 @@ QK_DEV float deq_iq2_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const float v = qk_mul(db, (float)g);
     return ((u32)body[32 + 4 * ib + l] >> j) & 1u ? -v : v;
 }
-DEQ_KERNEL(iq2_s, deq_iq2_s, 256, 80, 1)
+DEQ_KERNEL_T(iq2_s, deq_iq2_s, 256, 80, 1, QK_IQ_TILE)

@@ -67,4 +67,4 @@ QK_DEV float deq_iq2_xs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const float v = qk_mul(db, (float)g);
     return (ksigns(q >> 9) >> j) & 1u ? -v : v;
 }
-DEQ_KERNEL(iq2_xs, deq_iq2_xs, 256, 72, 1)
+DEQ_KERNEL_T(iq2_xs, deq_iq2_xs, 256, 72, 1, QK_IQ_TILE)

@@ -65,4 +65,4 @@ QK_DEV float deq_iq2_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const float v = qk_mul(db, (float)g);
     return (ksigns((a1 >> (7 * l)) & 127u) >> j) & 1u ? -v : v;
 }
-DEQ_KERNEL(iq2_xxs, deq_iq2_xxs, 256, 64, 1)
+DEQ_KERNEL_T(iq2_xxs, deq_iq2_xxs, 256, 64, 1, QK_IQ_TILE)

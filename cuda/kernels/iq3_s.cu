@@ -25,10 +25,10 @@ struct LaneIq3S : LaneIqBase {
     template <int NTM, int S>
     static constexpr bool WHOLE = S == 1 && NTM >= QK_IQ3S_BODY_NTM;
     template <int NTM>
-    static QK_MEMBER void prefetch(const u8* body, u32 b, u32 nb, const MmCtxW& c) {
-        // (NT 1: mm_iq_l4's QK_PF1_IQ)
+    static QK_MEMBER void prefetch(const u8* body, u32 ws, u32 b, u32 nb, const MmCtxW& c) {
+        // (NT 1: mm_iq_l4's QK_PF1_IQ; ws: bytes from one of the row's blocks to the next)
         constexpr int PF = NTM >= 2 ? QK_PF_IQ3S : 0;
-        mm_pf<PF, true>(body + 108u * PF, b, nb, 108u, 2u * c.s + c.h);
+        mm_pf<PF, true>(body + ws * PF, b, nb, 108u, 2u * c.s + c.h);
     }
     // The scales and the qh bytes of the block.
     struct Blk {
@@ -102,4 +102,4 @@ QK_DEV float deq_iq3_s(const u8* body, u32 d16, u32 e, const u32* tab) {
     const float v = qk_mul(db, (float)g);
     return ((u32)body[72 + 4 * ib + l] >> j) & 1u ? -v : v;
 }
-DEQ_KERNEL(iq3_s, deq_iq3_s, 256, 108, 1)
+DEQ_KERNEL_T(iq3_s, deq_iq3_s, 256, 108, 1, QK_IQ_TILE)

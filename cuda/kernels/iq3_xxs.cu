@@ -71,4 +71,4 @@ QK_DEV float deq_iq3_xxs(const u8* body, u32 d16, u32 e, const u32* tab) {
     const float v = qk_mul(db, (float)g);
     return (ksigns((aux >> (7 * l)) & 127u) >> j) & 1u ? -v : v;
 }
-DEQ_KERNEL(iq3_xxs, deq_iq3_xxs, 256, 96, 1)
+DEQ_KERNEL_T(iq3_xxs, deq_iq3_xxs, 256, 96, 1, QK_IQ_TILE)

@@ -1196,8 +1196,12 @@ QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
     }
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, h = c.h;
-    const u8* w = (const u8*)J.w + (u64)c.row * nb * F::BODY;
-    const u16* wd = (const u16*)J.wd + (u64)c.row * nb;
+    // Block b of the row: body at w + b * ws, d at wd[b * ds] (common.cuh qk_iq_row0, tiled
+    // where QK_IQ_TILE; a tile's bytes fit in 32 bits, layout.rs `tile_fits`).
+    const u64 k0 = qk_iq_row0(nb, c.row);
+    const u32 ds = qk_iq_step(J.rows, c.row), ws = ds * F::BODY;
+    const u8* w = (const u8*)J.w + k0 * F::BODY;
+    const u16* wd = (const u16*)J.wd + k0;
     const u32 capw = J.capw;
     const u32* aq = (const u32*)J.a_qs;
     const float* ad = (const float*)J.a_d;
@@ -1205,11 +1209,11 @@ QK_DEV void mm_iq_l4(const MmArgs& A, const MmCtxW& c) {
     mm_zero<NTM>(acc);
 QK_UNROLL(QK_UNROLL_P4)
     for (u32 b = 0; b < nb; ++b) {
-        const u8* body = w + F::BODY * b;
-        F::template prefetch<NTM>(body, b, nb, c);
+        const u8* body = w + ws * b;
+        F::template prefetch<NTM>(body, ws, b, nb, c);
         constexpr int PF1 = NTM == 1 ? QK_PF1_IQ : 0;  // NT 1, every IQ2/IQ3 format
-        mm_pf<PF1, true>(body + F::BODY * PF1, b, nb, F::BODY, 2u * c.s + h);
-        const float xd = qk_h2f(qk_ld(wd + b));
+        mm_pf<PF1, true>(body + ws * PF1, b, nb, F::BODY, 2u * c.s + h);
+        const float xd = qk_h2f(qk_ld(wd + ds * b));
         constexpr bool WHOLE = F::template WHOLE<NTM, S>;
         constexpr int NW = WHOLE ? (int)(F::BODY / 4u) : 1;
         u32 bw[NW];
@@ -1242,7 +1246,7 @@ struct LaneIqBase {
     template <int NTM, int S>
     static constexpr bool WHOLE = S == 1;
     template <int NTM>
-    static QK_MEMBER void prefetch(const u8*, u32, u32, const MmCtxW&) {}
+    static QK_MEMBER void prefetch(const u8*, u32, u32, u32, const MmCtxW&) {}
     struct Blk {
         template <class Wf>
         QK_MEMBER explicit Blk(const Wf&) {}
@@ -1513,8 +1517,12 @@ QK_DEV void mma_iq(const MmArgs& A) {
     const MmaCtx c = mma_ctx(A);
     const MmJob& J = A.jobs[c.job];
     const u32 nb = A.nb, q = c.q, capw = J.capw;
-    const u8* w[2] = {(const u8*)J.w + (u64)c.row[0] * nb * U::BODY, (const u8*)J.w + (u64)c.row[1] * nb * U::BODY};
-    const u16* wd[2] = {(const u16*)J.wd + (u64)c.row[0] * nb, (const u16*)J.wd + (u64)c.row[1] * nb};
+    // Block b of row half h: body at w[h] + b * ws, d at wd[h][b * ds] (as mm_iq_l4; the warp's 16
+    // rows are one tile, so the two halves share the step).
+    const u64 k0[2] = {qk_iq_row0(nb, c.row[0]), qk_iq_row0(nb, c.row[1])};
+    const u32 ds = qk_iq_step(J.rows, c.row[0]), ws = ds * U::BODY;
+    const u8* w[2] = {(const u8*)J.w + k0[0] * U::BODY, (const u8*)J.w + k0[1] * U::BODY};
+    const u16* wd[2] = {(const u16*)J.wd + k0[0], (const u16*)J.wd + k0[1]};
     const u32* aq = (const u32*)J.a_qs + Q8K_TS * c.acol;  // token column g of B
     float acc[4][8];
     mma_zero(acc);
@@ -1528,9 +1536,9 @@ QK_UNROLL(1)
         float xd[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const u8* body = w[h] + U::BODY * b;
-            mm_pf<PF, true>(body + U::BODY * PF, b, nb, U::BODY, q);
-            xd[h] = qk_h2f(qk_ld(wd[h] + b));
+            const u8* body = w[h] + ws * b;
+            mm_pf<PF, true>(body + ws * PF, b, nb, U::BODY, q);
+            xd[h] = qk_h2f(qk_ld(wd[h] + ds * b));
 #pragma unroll
             for (int kh = 0; kh < 2; ++kh) {
                 const int k = 2 * kh + h;

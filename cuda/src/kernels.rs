@@ -133,8 +133,8 @@ pub fn big_shared(arch: &str) -> bool {
     matches!(arch, "sm_80" | "sm_87" | "sm_90" | "sm_100" | "sm_103")
 }
 
-/// NVRTC options: C++17, the q8_K activation layout ([`crate::layout::Q8kLayout::current`]), the
-/// IQ tables' shared-memory budget of `arch` ([`big_shared`]), plus
+/// NVRTC options: C++17, the q8_K activation layout ([`crate::layout::Q8kLayout::current`]) and
+/// the IQ2/IQ3 weights' tiling ([`crate::layout::iq_tile`]), the IQ tables' shared-memory budget of `arch` ([`big_shared`]), plus
 /// the words of `QKERN_CUDA_NVRTC_OPTS` (tuning experiments, e.g. `-DQK_UNROLL_K=4
 /// --maxrregcount=64`; read once per process; bits never depend on them).
 fn extra_options(arch: &str) -> Vec<String> {
@@ -150,6 +150,8 @@ fn extra_options(arch: &str) -> Vec<String> {
     // Last, so that it wins over any other spelling in the user's options: the kernels agree
     // with the host's reading (args::mma_default_mask's token counts).
     v.push(format!("-DQK_IQ_HMMA={}", iq_hmma()));
+    // The same for the IQ2/IQ3 weights' tiling, which the host's layouts follow.
+    v.push(crate::layout::iq_tile_define());
     v
 }
 

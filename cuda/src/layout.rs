@@ -17,7 +17,8 @@
 //! number `16*g*nb + b*G + row%16` of group `g = row/16` (`tiled_index`). Their matmul kernels
 //! give a warp 16 consecutive rows (or fewer, all in one group), so a warp's load of block `b`
 //! reads one contiguous span instead of 16 rows' pieces. The IQ2/IQ3 formats are row-major
-//! (block `row*nb + b`).
+//! (block `row*nb + b`) unless `QKERN_CUDA_IQ_TILE=1` tiles them too ([`iq_tile`]; opt-in
+//! until timed).
 //!
 //! **Activations.** Regions, each `[capacity][...]` and 256-byte aligned: int8 quants
 //! `[t][cols]`; `d` as fp16 (the bits ggml stores) and as f32 (what the matmul reads)
@@ -92,7 +93,8 @@ impl WeightLayout {
                 | Format::Q5_K
                 | Format::Q6_K
                 | Format::IQ4_XS
-        ) {
+        ) || (format.is_iq_grid() && iq_tile())
+        {
             TILE
         } else {
             1
@@ -204,6 +206,28 @@ impl WeightLayout {
         }
         out
     }
+}
+
+/// `QKERN_CUDA_IQ_TILE` (`0` or `1`): whether the IQ2/IQ3 formats' split bodies and `d` arrays
+/// are tiled as the other formats' blocks are (kernels/common.cuh `QK_IQ_TILE`). Off by default
+/// until timed: wgpu's tiled IQ2/IQ3 thread pairs read 1.3-1.4x CUDA's one-token GB/s on the
+/// H100 for iq2_xs and iq3_s (benches/results/2026-12-06-session30 run1), and tiling gained CUDA
+/// 11-16 % on q4_K and q5_K (session 19).
+pub fn iq_tile_from_env() -> Result<bool, qkern_formats::env::EnvError> {
+    Ok(qkern_formats::env::knob("QKERN_CUDA_IQ_TILE", "0 or 1", qkern_formats::env::switch)?.unwrap_or(false))
+}
+
+/// The process's [`iq_tile_from_env`], read once: the weight layouts and the NVRTC (and
+/// emulator) options ([`iq_tile_define`]) take the same value. An unknown value reads as off
+/// here; the backend refuses it when it starts, so no kernel runs with it.
+pub fn iq_tile() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| iq_tile_from_env().unwrap_or(false))
+}
+
+/// The option that builds the kernels for this process's IQ2/IQ3 layout ([`iq_tile`]).
+pub fn iq_tile_define() -> String {
+    format!("-DQK_IQ_TILE={}", iq_tile() as u32)
 }
 
 const ALIGN: usize = 256;

@@ -5,7 +5,8 @@
 //! `g++` or `clang++`); skips with a message otherwise. No GPU involved. `QKERN_EMU_DEFINES`
 //! (`-DNAME=VALUE` words, as `QKERN_CUDA_NVRTC_OPTS` gives NVRTC) builds the kernels with other
 //! values of their compile-time knobs (scripts/test.sh runs the off switches this way);
-//! `QKERN_CUDA_Q8K=quads` runs them all on the other q8_K activation layout.
+//! `QKERN_CUDA_Q8K=quads` runs them all on the other q8_K activation layout, and
+//! `QKERN_CUDA_IQ_TILE=1` on the IQ2/IQ3 formats tiled.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -42,9 +43,11 @@ fn emu() -> Option<&'static Emu> {
             .chain([dir.join("emu/emu.cpp")])
             .collect();
         // The q8_K layout of this process's ActLayouts (QKERN_CUDA_Q8K), as the backend passes it.
-        let defines: Vec<String> = std::iter::once(qkern_cuda::layout::Q8kLayout::current().define())
-            .chain(std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from))
-            .collect();
+        let defines: Vec<String> =
+            [qkern_cuda::layout::Q8kLayout::current().define(), qkern_cuda::layout::iq_tile_define()]
+                .into_iter()
+                .chain(std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from))
+                .collect();
         if let Some(bad) = defines.iter().find(|d| !d.starts_with("-D")) {
             panic!("QKERN_EMU_DEFINES: {bad:?} is not a -DNAME[=VALUE] option");
         }
