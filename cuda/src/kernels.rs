@@ -251,10 +251,12 @@ mod tests {
             let e = iq_hmma_option(o).unwrap_err();
             assert_eq!((e.name, e.value.as_str()), ("QKERN_CUDA_NVRTC_OPTS", o));
         }
-        // every module gets the value the host reads, last
+        // every module gets the values the host reads, last (after the user's options): the
+        // IQ products, then the IQ2/IQ3 weights' tiling
         let o = extra_options("sm_90");
-        assert_eq!(o.last().unwrap(), &format!("-DQK_IQ_HMMA={}", iq_hmma()));
+        assert_eq!(o[o.len() - 2..], [format!("-DQK_IQ_HMMA={}", iq_hmma()), crate::layout::iq_tile_define()]);
         assert!(iq_hmma() <= 1);
+        assert_eq!(crate::layout::iq_tile_define(), format!("-DQK_IQ_TILE={}", crate::layout::iq_tile() as u32));
     }
 
     #[test]
