@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -48,6 +48,16 @@ hmma) F=${HMMA_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
       QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v timeout 30 $C/qkern parity --backend cuda; } > "$R/hmma${v}_parity.log" 2>&1
     echo "## QK_IQ_HMMA=$v"; grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/hmma${v}_parity.log" | head -20; done
   ntsweep_run "${HMMA_SWEEP:--DQK_IQ_HMMA=0|$F;|$F;-DQK_IQ_HMMA=0|$F;|$F}"; cat "$R/ntsweep.md" ;;
+# CUDA's IQ2/IQ3 formats tiled (QKERN_CUDA_IQ_TILE=1, opt-in since session 30): the bits (live
+# GPU test, `qkern parity`), then cuda_bench --mma-sweep of the five formats row-major / tiled,
+# twice, interleaved.
+ciqtile) F=${CIQTILE_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
+  { QKERN_CUDA_IQ_TILE=1 QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
+    QKERN_CUDA_IQ_TILE=1 timeout 30 $C/qkern parity --backend cuda; } > "$R/ciqtile_parity.log" 2>&1
+  grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/ciqtile_parity.log" | head -20
+  for i in 1 2; do for v in 0 1; do echo "## QKERN_CUDA_IQ_TILE=$v round $i" >> "$R/ciqtile.md"
+    QKERN_CUDA_IQ_TILE=$v timeout ${CIQTILE_TIMEOUT:-150} $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-forced --no-cublas --mma-sweep \
+      --formats "$F" 2>&1 | grep -E 'NT 1..8|^\| (iq)|regs|rror' >> "$R/ciqtile.md"; done; done; cat "$R/ciqtile.md" ;;
 # The CUDA half of `parity` alone.
 cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1
