@@ -651,6 +651,29 @@ mod tests {
         }
     }
 
+    /// The IQ2/IQ3 formats tiled (`QKERN_CUDA_IQ_TILE=1`): bodies and `d` of block (row, b) at
+    /// `tiled_index`, and back.
+    #[test]
+    fn iq_tiled_pack_roundtrip() {
+        for f in Format::WEIGHTS.into_iter().filter(|f| f.is_iq_grid()) {
+            let l = WeightLayout { tile: TILE, ..WeightLayout::of(f).unwrap() };
+            let bb = f.block_bytes();
+            for (rows, nb) in [(1, 5), (17, 2), (37, 3), (16, 1)] {
+                let n = rows * nb;
+                let bytes: Vec<u8> = (0..n * bb).map(|i| (i * 7 + 3) as u8).collect();
+                let dev = l.pack(&bytes, rows);
+                assert_eq!(dev.len(), l.device_bytes(n));
+                for (r, b) in [(0, 0), (rows - 1, nb - 1), (rows / 2, nb / 2)] {
+                    let k = tiled_index(rows, nb, r, b, TILE);
+                    let blk = &bytes[(r * nb + b) * bb..][..bb];
+                    assert_eq!(&dev[k * l.body..][..l.body], &blk[2..], "{f} body ({r}, {b})");
+                    assert_eq!(&dev[l.d_region(n) + 2 * k..][..2], &blk[..2], "{f} d ({r}, {b})");
+                }
+                assert_eq!(l.unpack(&dev, rows, n), bytes, "{f}");
+            }
+        }
+    }
+
     #[test]
     fn q8k_quads_sit_as_q8_0s() {
         let (cols, cap) = (512, 5);

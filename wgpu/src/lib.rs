@@ -565,8 +565,9 @@ impl Q8kLayout {
     }
 }
 
-/// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
-fn block_on<F: Future>(f: F) -> F::Output {
+/// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll), for
+/// callers that make their own wgpu requests beside the backend's (the bench's `--stream`).
+pub fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     loop {

@@ -14,17 +14,7 @@
 
 use std::time::Instant;
 
-/// Poll a wgpu future to completion (wgpu's native futures are ready after a device poll).
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::yield_now();
-    }
-}
+use qkern_wgpu::block_on;
 
 /// The read kernel: element type `ty` (`vec4<u32>` or `u32`), `u` loads per invocation.
 fn source(ty: &str, u: u32, n: u64, nx: u32) -> String {
