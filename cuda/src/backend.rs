@@ -491,8 +491,10 @@ impl CudaBackend {
             // QKERN_CUDA_Q8K=words|quads: read once per process by the layouts and the NVRTC
             // options alike (Q8kLayout::current); refused here when unknown.
             crate::layout::Q8kLayout::from_env()?;
-            // QKERN_CUDA_IQ_TILE=0|1: the same (layout::iq_tile).
+            // QKERN_CUDA_IQ_TILE=0|1: the same (layout::iq_tile), which no -DQK_IQ_TILE in
+            // QKERN_CUDA_NVRTC_OPTS may contradict.
             crate::layout::iq_tile_from_env()?;
+            kernels::iq_tile_option_from_env()?;
             // -DQK_IQ_HMMA in QKERN_CUDA_NVRTC_OPTS: 0 or 1 (kernels::iq_hmma); refused here
             // when anything else.
             kernels::iq_hmma_from_env()?;

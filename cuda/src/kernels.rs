@@ -190,6 +190,26 @@ pub fn iq_hmma_option(opts: &str) -> Result<Option<u32>, EnvError> {
     }
 }
 
+/// `QK_IQ_TILE` may not be set through an options string: the host's weight layouts follow
+/// `QKERN_CUDA_IQ_TILE` ([`crate::layout::iq_tile`]), which gives the kernels their value (last,
+/// [`extra_options`]). An error naming `QKERN_CUDA_NVRTC_OPTS` where `opts` sets it.
+pub fn iq_tile_option(opts: &str) -> Result<(), EnvError> {
+    if opts.split_whitespace().any(|w| w.starts_with("-DQK_IQ_TILE")) {
+        return Err(EnvError {
+            name: "QKERN_CUDA_NVRTC_OPTS",
+            value: opts.to_string(),
+            expected: "no -DQK_IQ_TILE (QKERN_CUDA_IQ_TILE=0 or 1 sets the IQ2/IQ3 layout and its kernels)",
+        });
+    }
+    Ok(())
+}
+
+/// [`iq_tile_option`] of this process's `QKERN_CUDA_NVRTC_OPTS` (the backend checks it when it
+/// starts).
+pub fn iq_tile_option_from_env() -> Result<(), EnvError> {
+    iq_tile_option(&user_options().0)
+}
+
 /// The words of `QKERN_CUDA_NVRTC_OPTS`, read once per process, and the `QK_CACT_SMEM` they set
 /// ([`cact_smem_option`]).
 fn user_options() -> &'static (String, Option<bool>) {
@@ -238,6 +258,16 @@ pub fn compile_all(ms: &[Module], arch: &'static str) -> Result<(), CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iq_tile_is_not_an_option() {
+        assert_eq!(iq_tile_option(""), Ok(()));
+        assert_eq!(iq_tile_option("-DQK_IQ_HMMA=0 --maxrregcount=64"), Ok(()));
+        for o in ["-DQK_IQ_TILE=1", "-DQK_PF_R=2 -DQK_IQ_TILE=0", "-DQK_IQ_TILE"] {
+            let e = iq_tile_option(o).unwrap_err();
+            assert_eq!((e.name, e.value.as_str()), ("QKERN_CUDA_NVRTC_OPTS", o));
+        }
+    }
 
     #[test]
     fn iq_hmma_options() {

@@ -43,11 +43,12 @@ fn emu() -> Option<&'static Emu> {
             .chain([dir.join("emu/emu.cpp")])
             .collect();
         // The q8_K layout of this process's ActLayouts (QKERN_CUDA_Q8K), as the backend passes it.
-        let defines: Vec<String> =
-            [qkern_cuda::layout::Q8kLayout::current().define(), qkern_cuda::layout::iq_tile_define()]
-                .into_iter()
-                .chain(std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from))
-                .collect();
+        // The IQ2/IQ3 tiling last, as kernels.rs `extra_options` gives NVRTC: the host's layouts
+        // follow it whatever the user's defines say.
+        let defines: Vec<String> = std::iter::once(qkern_cuda::layout::Q8kLayout::current().define())
+            .chain(std::env::var("QKERN_EMU_DEFINES").unwrap_or_default().split_whitespace().map(String::from))
+            .chain([qkern_cuda::layout::iq_tile_define()])
+            .collect();
         if let Some(bad) = defines.iter().find(|d| !d.starts_with("-D")) {
             panic!("QKERN_EMU_DEFINES: {bad:?} is not a -DNAME[=VALUE] option");
         }
@@ -221,6 +222,20 @@ fn shared_copy_sizes_agree_with_the_kernels() {
             let kernel = unsafe { (e.sact_bytes)(cols as u32, nt) };
             assert_eq!(qkern_cuda::args::sact_bytes(cols, nt), kernel, "cols {cols} nt {nt}");
         }
+    }
+}
+
+/// The layouts these tests pack follow `QKERN_CUDA_IQ_TILE` (scripts/test.sh runs them tiled):
+/// a misspelt value would silently test the row-major layout instead.
+#[test]
+fn iq_layout_is_the_one_asked_for() {
+    let want = match std::env::var("QKERN_CUDA_IQ_TILE").as_deref() {
+        Ok("1") => 16,
+        Ok("0") | Ok("") | Err(_) => 1,
+        Ok(v) => panic!("QKERN_CUDA_IQ_TILE={v:?}: 0 or 1"),
+    };
+    for f in Format::WEIGHTS.into_iter().filter(|f| f.is_iq_grid()) {
+        assert_eq!(WeightLayout::of(f).unwrap().tile, want, "{f}");
     }
 }
 
@@ -444,8 +459,11 @@ fn matmul_format(f: Format) {
             }
         }
     }
-    // more than 8 tokens (chunks), wild scales (NaN / Inf / subnormal)
+    // more than 8 tokens (chunks), wild scales (NaN / Inf / subnormal), and a last 16-row tile
+    // of 9 rows (tiled formats: both row halves of its tensor-core warp valid)
     for (k, what) in configs(f) {
+        let c = make_case(&mut rng, f, 57, unit, 5, false);
+        check(&c, &emu_matmul(e, &[&c], k)[0], &format!("57 rows {what}"));
         let c = make_case(&mut rng, f, 9, 2 * unit, 11, false);
         check(&c, &emu_matmul(e, &[&c], k)[0], &format!("chunked {what}"));
         let c = make_case(&mut rng, f, 12, 3 * unit, 3, true);
