@@ -338,7 +338,8 @@ pub struct Record {
     pub ours: Cell,
     pub ggml: Cell,
     pub candle: Cell,
-    /// Streaming-read bandwidth at `threads` (CPU backends).
+    /// Streaming-read bandwidth at `threads` (CPU backends), or the device's copy bandwidth,
+    /// read plus written (CUDA: [`Report::copies`]).
     pub bandwidth_gbps: Option<f64>,
     /// Whether ours' output equals ggml's bit for bit (matmul, both measured).
     pub matches_ggml: Option<bool>,
@@ -363,10 +364,42 @@ impl Record {
     pub fn candle_ratio(&self) -> Option<f64> {
         Some(self.gbps(&self.ours)?.median / self.gbps(&self.candle)?.median)
     }
-    /// ours as a percentage of the streaming-read bandwidth.
+    /// ours as a percentage of the streaming-read bandwidth (CPU) or of the copy bandwidth (CUDA).
     pub fn pct_bandwidth(&self) -> Option<f64> {
         Some(100.0 * self.gbps(&self.ours)?.median / self.bandwidth_gbps?)
     }
+}
+
+/// A GPU backend's copy bandwidth samples (GB/s, read plus written) over `bytes`.
+#[derive(Clone, Debug)]
+pub struct DeviceCopy {
+    pub backend: String,
+    pub bytes: usize,
+    pub samples: Vec<f64>,
+}
+
+impl DeviceCopy {
+    pub fn summary(&self) -> Option<Summary> {
+        Summary::of(&self.samples)
+    }
+
+    /// Whether a record of `backend` (`cuda:0` or `cuda:0 (device out)`) runs on this device.
+    pub fn covers(&self, backend: &str) -> bool {
+        backend == self.backend || backend.strip_prefix(self.backend.as_str()).is_some_and(|r| r.starts_with(" ("))
+    }
+}
+
+/// Add 3 copy samples of `bytes` on `dev` to its entry of `copies`, made by the first phase,
+/// where the device has a copy reference ([`qkern::Device::copy_gbps`]; none on the CPU or wgpu).
+fn measure_copy(dev: &Dev, bytes: usize, copies: &mut Vec<DeviceCopy>) -> Result<(), Error> {
+    for _ in 0..3 {
+        let Some(g) = dev.dev.copy_gbps(bytes)? else { return Ok(()) };
+        match copies.iter_mut().find(|c| c.backend == dev.name) {
+            Some(c) => c.samples.push(g),
+            None => copies.push(DeviceCopy { backend: dev.name.clone(), bytes, samples: vec![g] }),
+        }
+    }
+    Ok(())
 }
 
 /// Everything one run measured.
@@ -375,6 +408,9 @@ pub struct Report {
     pub machine: Machine,
     pub config: Config,
     pub bandwidth: Vec<Bandwidth>,
+    /// The GPU backends' copy bandwidth (read plus written, [`qkern::Device::copy_gbps`]), by
+    /// backend name, in the same phases; the reference of their rows' `% bw`.
+    pub copies: Vec<DeviceCopy>,
     pub records: Vec<Record>,
     pub elapsed_s: f64,
     /// Free-form remarks added by the caller (e.g. "2 cores shared with other jobs").
@@ -484,6 +520,20 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
         ));
     }
 
+    // The GPU backends' copy bandwidth, first phase (bytes as the streaming read's buffer).
+    let mut copies = Vec::new();
+    for d in devices.iter().filter(|d| !d.is_cpu) {
+        measure_copy(d, cfg.bandwidth_bytes(), &mut copies)?;
+    }
+    for c in &copies {
+        prog.say(&format!(
+            "copy: {} {:.0} GB/s read + written ({} MiB)",
+            c.backend,
+            c.summary().map_or(0.0, |s| s.median),
+            c.bytes >> 20
+        ));
+    }
+
     let budget = Budget { max_seconds: cfg.max_seconds, ..Budget::new(cfg.seconds, cfg.min_reps) };
     let mut pools = Pools::default();
     let mut records = Vec::new();
@@ -529,16 +579,23 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report, Error
         bandwidth::measure(&bw_buf, bw, 5);
     }
     drop(bw_buf);
+    for d in devices.iter().filter(|d| !d.is_cpu) {
+        measure_copy(d, cfg.bandwidth_bytes(), &mut copies)?;
+    }
     for r in &mut records {
         let cpu = devices.iter().any(|d| d.name == r.backend && d.is_cpu);
-        r.bandwidth_gbps =
-            if cpu { bandwidth.iter().find(|b| b.threads == r.threads).and_then(|b| b.gbps()) } else { None };
+        r.bandwidth_gbps = if cpu {
+            bandwidth.iter().find(|b| b.threads == r.threads).and_then(|b| b.gbps())
+        } else {
+            copies.iter().find(|c| c.covers(&r.backend)).and_then(|c| c.summary()).map(|s| s.median)
+        };
     }
     machine.load_end = machine::loadavg();
     Ok(Report {
         machine,
         config: cfg.clone(),
         bandwidth,
+        copies,
         records,
         elapsed_s: start.elapsed().as_secs_f64(),
         notes: vec![],
@@ -942,6 +999,25 @@ pub fn parse_formats(s: &str) -> Result<Vec<Format>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device's copy bandwidth covers its own rows (host and device out), not another device's.
+    #[test]
+    fn device_copy_covers_its_rows() {
+        let c = DeviceCopy { backend: "cuda:0".into(), bytes: 1 << 20, samples: vec![3000.0, 3100.0, 2900.0] };
+        assert!(c.covers("cuda:0"));
+        assert!(c.covers(&device_out_name("cuda:0")));
+        assert!(!c.covers("cuda:1"));
+        assert!(!c.covers("cuda:01"));
+        assert!(!c.covers("wgpu (NVIDIA H100)"));
+        assert_eq!(c.summary().map(|s| s.median), Some(3000.0));
+    }
+
+    /// The CPU has no copy reference: its rows keep the streaming read.
+    #[test]
+    fn cpu_has_no_copy_reference() {
+        let d = Device::open(BackendSpec::Cpu(None), DeviceOptions::default()).unwrap();
+        assert_eq!(d.copy_gbps(1 << 20).unwrap(), None);
+    }
 
     #[test]
     fn gpu_out_parses_and_names_its_rows() {

@@ -106,6 +106,25 @@ fn row_cells(r: &Record) -> Vec<String> {
     ]
 }
 
+/// The GPU backends' copy bandwidth, one line each.
+fn copy_lines(rep: &Report) -> Vec<String> {
+    rep.copies
+        .iter()
+        .filter_map(|c| {
+            let s = c.summary()?;
+            Some(format!(
+                "{}: {} GB/s read + written (min {}, max {}, {} samples of {} MiB)",
+                c.backend,
+                num(s.median),
+                num(s.min),
+                num(s.max),
+                s.n,
+                c.bytes >> 20
+            ))
+        })
+        .collect()
+}
+
 fn bw_lines(rep: &Report) -> Vec<String> {
     rep.bandwidth
         .iter()
@@ -134,6 +153,9 @@ pub fn table(rep: &Report) -> String {
     }
     for l in bw_lines(rep) {
         let _ = writeln!(o, "streaming read bandwidth, {l}");
+    }
+    for l in copy_lines(rep) {
+        let _ = writeln!(o, "device copy bandwidth, {l}");
     }
     for ((shape, op), rs) in sections(rep) {
         let _ = writeln!(o, "\n== {} ==", section_title(rep, shape, op, &rs));
@@ -168,7 +190,8 @@ pub fn table(rep: &Report) -> String {
     let _ = writeln!(
         o,
         "\nGB/s: median ±half the interquartile range (relative); % bw: ours / streaming read bandwidth at the same \
-         thread count; = ggml: ours' output equals ggml's bit for bit. Took {:.0} s.",
+         thread count (CPU), or / the device's copy bandwidth, read + written (CUDA); = ggml: ours' output equals \
+         ggml's bit for bit. Took {:.0} s.",
         rep.elapsed_s
     );
     o
@@ -276,6 +299,27 @@ pub fn markdown(rep: &Report, chart: Option<&str>) -> String {
             let _ = writeln!(o, "| {} | {} | {} | {} | {} |", b.threads, num(s.median), num(s.min), num(s.max), s.n);
         }
     }
+    if !rep.copies.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Device copy bandwidth (read + written)\n\n| backend | median GB/s | min | max | samples | MiB |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: |"
+        );
+        for c in &rep.copies {
+            if let Some(s) = c.summary() {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    md_escape(&c.backend),
+                    num(s.median),
+                    num(s.min),
+                    num(s.max),
+                    s.n,
+                    c.bytes >> 20
+                );
+            }
+        }
+    }
     if let Some(c) = chart {
         let _ = writeln!(o, "\n## Chart\n\n![GB/s per format for each token count]({c})");
     }
@@ -314,7 +358,9 @@ const METHOD: [&str; 8] = [
      `from_float`). Both run on one thread.",
     "Streaming-read bandwidth: a wrapping sum of a buffer of the weights' size (at least 64 MiB), split in contiguous \
      parts over the threads, 5 samples at the start and 5 at the end of the run; % bw compares ours with it at the same \
-     thread count (in-cache shapes can exceed 100 %).",
+     thread count (in-cache shapes can exceed 100 %). CUDA rows compare with the device's copy bandwidth instead: a \
+     device-to-device copy of the same buffer size (bytes read plus bytes written), 3 samples at the start and 3 at \
+     the end.",
     "= ggml: ours' matmul output of the timed runs equals ggml's bit for bit (NaN = NaN). Weights are random blocks \
      with finite scales; activations standard normal.",
 ];
@@ -330,6 +376,9 @@ pub fn machine_txt(rep: &Report) -> String {
     }
     for l in bw_lines(rep) {
         let _ = writeln!(o, "streaming read bandwidth, {l}");
+    }
+    for l in copy_lines(rep) {
+        let _ = writeln!(o, "device copy bandwidth, {l}");
     }
     for n in &rep.notes {
         let _ = writeln!(o, "note: {n}");

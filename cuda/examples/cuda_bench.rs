@@ -182,17 +182,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // copy bandwidth: 2 x `gib` GiB buffers, device to device
     let n = (gib * (1u64 << 30) as f64 / 4.0) as usize;
-    let src = b.alloc_f32(n)?;
-    let mut dst = b.alloc_f32(n)?;
-    let ms = b.time_ms(iters, || b.copy_f32(&src, &mut dst))?;
-    let copy_gbs = 2.0 * 4.0 * n as f64 / (ms * 1e-3) / 1e9;
+    let copy_gbs = b.copy_gbps(4 * n, iters)?;
+    let ms = 2.0 * 4.0 * n as f64 / (copy_gbs * 1e9) * 1e3;
     writeln!(
         md,
         "device-to-device copy of {:.2} GiB: {ms:.3} ms, **{copy_gbs:.0} GB/s** (read + written)\n",
         4.0 * n as f64 / (1u64 << 30) as f64
     )?;
-    drop(src);
-    drop(dst);
     if !experts_only && !args.iter().any(|a| a == "--no-cublas") {
         // Not fatal: the qkern tables below are this run's point. (cudarc panics on a symbol
         // missing from the loaded library, hence the unwind guard.)

@@ -845,6 +845,17 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// The device-to-device copy bandwidth in GB/s, counted as bytes read plus bytes written (as
+    /// issue #5 counts it): `bytes` copied between two device buffers, CUDA events over `iters`
+    /// copies after one untimed copy. The reference against which the matmul's GB/s are set.
+    pub fn copy_gbps(&self, bytes: usize, iters: usize) -> Result<f64> {
+        let n = (bytes / 4).max(1);
+        let src = self.alloc_f32(n)?;
+        let mut dst = self.alloc_f32(n)?;
+        let ms = self.time_ms(iters, || self.copy_f32(&src, &mut dst))?;
+        Ok(2.0 * 4.0 * n as f64 / (ms * 1e-3) / 1e9)
+    }
+
     /// Wait for everything queued on this backend's stream (by [`CudaBackend::wait_mode`]).
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;

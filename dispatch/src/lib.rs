@@ -653,6 +653,22 @@ impl Device {
         Ok(())
     }
 
+    /// The device's copy bandwidth in GB/s, counted as bytes read plus bytes written: a
+    /// device-to-device copy of `bytes` on CUDA (the reference of issue #5's goals). `None` on the
+    /// CPU (`qkern bench` measures its streaming read instead) and on wgpu, whose buffer copy is
+    /// no bandwidth reference (834-841 GB/s on an H100 whose kernels read 2.9 TB/s;
+    /// benches/results/2026-12-06-session30).
+    pub fn copy_gbps(&self, bytes: usize) -> Result<Option<f64>> {
+        let _ = bytes;
+        Ok(match &self.inner {
+            Inner::Cpu(_) => None,
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => Some(c.copy_gbps(bytes, 10).map_err(gpu_err!("cuda"))?),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(_) => None,
+        })
+    }
+
     /// Wait until all work queued on this device has finished (the CPU never queues).
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner {
