@@ -359,7 +359,7 @@ const METHOD: [&str; 8] = [
     "Streaming-read bandwidth: a wrapping sum of a buffer of the weights' size (at least 64 MiB), split in contiguous \
      parts over the threads, 5 samples at the start and 5 at the end of the run; % bw compares ours with it at the same \
      thread count (in-cache shapes can exceed 100 %). CUDA rows compare with the device's copy bandwidth instead: a \
-     device-to-device copy of the same buffer size (bytes read plus bytes written), 3 samples at the start and 3 at \
+     device-to-device copy of the same buffer size, at most 1 GiB (bytes read plus bytes written), 3 samples at the start and 3 at \
      the end.",
     "= ggml: ours' matmul output of the timed runs equals ggml's bit for bit (NaN = NaN). Weights are random blocks \
      with finite scales; activations standard normal.",
