@@ -106,41 +106,26 @@ fn row_cells(r: &Record) -> Vec<String> {
     ]
 }
 
+/// "`label`: M GB/s`what` (min, max, n samples over B MiB)" of one bandwidth summary.
+fn bw_line(label: String, what: &str, s: Option<Summary>, bytes: usize) -> Option<String> {
+    let s = s?;
+    Some(format!(
+        "{label}: {} GB/s{what} (min {}, max {}, {} samples over {} MiB)",
+        num(s.median),
+        num(s.min),
+        num(s.max),
+        s.n,
+        bytes >> 20
+    ))
+}
+
 /// The GPU backends' copy bandwidth, one line each.
 fn copy_lines(rep: &Report) -> Vec<String> {
-    rep.copies
-        .iter()
-        .filter_map(|c| {
-            let s = c.summary()?;
-            Some(format!(
-                "{}: {} GB/s read + written (min {}, max {}, {} samples of {} MiB)",
-                c.backend,
-                num(s.median),
-                num(s.min),
-                num(s.max),
-                s.n,
-                c.bytes >> 20
-            ))
-        })
-        .collect()
+    rep.copies.iter().filter_map(|c| bw_line(c.backend.clone(), " read + written", c.summary(), c.bytes)).collect()
 }
 
 fn bw_lines(rep: &Report) -> Vec<String> {
-    rep.bandwidth
-        .iter()
-        .filter_map(|b| {
-            let s = b.summary()?;
-            Some(format!(
-                "{} thread(s): {} GB/s (min {}, max {}, {} samples over {} MiB)",
-                b.threads,
-                num(s.median),
-                num(s.min),
-                num(s.max),
-                s.n,
-                b.bytes >> 20
-            ))
-        })
-        .collect()
+    rep.bandwidth.iter().filter_map(|b| bw_line(format!("{} thread(s)", b.threads), "", b.summary(), b.bytes)).collect()
 }
 
 /// The plain-text report: machine line, bandwidth, then one aligned table per section.
