@@ -1020,13 +1020,6 @@ mod tests {
         assert_eq!(c.summary().map(|s| s.median), Some(3000.0));
     }
 
-    /// The CPU has no copy reference: its rows keep the streaming read.
-    #[test]
-    fn cpu_has_no_copy_reference() {
-        let d = Device::open(BackendSpec::Cpu(None), DeviceOptions::default()).unwrap();
-        assert_eq!(d.copy_gbps(1 << 20).unwrap(), None);
-    }
-
     #[test]
     fn gpu_out_parses_and_names_its_rows() {
         assert_eq!("host".parse::<GpuOut>().unwrap(), GpuOut::Host);

@@ -4,9 +4,10 @@
 // - dot: `ggml_vec_dot_iq2_s_q8_K` (AVX2): signs applied as (s ^ q8) - s (a negation),
 //   lanes 0-3 of sub-block ib scale 2*(scales[ib]&15)+1, lanes 4-7 2*(scales[ib]>>4)+1;
 //   acc = fma(xd*yd, lane, acc); 0.125 * hsum_float_8(acc).
-// Device layout: split, row-major or tiled (QK_IQ_TILE, common.cuh qk_iq_row0) (80-byte bodies qs[64] qh[8] scales[8], then the fp16 d array). Thread
-// mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks
-// ib = s, s + S, ...: grid entries 2h, 2h + 1 of the sub-block (8 bytes each: two lanes).
+// Device layout: split (80-byte bodies qs[64] qh[8] scales[8], then the fp16 d array), row-major or
+// tiled (QK_IQ_TILE, common.cuh qk_iq_row0). Thread mapping MM_KERNELS_L4 (mm_common.cuh): thread
+// (h, s) owns lanes 4h..4h+3 of the sub-blocks ib = s, s + S, ...: grid entries 2h, 2h + 1 of the
+// sub-block (8 bytes each: two lanes).
 
 #include "mm_common.cuh"
 

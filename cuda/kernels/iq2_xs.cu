@@ -3,9 +3,10 @@
 //   y = +-(db * iq2xs_grid[q & 511] byte), signs ksigns_iq2xs[q >> 9]
 // - dot: `ggml_vec_dot_iq2_xs_q8_K` (AVX2): lanes 0-3 of sub-block ib take 2*(scales[ib]&15)+1,
 //   lanes 4-7 2*(scales[ib]>>4)+1; acc = fma(xd*yd, lane, acc); 0.125 * hsum_float_8(acc).
-// Device layout: split, row-major or tiled (QK_IQ_TILE, common.cuh qk_iq_row0) (72-byte bodies qs[64] scales[8], then the fp16 d array). Thread mapping
-// MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks
-// ib = s, s + S, ...: the two grid indices of qs word 2ib + h, one 8-byte grid entry each.
+// Device layout: split (72-byte bodies qs[64] scales[8], then the fp16 d array), row-major or tiled
+// (QK_IQ_TILE, common.cuh qk_iq_row0). Thread mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s)
+// owns lanes 4h..4h+3 of the sub-blocks ib = s, s + S, ...: the two grid indices of qs word 2ib +
+// h, one 8-byte grid entry each.
 
 #include "mm_common.cuh"
 

@@ -5,9 +5,10 @@
 //   of grid entry L>>1, signed by keven_signs (ksigns with parity) and scaled by 2*ls+1;
 //   acc = fma(xd*yd, lane, acc); result 0.125 * hsum_float_8(acc). The signs are applied to
 //   the grid bytes instead of the q8 bytes: the same products for any activation but -128.
-// Device layout: split, row-major or tiled (QK_IQ_TILE, common.cuh qk_iq_row0) (64-byte bodies, then the fp16 d array). Thread mapping MM_KERNELS_L4
-// (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks ib = s, s + S, ...:
-// grid entries 2h, 2h + 1 of the sub-block (8 bytes each: two lanes).
+// Device layout: split (64-byte bodies, then the fp16 d array), row-major or tiled (QK_IQ_TILE,
+// common.cuh qk_iq_row0). Thread mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes
+// 4h..4h+3 of the sub-blocks ib = s, s + S, ...: grid entries 2h, 2h + 1 of the sub-block (8 bytes
+// each: two lanes).
 
 #include "mm_common.cuh"
 

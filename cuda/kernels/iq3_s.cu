@@ -4,9 +4,10 @@
 // - dot: `ggml_vec_dot_iq3_s_q8_K` (AVX2): lane L of sub-block ib is grid entry
 //   qs[8ib+L] | ((qh[ib] << (8-L)) & 256), signed by bits 4(L&1).. of signs[4ib + L/2]
 //   ((s ^ q8) - s, a negation), scaled 2*ls+1; acc = fma(xd*yd, lane, acc); hsum unscaled.
-// Device layout: split, row-major or tiled (QK_IQ_TILE, common.cuh qk_iq_row0) (108-byte bodies qs[64] qh[8] signs[32] scales[4], then the d array).
-// Thread mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the
-// sub-blocks ib = s, s + S, ...: the qs word 2ib + h, signs half h of word ib.
+// Device layout: split (108-byte bodies qs[64] qh[8] signs[32] scales[4], then the d array),
+// row-major or tiled (QK_IQ_TILE, common.cuh qk_iq_row0). Thread mapping MM_KERNELS_L4
+// (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks ib = s, s + S, ...: the qs
+// word 2ib + h, signs half h of word ib.
 
 #include "mm_common.cuh"
 

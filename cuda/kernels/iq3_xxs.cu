@@ -4,9 +4,9 @@
 // - dot: `ggml_vec_dot_iq3_xxs_q8_K` (AVX2): lane L of sub-block ib is grid entry
 //   qs[8ib+L] (4 bytes), signed by keven_signs[(aux >> 7(L>>1)) & 127], scaled 2*ls+1;
 //   acc = fma(xd*yd, lane, acc); 0.25 * hsum_float_8(acc).
-// Device layout: split, row-major or tiled (QK_IQ_TILE, common.cuh qk_iq_row0) (96-byte bodies qs[64] aux[32], then the fp16 d array). Thread mapping
-// MM_KERNELS_L4 (mm_common.cuh): thread (h, s) owns lanes 4h..4h+3 of the sub-blocks
-// ib = s, s + S, ...: the grid bytes of qs word 2ib + h.
+// Device layout: split (96-byte bodies qs[64] aux[32], then the fp16 d array), row-major or tiled
+// (QK_IQ_TILE, common.cuh qk_iq_row0). Thread mapping MM_KERNELS_L4 (mm_common.cuh): thread (h, s)
+// owns lanes 4h..4h+3 of the sub-blocks ib = s, s + S, ...: the grid bytes of qs word 2ib + h.
 
 #include "mm_common.cuh"
 

@@ -229,11 +229,7 @@ fn shared_copy_sizes_agree_with_the_kernels() {
 /// a misspelt value would silently test the row-major layout instead.
 #[test]
 fn iq_layout_is_the_one_asked_for() {
-    let want = match std::env::var("QKERN_CUDA_IQ_TILE").as_deref() {
-        Ok("1") => 16,
-        Ok("0") | Ok("") | Err(_) => 1,
-        Ok(v) => panic!("QKERN_CUDA_IQ_TILE={v:?}: 0 or 1"),
-    };
+    let want = if qkern_cuda::layout::iq_tile_from_env().unwrap() { 16 } else { 1 };
     for f in Format::WEIGHTS.into_iter().filter(|f| f.is_iq_grid()) {
         assert_eq!(WeightLayout::of(f).unwrap().tile, want, "{f}");
     }

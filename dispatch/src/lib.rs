@@ -658,8 +658,8 @@ impl Device {
     /// CPU (`qkern bench` measures its streaming read instead) and on wgpu, whose buffer copy is
     /// no bandwidth reference (834-841 GB/s on an H100 whose kernels read 2.9 TB/s;
     /// benches/results/2026-12-06-session30).
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     pub fn copy_gbps(&self, bytes: usize) -> Result<Option<f64>> {
-        let _ = bytes;
         Ok(match &self.inner {
             Inner::Cpu(_) => None,
             #[cfg(feature = "cuda")]

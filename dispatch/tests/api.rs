@@ -12,6 +12,14 @@ fn q8_0_weights(rows: usize, cols: usize) -> Vec<u8> {
     acts.host_bytes().unwrap().to_vec()
 }
 
+/// The CPU has no copy reference (`qkern bench` sets its rows against the streaming read).
+#[test]
+fn cpu_has_no_copy_reference() {
+    let d = Device::cpu().unwrap();
+    assert_eq!(d.copy_gbps(1 << 20).unwrap(), None);
+    assert_eq!(d.copy_gbps(0).unwrap(), None);
+}
+
 #[test]
 fn weights_ref_validates() {
     let b = vec![0u8; 34 * 4];
