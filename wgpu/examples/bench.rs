@@ -7,8 +7,8 @@
 //! `--variants` (or `QKERN_WGPU_VARIANTS`) runs every (format, NT) under several kernel
 //! variants in one process (same bits, different speed; each variant's `call` timed too):
 //! `default` (the backend's choice), `emul` (fma emulation even where `fma()` is fused),
-//! `full` / `none` (wgpu's shader runtime checks all kept / all dropped; default: bounds
-//! checks without loop bounding), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`
+//! `full` / `checked` / `none` (wgpu's shader runtime checks all kept / bounds checks without
+//! loop bounding / all dropped, the default), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`
 //! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
 //! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
 //! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per

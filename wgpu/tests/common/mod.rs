@@ -190,7 +190,7 @@ pub fn backend_staged() -> Option<&'static WgpuBackend> {
 /// the adapter's cooperative matrices where it has them (`WgpuBackend::supports_coop`: e.g.
 /// NVIDIA's Vulkan driver), else with the tile products emulated (lavapipe), so that the
 /// kernel's layout, bias and chains are checked everywhere and the tiles themselves where a
-/// device has them (tiles staged as u32 words, or as f16 with `QKERN_TEST_COOP=f16`).
+/// device has them (tiles staged as f16, or as u32 words with `QKERN_TEST_COOP=words`).
 pub fn backend_coop() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| open(Options { coop: Some(coop_choice()?), ..Options::default() })).as_ref()
