@@ -33,10 +33,10 @@ QKERN_EMU_DEFINES="-DQK_IQ_S_LOOKS=1" cargo test -p qkern-cuda --test emu mm_iq
 QKERN_EMU_DEFINES="-DQK_IQ2_SEL=0" cargo test -p qkern-cuda --test emu mm_iq2
 # Every kernel and the q8_K quantizer again with the q8_K activations as words (QKERN_CUDA_Q8K).
 QKERN_CUDA_Q8K=words cargo test -p qkern-cuda --test emu
-# The IQ2/IQ3 formats tiled (QKERN_CUDA_IQ_TILE, opt-in): matmul (lanes, S = 4, tensor cores) and
-# dequantize, both IQ products.
-QKERN_CUDA_IQ_TILE=1 cargo test -p qkern-cuda --test emu -- mm_iq2 mm_iq3 deq_iq2 deq_iq3 iq_layout
-QKERN_CUDA_IQ_TILE=1 QKERN_EMU_DEFINES="-DQK_IQ_HMMA=0" cargo test -p qkern-cuda --test emu mm_iq
+# The IQ2/IQ3 formats row-major (QKERN_CUDA_IQ_TILE=0; tiled by default since session 31): matmul
+# (lanes, S = 4, tensor cores) and dequantize, both IQ products.
+QKERN_CUDA_IQ_TILE=0 cargo test -p qkern-cuda --test emu -- mm_iq2 mm_iq3 deq_iq2 deq_iq3 iq_layout
+QKERN_CUDA_IQ_TILE=0 QKERN_EMU_DEFINES="-DQK_IQ_HMMA=0" cargo test -p qkern-cuda --test emu mm_iq
 # The row kernels' staged activations in the constant bank instead of shared memory
 # (QK_CACT_SMEM=0, the smaller GPUs' default), and the shared-memory kernels' fallback to global
 # memory for buffers over their budget.

@@ -455,9 +455,10 @@ QK_DEV u64 qk_wblk(u32 rows, u32 nb, u32 row, u32 b) {
     return qk_wrow0(nb, row) + (u64)b * qk_wstep(rows, row);
 }
 // The IQ2/IQ3 formats: tiled as above where QK_IQ_TILE (layout.rs `iq_tile`, which passes it;
-// QKERN_CUDA_IQ_TILE=1), else row-major (block b of `row` is row * nb + b).
+// the default since session 31), else row-major (block b of `row` is row * nb + b;
+// QKERN_CUDA_IQ_TILE=0).
 #ifndef QK_IQ_TILE
-#define QK_IQ_TILE 0
+#define QK_IQ_TILE 1
 #endif
 #if QK_IQ_TILE != 0 && QK_IQ_TILE != 1
 #error "QK_IQ_TILE: 0 (row-major) or 1 (tiled)"

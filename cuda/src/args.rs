@@ -160,12 +160,24 @@ pub fn has_mma(format: Format) -> bool {
 ///
 /// With the int8 products (`-DQK_IQ_HMMA=0`, [`crate::kernels::iq_hmma`]) the IQ formats keep
 /// the token counts measured for them before.
+///
+/// Session 31 tiled the IQ2/IQ3 formats (layout.rs, [`crate::layout::iq_tile`], the default
+/// since), which sped up their lane kernels more than their tensor cores (H100,
+/// benches/results/2026-12-06-session31 run1-ciqtile `ciqtile.md`, kernel-only GB/s, two
+/// interleaved rounds alike; lanes / fp16 tensor cores, tiled): iq2_xxs NT 1 1934 / 1172, NT 2
+/// 1249 / 1167, NT 3 972 / 1167, so from 3; iq2_xs NT 2 1207 / 1234, so from 2 as before; iq2_s
+/// NT 2 1232 / 1288, so from 2; iq3_xxs NT 2 1590 / 1520, NT 3 1245 / 1508, so from 3; iq3_s NT 1
+/// 1955 / 1439, NT 2 1465 / 1436, NT 3 1209 / 1435, so from 3. Row-major
+/// (`QKERN_CUDA_IQ_TILE=0`) they keep session 28's token counts.
 pub fn mma_default_mask(format: Format) -> u32 {
     let int8 = format.is_iq_grid() && crate::kernels::iq_hmma() == 0;
+    let tiled = format.is_iq_grid() && crate::layout::iq_tile() && !int8; // fp16 products, tiled
     let nts: &[u32] = match format {
         Format::IQ2_XS | Format::IQ3_S if int8 => &[2, 3, 4, 5, 6, 7, 8],
         Format::IQ2_XXS if int8 => &[3, 4, 5, 6, 7, 8],
         Format::IQ3_XXS if int8 => &[4, 5, 6, 7, 8],
+        Format::IQ2_XXS | Format::IQ3_XXS | Format::IQ3_S if tiled => &[3, 4, 5, 6, 7, 8],
+        Format::IQ2_XS | Format::IQ2_S if tiled => &[2, 3, 4, 5, 6, 7, 8],
         Format::IQ3_S => &[1, 2, 3, 4, 5, 6, 7, 8],
         Format::IQ2_XXS | Format::IQ2_XS | Format::IQ3_XXS => &[2, 3, 4, 5, 6, 7, 8],
         Format::Q4_K | Format::Q5_K | Format::Q6_K | Format::IQ2_S | Format::IQ4_XS => &[3, 4, 5, 6, 7, 8],
@@ -759,15 +771,21 @@ mod tests {
 
     #[test]
     fn iq_token_counts_follow_the_products() {
-        // fp16 products (the default) from fewer tokens than int8 (-DQK_IQ_HMMA=0)
+        // fp16 products (the default) from fewer tokens than int8 (-DQK_IQ_HMMA=0); tiled (the
+        // default) the lane kernels keep one and two tokens of iq3_s, two of iq2_xxs and
+        // iq3_xxs, and the tensor cores take two of iq2_s
         let fp16 = crate::kernels::iq_hmma() != 0;
-        assert_eq!(in_mask(mma_default_mask(Format::IQ3_S), 1), fp16);
-        assert_eq!(in_mask(mma_default_mask(Format::IQ3_XXS), 2), fp16);
-        assert_eq!(in_mask(mma_default_mask(Format::IQ2_XXS), 2), fp16);
+        let tiled = crate::layout::iq_tile();
+        assert_eq!(in_mask(mma_default_mask(Format::IQ3_S), 1), fp16 && !tiled);
+        assert_eq!(in_mask(mma_default_mask(Format::IQ3_S), 2), !fp16 || !tiled);
+        assert_eq!(in_mask(mma_default_mask(Format::IQ3_XXS), 2), fp16 && !tiled);
+        assert_eq!(in_mask(mma_default_mask(Format::IQ2_XXS), 2), fp16 && !tiled);
+        assert!(in_mask(mma_default_mask(Format::IQ2_XS), 2));
+        assert_eq!(in_mask(mma_default_mask(Format::IQ2_S), 2), fp16 && tiled);
         for f in [Format::IQ2_XXS, Format::IQ2_XS, Format::IQ2_S, Format::IQ3_XXS, Format::IQ3_S] {
             assert!((4..=8).all(|n| in_mask(mma_default_mask(f), n)), "{f}");
+            assert!(!in_mask(mma_default_mask(f), 1) || (f == Format::IQ3_S && fp16 && !tiled), "{f}");
         }
-        assert!(!in_mask(mma_default_mask(Format::IQ2_S), 2));
     }
 
     #[test]

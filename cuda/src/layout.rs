@@ -16,9 +16,9 @@
 //! rows), block `b` of the group's rows stored next to each other: block (row, b) is block
 //! number `16*g*nb + b*G + row%16` of group `g = row/16` (`tiled_index`). Their matmul kernels
 //! give a warp 16 consecutive rows (or fewer, all in one group), so a warp's load of block `b`
-//! reads one contiguous span instead of 16 rows' pieces. The IQ2/IQ3 formats are row-major
-//! (block `row*nb + b`) unless `QKERN_CUDA_IQ_TILE=1` tiles them too ([`iq_tile`]; opt-in
-//! until timed).
+//! reads one contiguous span instead of 16 rows' pieces. The IQ2/IQ3 formats are tiled too
+//! (since session 31), or row-major (block `row*nb + b`) with `QKERN_CUDA_IQ_TILE=0`
+//! ([`iq_tile`]).
 //!
 //! **Activations.** Regions, each `[capacity][...]` and 256-byte aligned: int8 quants
 //! `[t][cols]`; `d` as fp16 (the bits ggml stores) and as f32 (what the matmul reads)
@@ -208,21 +208,24 @@ impl WeightLayout {
     }
 }
 
-/// `QKERN_CUDA_IQ_TILE` (`0` or `1`): whether the IQ2/IQ3 formats' split bodies and `d` arrays
-/// are tiled as the other formats' blocks are (kernels/common.cuh `QK_IQ_TILE`). Off by default
-/// until timed: wgpu's tiled IQ2/IQ3 thread pairs read 1.3-1.4x CUDA's one-token GB/s on the
-/// H100 for iq2_xs and iq3_s (benches/results/2026-12-06-session30 run1), and tiling gained CUDA
-/// 11-16 % on q4_K and q5_K (session 19).
+/// `QKERN_CUDA_IQ_TILE` (`0` or `1`, default 1): whether the IQ2/IQ3 formats' split bodies and
+/// `d` arrays are tiled as the other formats' blocks are (kernels/common.cuh `QK_IQ_TILE`).
+/// Tiled, a warp's load of block `b` reads one contiguous span of its 16 rows, as in the other
+/// formats. On the H100 (benches/results/2026-12-06-session31 run1-ciqtile, kernel-only GB/s,
+/// row-major / tiled, two interleaved rounds alike) the one-token lane kernels read iq2_xxs 1561
+/// / 1934, iq2_xs 1140 / 1855, iq2_s 1335 / 1740, iq3_xxs 1647 / 2272, iq3_s 1265 / 1955, and
+/// the fp16 tensor cores 1114 / 1167, 1175 / 1234, 989 / 1288, 1506 / 1520, 1312 / 1436 (NT 2).
+/// `0` keeps them row-major.
 pub fn iq_tile_from_env() -> Result<bool, qkern_formats::env::EnvError> {
-    Ok(qkern_formats::env::knob("QKERN_CUDA_IQ_TILE", "0 or 1", qkern_formats::env::switch)?.unwrap_or(false))
+    Ok(qkern_formats::env::knob("QKERN_CUDA_IQ_TILE", "0 or 1", qkern_formats::env::switch)?.unwrap_or(true))
 }
 
 /// The process's [`iq_tile_from_env`], read once: the weight layouts and the NVRTC (and
-/// emulator) options ([`iq_tile_define`]) take the same value. An unknown value reads as off
-/// here; the backend refuses it when it starts, so no kernel runs with it.
+/// emulator) options ([`iq_tile_define`]) take the same value. An unknown value reads as the
+/// default here; the backend refuses it when it starts, so no kernel runs with it.
 pub fn iq_tile() -> bool {
     static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| iq_tile_from_env().unwrap_or(false))
+    *T.get_or_init(|| iq_tile_from_env().unwrap_or(true))
 }
 
 /// The option that builds the kernels for this process's IQ2/IQ3 layout ([`iq_tile`]).

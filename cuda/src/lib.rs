@@ -32,9 +32,9 @@
 //! - q8_K activations lie in the device buffer as words interleaved by token, or as quads like
 //!   q8_0's ([`layout::Q8kLayout`], `QKERN_CUDA_Q8K`: one value per process, given to NVRTC
 //!   and to every [`layout::ActLayout`] alike).
-//! - The IQ2/IQ3 formats' split blocks are row-major, or tiled as the other formats' blocks with
-//!   `QKERN_CUDA_IQ_TILE=1` ([`layout::iq_tile`]: one value per process, given to NVRTC and to
-//!   every [`layout::WeightLayout`] alike; opt-in until timed).
+//! - The IQ2/IQ3 formats' split blocks are tiled as the other formats' blocks (since session
+//!   31), or row-major with `QKERN_CUDA_IQ_TILE=0` ([`layout::iq_tile`]: one value per process,
+//!   given to NVRTC and to every [`layout::WeightLayout`] alike).
 //! - Engine shape: weights uploaded once ([`CudaBackend::upload_weights`]); activation
 //!   buffers reused ([`CudaBackend::alloc_acts`]) and quantized on the device; one stream per
 //!   backend; `matmul` allocates nothing once its output buffers have grown to size, and

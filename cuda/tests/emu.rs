@@ -5,8 +5,8 @@
 //! `g++` or `clang++`); skips with a message otherwise. No GPU involved. `QKERN_EMU_DEFINES`
 //! (`-DNAME=VALUE` words, as `QKERN_CUDA_NVRTC_OPTS` gives NVRTC) builds the kernels with other
 //! values of their compile-time knobs (scripts/test.sh runs the off switches this way);
-//! `QKERN_CUDA_Q8K=quads` runs them all on the other q8_K activation layout, and
-//! `QKERN_CUDA_IQ_TILE=1` on the IQ2/IQ3 formats tiled.
+//! `QKERN_CUDA_Q8K=words` runs them all on the other q8_K activation layout, and
+//! `QKERN_CUDA_IQ_TILE=0` on the IQ2/IQ3 formats row-major.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -225,7 +225,7 @@ fn shared_copy_sizes_agree_with_the_kernels() {
     }
 }
 
-/// The layouts these tests pack follow `QKERN_CUDA_IQ_TILE` (scripts/test.sh runs them tiled):
+/// The layouts these tests pack follow `QKERN_CUDA_IQ_TILE` (scripts/test.sh runs them both ways):
 /// a misspelt value would silently test the row-major layout instead.
 #[test]
 fn iq_layout_is_the_one_asked_for() {

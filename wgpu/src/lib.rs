@@ -2428,6 +2428,12 @@ const STAGE_PER_NT: u8 = u8::MAX - 1;
 /// 1367, 904 / 934 (run6 alike). iq2_s gained at NT 1-2 but lost 14-21 % from NT 3 (1016 / 799,
 /// 921 / 810, 636 / 546), iq3_xxs was within 4 % either way: they keep 32.
 ///
+/// iq2_xs stages at 3 tokens too since session 31 (benches/results/2026-12-06-session31
+/// run3-wstage-iq2, H100, kernel-only GB/s, 64 rows not staged / staged): NT 3 787 / 1186; NT 1
+/// 1726 / 1737 (within the noise: not there). iq2_s, staged on 64 rows / its default (32 rows,
+/// not staged): NT 1 1382 / 1377, NT 2 1204 / 1156, NT 3 1075 / 1027, NT 4 920 / 924, NT 8 645 /
+/// 648, within 5 %: it keeps its default.
+///
 /// Calls of fewer than [`STAGE_ROWS`] rows stage at the same token counts on the format's
 /// usual rows (`call_tuning` has their numbers).
 fn default_stage(f: Format) -> (u8, u32) {
@@ -2436,7 +2442,7 @@ fn default_stage(f: Format) -> (u8, u32) {
         Format::Q4_K | Format::Q6_K | Format::IQ4_XS => (0xff, 64),
         Format::Q5_K => (0xfd, 64),
         Format::IQ2_XXS => (0xfe, 0),
-        Format::IQ2_XS => (0xfa, 64),
+        Format::IQ2_XS => (0xfe, 64),
         Format::IQ3_XXS => (0xff, 0),
         Format::IQ3_S => (0xff, 64),
         _ => (0, 0),
