@@ -3152,9 +3152,8 @@ mod tests {
                 Format::Q8_0 | Format::Q5_1 | Format::IQ4_NL | Format::NVFP4 => ((1..=8).collect(), 128),
                 Format::Q4_K | Format::Q6_K | Format::IQ4_XS => ((1..=8).collect(), 64),
                 Format::Q5_K => (vec![1, 3, 4, 5, 6, 7, 8], 64),
-                Format::IQ2_XXS => ((2..=8).collect(), 32),
-                // On 8 invocations a row (`plain_tuning`): at most 32 rows (below for pairs).
-                Format::IQ2_XS => (vec![2, 4, 5, 6, 7, 8], 32),
+                // iq2_xs on 8 invocations a row (`plain_tuning`): at most 32 rows (below for pairs).
+                Format::IQ2_XXS | Format::IQ2_XS => ((2..=8).collect(), 32),
                 Format::IQ3_XXS | Format::IQ3_S => ((1..=8).collect(), 32),
                 _ => (vec![], if shaders::table_words(f) > 0 { 32 } else { 8 }),
             };
