@@ -48,9 +48,9 @@ hmma) F=${HMMA_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
       QKERN_CUDA_NVRTC_OPTS=-DQK_IQ_HMMA=$v timeout 30 $C/qkern parity --backend cuda; } > "$R/hmma${v}_parity.log" 2>&1
     echo "## QK_IQ_HMMA=$v"; grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/hmma${v}_parity.log" | head -20; done
   ntsweep_run "${HMMA_SWEEP:--DQK_IQ_HMMA=0|$F;|$F;-DQK_IQ_HMMA=0|$F;|$F}"; cat "$R/ntsweep.md" ;;
-# CUDA's IQ2/IQ3 formats tiled (QKERN_CUDA_IQ_TILE=1: session 30, the default since session 31): the bits (live
-# GPU test, `qkern parity`), then cuda_bench --mma-sweep of the five formats row-major / tiled,
-# twice, interleaved.
+# CUDA's IQ2/IQ3 formats tiled (QKERN_CUDA_IQ_TILE=1: session 30, the default since session 31):
+# the bits (live GPU test, `qkern parity`), then cuda_bench --mma-sweep of the five formats
+# row-major / tiled, twice, interleaved.
 ciqtile) F=${CIQTILE_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
   { QKERN_CUDA_IQ_TILE=1 QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
     QKERN_CUDA_IQ_TILE=1 timeout 30 $C/qkern parity --backend cuda; } > "$R/ciqtile_parity.log" 2>&1

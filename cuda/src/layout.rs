@@ -217,15 +217,18 @@ impl WeightLayout {
 /// the fp16 tensor cores 1114 / 1167, 1175 / 1234, 989 / 1288, 1506 / 1520, 1312 / 1436 (NT 2).
 /// `0` keeps them row-major.
 pub fn iq_tile_from_env() -> Result<bool, qkern_formats::env::EnvError> {
-    Ok(qkern_formats::env::knob("QKERN_CUDA_IQ_TILE", "0 or 1", qkern_formats::env::switch)?.unwrap_or(true))
+    Ok(qkern_formats::env::knob("QKERN_CUDA_IQ_TILE", "0 or 1", qkern_formats::env::switch)?.unwrap_or(IQ_TILE_DEFAULT))
 }
+
+/// [`iq_tile_from_env`]'s value where `QKERN_CUDA_IQ_TILE` is unset: tiled.
+pub const IQ_TILE_DEFAULT: bool = true;
 
 /// The process's [`iq_tile_from_env`], read once: the weight layouts and the NVRTC (and
 /// emulator) options ([`iq_tile_define`]) take the same value. An unknown value reads as the
 /// default here; the backend refuses it when it starts, so no kernel runs with it.
 pub fn iq_tile() -> bool {
     static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| iq_tile_from_env().unwrap_or(true))
+    *T.get_or_init(|| iq_tile_from_env().unwrap_or(IQ_TILE_DEFAULT))
 }
 
 /// The option that builds the kernels for this process's IQ2/IQ3 layout ([`iq_tile`]).
