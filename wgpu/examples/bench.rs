@@ -78,6 +78,9 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
         // as several copies with a sign table (Tuning::grid_rep)
         "grid1" => Tuning { grid_rep: false, ..d },
         "gridrep" => Tuning { grid_rep: true, ..d },
+        // the IQ2 grids as 2-bit codes (Tuning::grid_codes), or not
+        "gcode" => Tuning { grid_codes: true, ..d },
+        "gbytes" => Tuning { grid_codes: false, ..d },
         // the pair and thread-pair kernels on one row or two (Tuning::pair_rows; 0: per format)
         "prow0" => Tuning { pair_rows: 0, pair_generic: false, ..d },
         "prow1" => Tuning { pair_rows: 1, pair_generic: false, ..d },

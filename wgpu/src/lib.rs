@@ -263,6 +263,9 @@ pub struct Options {
     /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
     /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
     pub grid_rep: Option<bool>,
+    /// The IQ2 grids as 2-bit codes (`None`: `QKERN_WGPU_GRID_CODES=0|1`, else no). See
+    /// [`Tuning::grid_codes`].
+    pub grid_codes: Option<bool>,
     /// q4_K, q5_K and the IQ2/IQ3 formats uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else
     /// yes). See [`Tuning::ktile`].
     pub ktile: Option<bool>,
@@ -437,6 +440,13 @@ pub struct Tuning {
     /// 22 put the byte-pair kvalue tables of iq4_xs, iq4_nl and nvfp4 under this switch too, as
     /// up to 32 copies: 3-11x slower on the H200 in session 23, removed.)
     pub grid_rep: bool,
+    /// The IQ2 grids (iq2_xxs, iq2_xs, iq2_s) in workgroup memory as 2-bit codes of their three
+    /// byte values (`shaders::code_table_src`): a quarter of the words, one 4-byte lookup an
+    /// 8-byte grid entry, which the kernel turns back into bytes with a few integer operations
+    /// (`QKERN_WGPU_GRID_CODES=1`; with [`Tuning::grid_rep`], copies of the codes). The CUDA
+    /// backend's byte-permute selectors (`Iq2Sel`) halved its lookups; WGSL has no byte
+    /// permute. Off by default until measured on a GPU. The bits are the same either way.
+    pub grid_codes: bool,
     /// q4_K and q5_K weights uploaded in the tiled block order of the other K-quants and of
     /// the CUDA backend (layout.rs `pack_whole`: rows in groups of 16, block b of a group's rows
     /// side by side, each block unchanged), so that a subgroup's 16 rows read one contiguous
@@ -943,6 +953,10 @@ impl WgpuBackend {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(false),
         };
+        let grid_codes = match opts.grid_codes {
+            Some(b) => b,
+            None => env_knob("QKERN_WGPU_GRID_CODES", "0 or 1", bool01)?.unwrap_or(false),
+        };
         let ktile = match opts.ktile {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_KTILE", "0 or 1", bool01)?.unwrap_or(true),
@@ -1084,6 +1098,7 @@ impl WgpuBackend {
                 iq_pairs,
                 coop,
                 grid_rep,
+                grid_codes,
                 ktile,
                 pair_rows: pair_rows.min(2),
                 pair_generic,
@@ -1133,7 +1148,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1155,6 +1170,7 @@ impl WgpuBackend {
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
             if t.grid_rep { ", grid copies" } else { "" },
+            if t.grid_codes { ", grid codes" } else { "" },
             if t.ktile { ", tiled K-quants and IQ2/IQ3" } else { "" },
             match t.iq_pairs {
                 0 => String::new(),
@@ -1198,6 +1214,7 @@ impl WgpuBackend {
             iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
+            grid_codes: false,
             ktile: true,
             pair_rows: 0,
             pair_generic: false,
@@ -2516,6 +2533,7 @@ fn matmul_kernel_source(f: Format, nt: u32, t: Tuning, subgroups: bool, q8k: Q8k
         pair_generic,
         stage: stage_steps_of(f, nt, t, limit),
         grid_words: if t.grid_rep { grid_words(limit) } else { 0 },
+        grid_codes: t.grid_codes,
         ktile: t.ktile && crate::layout::ktiles(f),
     };
     match coop_kernel(f, nt, t) {
@@ -3021,6 +3039,7 @@ mod tests {
             iq_pairs: 0,
             coop: Coop::Off,
             grid_rep: false,
+            grid_codes: false,
             ktile: true,
             pair_rows: 0,
             pair_generic: false,

@@ -227,6 +227,13 @@ pub(crate) fn sign_rep(f: Format, grid_words: u32) -> u32 {
 /// a lookup instead of the parity, the spreads and the masks (the CUDA backend's `SignTab`),
 /// or computed where `srep` is 0.
 fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
+    table_src_codes(f, wg, rep, srep, false)
+}
+
+/// [`table_src`], with the IQ2 grids as 2-bit codes where `codes` ([`grid_codes`]; `rep` then
+/// counts the codes' copies, [`code_rep`]). Every kernel of a grid format also gets
+/// `tab2(e)`: the two words of 8-byte grid entry `e` (one lookup of the codes).
+fn table_src_codes(f: Format, wg: u32, rep: u32, srep: u32, codes: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return "fn load_tab(lid: u32) {}\n".into();
@@ -259,6 +266,14 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
             ),
         )
     };
+    if codes && grid_codes(f) {
+        return code_table_src(off, n as u32, wg, rep, &sdecl, &sfill);
+    }
+    let tab2 = if f.is_iq_grid() {
+        "fn tab2(e: u32) -> vec2<u32> {\n    return vec2<u32>(tab(2u * e), tab(2u * e + 1u));\n}\n"
+    } else {
+        ""
+    };
     if rep > 1 {
         let total = n as u32 * rep;
         let sh = rep.trailing_zeros();
@@ -266,15 +281,56 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
             "{sdecl}var<workgroup> TS: array<u32, {total}>;\n\
              var<private> TC: u32;\n\
              fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        TS[i] = T[{off}u + (i >> {sh}u)];\n    }}\n    TC = lid & {m}u;\n{sfill}    workgroupBarrier();\n}}\n\
-             fn tab(i: u32) -> u32 {{\n    return TS[(i << {sh}u) | TC];\n}}\n",
+             fn tab(i: u32) -> u32 {{\n    return TS[(i << {sh}u) | TC];\n}}\n{tab2}",
             m = rep - 1
         );
     }
     format!(
         "{sdecl}var<workgroup> TS: array<u32, {n}>;\n\
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n{sfill}    workgroupBarrier();\n}}\n\
-         fn tab(i: u32) -> u32 {{\n    return TS[i];\n}}\n\
+         fn tab(i: u32) -> u32 {{\n    return TS[i];\n}}\n{tab2}\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n"
+    )
+}
+
+/// Whether `f`'s grid takes the 2-bit codes ([`MmSrc::grid_codes`]): the IQ2 grids, whose
+/// bytes are all 0x08, 0x19 or 0x2b (`iq2_grids_have_three_levels` checks it).
+pub(crate) fn grid_codes(f: Format) -> bool {
+    matches!(f, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S)
+}
+
+/// Copies of an IQ2 grid's codes (a quarter of its words, [`grid_codes`]) within
+/// `grid_words` (0: one copy), as [`grid_rep`] counts the grid's.
+pub(crate) fn code_rep(f: Format, grid_words: u32) -> u32 {
+    let n = table_of(f).1 as u32 / 4;
+    if n == 0 || grid_words < 2 * n {
+        return 1;
+    }
+    1 << (grid_words / n).min(32).ilog2()
+}
+
+/// An IQ2 grid of `n` words at word `off` of `T` as codes in workgroup memory: byte i of the
+/// codes (word i / 4 of `TS`, `rep` copies interleaved as [`table_src`]'s) holds grid word i's
+/// four bytes as 2-bit levels (0x08 -> 0, 0x19 -> 1, 0x2b -> 2), a quarter of the words, and
+/// one 4-byte lookup brings a whole 8-byte entry (`tab2`). `tab(i)` rebuilds word i: the levels
+/// v spread to bytes, then 0x08 + 0x11 v + (v >> 1) per byte (no carries: v <= 2).
+fn code_table_src(off: usize, n: u32, wg: u32, rep: u32, sdecl: &str, sfill: &str) -> String {
+    let words = n / 4;
+    let total = words * rep;
+    let sh = rep.trailing_zeros();
+    format!(
+        "{sdecl}var<workgroup> TS: array<u32, {total}>;\n\
+         var<private> TC: u32;\n\
+         fn gcode4(w: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        r |= ((((w >> (8u * k)) & 0xffu) - 8u) / 17u) << (2u * k);\n    }}\n    return r;\n}}\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let j = {off}u + 4u * (i >> {sh}u);\n        \
+         TS[i] = gcode4(T[j]) | (gcode4(T[j + 1u]) << 8u) | (gcode4(T[j + 2u]) << 16u) | (gcode4(T[j + 3u]) << 24u);\n    }}\n    \
+         TC = lid & {m}u;\n{sfill}    workgroupBarrier();\n}}\n\
+         fn gexpand(c: u32) -> u32 {{\n    let v = (c & 3u) | ((c & 0xcu) << 6u) | ((c & 0x30u) << 12u) | ((c & 0xc0u) << 18u);\n    \
+         return 0x08080808u + v * 0x11u + ((v >> 1u) & 0x01010101u);\n}}\n\
+         fn tab(i: u32) -> u32 {{\n    return gexpand((TS[((i >> 2u) << {sh}u) | TC] >> (8u * (i & 3u))) & 0xffu);\n}}\n\
+         fn tab2(e: u32) -> vec2<u32> {{\n    let c = TS[((e >> 1u) << {sh}u) | TC] >> (16u * (e & 1u));\n    \
+         return vec2<u32>(gexpand(c & 0xffu), gexpand((c >> 8u) & 0xffu));\n}}\n",
+        m = rep - 1
     )
 }
 
@@ -383,7 +439,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
     s.push_str(&act_q8k(o.q8k_split, o.q8k_both));
-    s.push_str(&table_src(f, wg, grid_rep(f, o.grid_words), sign_rep(f, o.grid_words)));
+    s.push_str(&o.grid_table_src(f, wg));
     s.push_str(COMMON);
     if tiled_rows(f, o) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
@@ -416,6 +472,9 @@ pub(crate) struct MmSrc {
     pub q8k_both: bool,
     /// Workgroup words for copies of an IQ2/IQ3 grid ([`grid_rep`]; 0: one copy).
     pub grid_words: u32,
+    /// The IQ2 grids as 2-bit codes, a quarter of the words, one lookup an 8-byte entry
+    /// ([`grid_codes`], `crate::Tuning::grid_codes`).
+    pub grid_codes: bool,
     /// Rows per thread pair of the pair-layout and thread-pair kernels (1, or 2:
     /// `pair_main2.wgsl`, `kpair_main2.wgsl`; q4_K and q5_K with their own two-row bodies,
     /// `kpair2_head.wgsl`, unless `pair_generic`).
@@ -433,6 +492,14 @@ pub(crate) struct MmSrc {
 }
 
 impl MmSrc {
+    /// The workgroup copy of `f`'s table for a kernel of `wg` invocations ([`table_src`]): the
+    /// grid's copies within [`MmSrc::grid_words`], as codes where [`MmSrc::grid_codes`] asks.
+    fn grid_table_src(&self, f: Format, wg: u32) -> String {
+        let codes = self.grid_codes && grid_codes(f);
+        let rep = if codes { code_rep(f, self.grid_words) } else { grid_rep(f, self.grid_words) };
+        table_src_codes(f, wg, rep, sign_rep(f, self.grid_words), codes)
+    }
+
     /// A kernel's first lines: token count, rows and invocations per workgroup (`per_row`
     /// invocations per row).
     fn head(&self, per_row: u32) -> String {
@@ -759,11 +826,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
         s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     }
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
-    s.push_str(&if f == Format::IQ4_XS {
-        iq4xs_table_src(wg, c.lut2)
-    } else {
-        table_src(f, wg, grid_rep(f, c.grid_words), sign_rep(f, c.grid_words))
-    });
+    s.push_str(&if f == Format::IQ4_XS { iq4xs_table_src(wg, c.lut2) } else { c.grid_table_src(f, wg) });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
@@ -1064,11 +1127,43 @@ mod tests {
             q8k_split: false,
             q8k_both: true,
             grid_words: 0,
+            grid_codes: false,
             pair_rows,
             pair_generic: false,
             stage: 0,
             ktile: false,
         }
+    }
+
+    /// The IQ2 grids' bytes are all 0x08, 0x19 or 0x2b, so that their 2-bit codes
+    /// (`code_table_src`) hold them; the WGSL arithmetic of `gcode4` and `gexpand`, done here
+    /// the same way, gives every grid word back.
+    #[test]
+    fn iq2_grids_have_three_levels() {
+        use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+        let gcode4 = |w: u32| (0..4).fold(0u32, |r, k| r | ((((w >> (8 * k)) & 0xff).wrapping_sub(8) / 17) << (2 * k)));
+        let gexpand = |c: u32| {
+            let v = (c & 3) | ((c & 0xc) << 6) | ((c & 0x30) << 12) | ((c & 0xc0) << 18);
+            0x0808_0808u32.wrapping_add(v.wrapping_mul(0x11)).wrapping_add((v >> 1) & 0x0101_0101)
+        };
+        for (f, grid) in
+            [(Format::IQ2_XXS, &IQ2XXS_GRID[..]), (Format::IQ2_XS, &IQ2XS_GRID[..]), (Format::IQ2_S, &IQ2S_GRID[..])]
+        {
+            assert!(grid_codes(f));
+            assert_eq!(table_of(f).1, 2 * grid.len(), "{f}");
+            for &e in grid {
+                assert!(e.to_le_bytes().iter().all(|b| [0x08, 0x19, 0x2b].contains(b)), "{f}: {e:#x}");
+                for w in [e as u32, (e >> 32) as u32] {
+                    assert_eq!(gexpand(gcode4(w)), w, "{f}: {e:#x}");
+                }
+            }
+        }
+        for f in [Format::IQ3_XXS, Format::IQ3_S, Format::IQ4_XS] {
+            assert!(!grid_codes(f), "{f}");
+        }
+        assert_eq!(code_rep(Format::IQ2_XXS, 8192), 32);
+        assert_eq!(code_rep(Format::IQ2_S, 8192), 16);
+        assert_eq!(code_rep(Format::IQ2_XXS, 0), 1);
     }
 
     /// Every kernel source parses, validates and translates to SPIR-V with naga (no adapter
@@ -1095,6 +1190,8 @@ mod tests {
                             q8k_split: nf,
                             q8k_both: nf && nt == 3,
                             grid_words: if sg { 8192 } else { 0 },
+                            // The IQ2 grids as codes, one copy and several.
+                            grid_codes: nt == 8,
                             pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
                             // Staged activations (the pair formats and the thread pairs; the
@@ -1136,6 +1233,7 @@ mod tests {
                             q8k_split: !native,
                             q8k_both: false,
                             grid_words: 8192,
+                            grid_codes: nt == 2,
                             pair_rows: 2,
                             pair_generic: false,
                             stage: 0,
@@ -1153,7 +1251,8 @@ mod tests {
             // loop above tiles them on thread pairs only).
             if f.is_iq_grid() {
                 for sg in [false, true] {
-                    let o = MmSrc { subgroups: sg, native_fma: sg, unroll: 2, ktile: true, ..plain_src(1) };
+                    let o =
+                        MmSrc { subgroups: sg, native_fma: sg, unroll: 2, ktile: true, grid_codes: sg, ..plain_src(1) };
                     sources.push((format!("tiled 8-invocation matmul {f} sg={sg}"), matmul_source(f, &o).unwrap()));
                 }
             }
@@ -1297,6 +1396,7 @@ mod tests {
                 q8k_split: false,
                 q8k_both: false,
                 grid_words: 0,
+                grid_codes: false,
                 pair_rows: 1,
                 pair_generic: false,
                 stage: 16,

@@ -11,5 +11,6 @@ struct Sub { q: vec4<u32>, ls: i32 }
 // The signed grid bytes of one 8-byte grid entry `idx` (the IQ2 formats) with sign-table entry
 // `e` (`sgn`): `.x` with the low nibble's signs, `.y` with the high nibble's.
 fn signed_entry(idx: u32, e: vec2<u32>) -> vec2<u32> {
-    return vec2<u32>(sign_bytes(tab(2u * idx), e.x), sign_bytes(tab(2u * idx + 1u), e.y));
+    let g = tab2(idx);
+    return vec2<u32>(sign_bytes(g.x, e.x), sign_bytes(g.y, e.y));
 }
