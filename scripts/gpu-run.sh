@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [gcode]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -237,6 +237,14 @@ dout) for v in "" --direct-out; do timeout ${DOUT_TIMEOUT:-90} $C/wgpu_bench --g
 wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} --reps ${WSTAGE_REPS:-8} --rounds ${WSTAGE_ROUNDS:-3} --nt ${WSTAGE_NT:-1,2,4,8} --formats ${WSTAGE_FORMATS:-q8_0,q5_1,iq4_nl,nvfp4} \
     --variants ${WSTAGE_VARIANTS:-default,nost} --csv "$R/wstage.csv" > "$R/wstage.log" 2>&1
   grep -vE '^ *$' "$R/wstage.log" | head -80 ;;
+# wgpu's IQ2 grids as 2-bit codes (Tuning::grid_codes, session 32, opt-in and not yet timed:
+# `gcode`), alone and with the grid copies (`gridrep`), on 8 invocations a row and on thread
+# pairs (`iqpair`), every variant's bits checked, GCODE_ROUNDS rounds interleaved. To time the
+# codes through `qkern bench`: QKERN_WGPU_GRID_CODES=1 bash scripts/gpu-run.sh qbench.
+gcode) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 --rounds ${GCODE_ROUNDS:-2} --nt ${GCODE_NT:-1,2,4,8} \
+    --formats ${GCODE_FORMATS:-iq2_xxs,iq2_xs,iq2_s} --variants ${GCODE_VARIANTS:-default,gcode,gridrep,gcode+gridrep,iqpair,iqpair+gcode} \
+    --csv "$R/gcode.csv" > "$R/gcode.log" 2>&1
+  grep -vE '^ *$' "$R/gcode.log" | head -80 ;;
 # wgpu's q4_K and q5_K with their blocks tiled (Tuning::ktile: session 27, the default since
 # session 28's run3; KTILE_FORMATS=iq2_xxs,... the IQ2/IQ3 formats tiled and split, session 29)
 # against ggml's row-major blocks, every variant's bits checked, 3 rounds interleaved

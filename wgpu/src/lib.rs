@@ -2987,6 +2987,53 @@ mod tests {
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
     }
 
+    /// `Tuning::grid_codes` reaches the IQ2 formats' kernels (8 invocations a row and thread
+    /// pairs, with and without copies) and no other format's; every such kernel validates and
+    /// its workgroup arrays fit the adapter's storage.
+    #[test]
+    fn grid_codes_reach_the_iq2_kernels() {
+        use wgpu::naga;
+        let mut checked = 0;
+        for f in Format::WEIGHTS.into_iter().filter(|f| f.is_iq_grid()) {
+            for (codes, rep, pairs, nt) in [
+                (true, false, 0, 1),
+                (true, true, 0, 8),
+                (true, false, 1, 2),
+                (true, true, 1, 8),
+                (false, true, 1, 4),
+                (false, false, 0, 1),
+            ] {
+                for limit in [16384, 49152] {
+                    let t = Tuning { grid_codes: codes, grid_rep: rep, iq_pairs: pairs, ..plain_tuning() };
+                    let src = matmul_kernel_source(f, nt, t, true, Q8kLayout::Both, limit).unwrap();
+                    let coded = codes && shaders::grid_codes(f);
+                    assert_eq!(src.contains("fn gexpand("), coded, "{f} {codes} {rep} {pairs}");
+                    assert_eq!(src.contains("fn tab2("), true, "{f}");
+                    let m = naga::front::wgsl::parse_str(&src).unwrap();
+                    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+                        .validate(&m)
+                        .unwrap_or_else(|e| panic!("{f} {codes} {rep} {pairs}: {e:?}"));
+                    let mut lay = naga::proc::Layouter::default();
+                    lay.update(m.to_ctx()).unwrap();
+                    let bytes: u32 = m
+                        .global_variables
+                        .iter()
+                        .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                        .map(|(_, v)| lay[v.ty].size)
+                        .sum();
+                    assert!(bytes <= limit, "{f} {codes} {rep} {pairs} {limit}: {bytes}");
+                    if coded && !rep {
+                        // one copy of the codes: a quarter of the grid's words
+                        let words = shaders::table_words(f) / 4;
+                        assert!(src.contains(&format!("var<workgroup> TS: array<u32, {words}>;")), "{f}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 5 * 6 * 2);
+    }
+
     #[test]
     fn grid_copies_fit_the_workgroup_storage() {
         // 16 KiB (WebGPU's default limit): 8 KiB for the grid copies; H200 (48 KiB): 32 KiB
