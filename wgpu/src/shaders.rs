@@ -232,7 +232,9 @@ fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
 
 /// [`table_src`], with the IQ2 grids as 2-bit codes where `codes` ([`grid_codes`]; `rep` then
 /// counts the codes' copies, [`code_rep`]). Every kernel of a grid format also gets
-/// `tab2(e)`: the two words of 8-byte grid entry `e` (one lookup of the codes).
+/// `tab2(e)`, the two words of 8-byte grid entry `e`, and `tabh(e, h)`, its word `h` (`tab(2e +
+/// h)`): one lookup of the codes, at the same address for both words of an entry, so that the
+/// 8-invocation kernels' two lanes of an entry share it.
 fn table_src_codes(f: Format, wg: u32, rep: u32, srep: u32, codes: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
@@ -270,7 +272,8 @@ fn table_src_codes(f: Format, wg: u32, rep: u32, srep: u32, codes: bool) -> Stri
         return code_table_src(off, n as u32, wg, rep, &sdecl, &sfill);
     }
     let tab2 = if f.is_iq_grid() {
-        "fn tab2(e: u32) -> vec2<u32> {\n    return vec2<u32>(tab(2u * e), tab(2u * e + 1u));\n}\n"
+        "fn tab2(e: u32) -> vec2<u32> {\n    return vec2<u32>(tab(2u * e), tab(2u * e + 1u));\n}\n\
+         fn tabh(e: u32, h: u32) -> u32 {\n    return tab(2u * e + h);\n}\n"
     } else {
         ""
     };
@@ -329,7 +332,9 @@ fn code_table_src(off: usize, n: u32, wg: u32, rep: u32, sdecl: &str, sfill: &st
          return 0x08080808u + v * 0x11u + ((v >> 1u) & 0x01010101u);\n}}\n\
          fn tab(i: u32) -> u32 {{\n    return gexpand((TS[((i >> 2u) << {sh}u) | TC] >> (8u * (i & 3u))) & 0xffu);\n}}\n\
          fn tab2(e: u32) -> vec2<u32> {{\n    let c = TS[((e >> 1u) << {sh}u) | TC] >> (16u * (e & 1u));\n    \
-         return vec2<u32>(gexpand(c & 0xffu), gexpand((c >> 8u) & 0xffu));\n}}\n",
+         return vec2<u32>(gexpand(c & 0xffu), gexpand((c >> 8u) & 0xffu));\n}}\n\
+         fn tabh(e: u32, h: u32) -> u32 {{\n    \
+         return gexpand((TS[((e >> 1u) << {sh}u) | TC] >> (16u * (e & 1u) + 8u * h)) & 0xffu);\n}}\n",
         m = rep - 1
     )
 }

@@ -22,7 +22,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     for (var L = 0u; L < 8u; L++) {
         let g = L >> 1u;
         let idx = ((qs >> (8u * g)) & 0xffu) | ((qh << (8u - 2u * g)) & 0x300u);
-        let grid = tab(2u * idx + (L & 1u));
+        let grid = tabh(idx, L & 1u);
         let e = sgn((sg >> (8u * g)) & 0xffu);
         wv[L] = sign_bytes(grid, select(e.y, e.x, (L & 1u) == 0u));
         ls[L] = select(shi, slo, L < 4u);

@@ -21,7 +21,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     for (var L = 0u; L < 8u; L++) {
         let g = L >> 1u;
         let q = (select(qb, qa, g < 2u) >> (16u * (g & 1u))) & 0xffffu;
-        let grid = tab(2u * (q & 511u) + (L & 1u));
+        let grid = tabh(q & 511u, L & 1u);
         let e = sgn(q >> 9u);
         wv[L] = sign_bytes(grid, select(e.y, e.x, (L & 1u) == 0u));
         ls[L] = select(shi, slo, L < 4u);

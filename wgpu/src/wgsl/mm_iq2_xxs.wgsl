@@ -21,7 +21,7 @@ fn step(base: u32, b: u32, l: u32, st: ptr<function, St>) {
     var ls: array<i32, 8>;
     for (var L = 0u; L < 8u; L++) {
         let g = L >> 1u;
-        let grid = tab(2u * ((a0 >> (8u * g)) & 0xffu) + (L & 1u));
+        let grid = tabh((a0 >> (8u * g)) & 0xffu, L & 1u);
         let e = sgn((a1 >> (7u * g)) & 127u);
         wv[L] = sign_bytes(grid, select(e.y, e.x, (L & 1u) == 0u));
         ls[L] = s;
