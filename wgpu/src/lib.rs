@@ -2987,6 +2987,17 @@ mod tests {
         assert_eq!(coop_kernel(Format::Q4_K, 8, Tuning { wg_rows: 16, ..t(Coop::Native(1)) }), None);
     }
 
+    /// Bytes of a kernel's workgroup arrays.
+    fn workgroup_bytes(m: &wgpu::naga::Module) -> u32 {
+        let mut lay = wgpu::naga::proc::Layouter::default();
+        lay.update(m.to_ctx()).unwrap();
+        m.global_variables
+            .iter()
+            .filter(|(_, v)| v.space == wgpu::naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| lay[v.ty].size)
+            .sum()
+    }
+
     /// `Tuning::grid_codes` reaches the IQ2 formats' kernels (8 invocations a row and thread
     /// pairs, with and without copies) and no other format's; every such kernel validates and
     /// its workgroup arrays fit the adapter's storage.
@@ -3013,14 +3024,7 @@ mod tests {
                     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
                         .validate(&m)
                         .unwrap_or_else(|e| panic!("{f} {codes} {rep} {pairs}: {e:?}"));
-                    let mut lay = naga::proc::Layouter::default();
-                    lay.update(m.to_ctx()).unwrap();
-                    let bytes: u32 = m
-                        .global_variables
-                        .iter()
-                        .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
-                        .map(|(_, v)| lay[v.ty].size)
-                        .sum();
+                    let bytes = workgroup_bytes(&m);
                     assert!(bytes <= limit, "{f} {codes} {rep} {pairs} {limit}: {bytes}");
                     if coded && !rep {
                         // one copy of the codes: a quarter of the grid's words
@@ -3183,15 +3187,7 @@ mod tests {
                         }
                         staged += 1;
                         let src = matmul_kernel_source(f, nt, t, sg, Q8kLayout::Both, limit).unwrap();
-                        let m = naga::front::wgsl::parse_str(&src).unwrap();
-                        let mut lay = naga::proc::Layouter::default();
-                        lay.update(m.to_ctx()).unwrap();
-                        let bytes: u32 = m
-                            .global_variables
-                            .iter()
-                            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
-                            .map(|(_, v)| lay[v.ty].size)
-                            .sum();
+                        let bytes = workgroup_bytes(&naga::front::wgsl::parse_str(&src).unwrap());
                         assert!(
                             bytes <= limit,
                             "{f} nt {nt} steps {steps} rows {wg_rows} pair rows {pair_rows} sg {sg}: {bytes} > {limit}"
