@@ -190,11 +190,16 @@ pub(crate) fn table_words(f: Format) -> usize {
 /// (the CUDA backend's `GridRep`, kernels/mm_common.cuh). The bits are the same either way.
 pub(crate) fn grid_rep(f: Format, grid_words: u32) -> u32 {
     let n = table_of(f).1 as u32;
-    if n < 256 || grid_words < 2 * n {
+    if n < 256 { 1 } else { copies_within(n, grid_words) }
+}
+
+/// Copies of a table of `words` words (at least one) within `budget` words: as many as fit, up
+/// to 32, a power of two; one where two do not fit.
+fn copies_within(words: u32, budget: u32) -> u32 {
+    if budget < 2 * words {
         return 1;
     }
-    let r = (grid_words / n).min(32);
-    1 << r.ilog2()
+    1 << (budget / words).min(32).ilog2()
 }
 
 /// Entries of the sign table of an IQ2/IQ3 format's kernels (0: none): the 128 ksigns indices
@@ -303,13 +308,9 @@ pub(crate) fn grid_codes(f: Format) -> bool {
 }
 
 /// Copies of an IQ2 grid's codes (a quarter of its words, [`grid_codes`]) within
-/// `grid_words` (0: one copy), as [`grid_rep`] counts the grid's.
+/// `grid_words` (0: one copy), as [`grid_rep`] counts the grid's; one for the other formats.
 pub(crate) fn code_rep(f: Format, grid_words: u32) -> u32 {
-    let n = table_of(f).1 as u32 / 4;
-    if n == 0 || grid_words < 2 * n {
-        return 1;
-    }
-    1 << (grid_words / n).min(32).ilog2()
+    if grid_codes(f) { copies_within(table_of(f).1 as u32 / 4, grid_words) } else { 1 }
 }
 
 /// An IQ2 grid of `n` words at word `off` of `T` as codes in workgroup memory: byte i of the
@@ -1169,6 +1170,7 @@ mod tests {
         assert_eq!(code_rep(Format::IQ2_XXS, 8192), 32);
         assert_eq!(code_rep(Format::IQ2_S, 8192), 16);
         assert_eq!(code_rep(Format::IQ2_XXS, 0), 1);
+        assert_eq!(code_rep(Format::IQ3_XXS, 8192), 1);
     }
 
     /// Every kernel source parses, validates and translates to SPIR-V with naga (no adapter
