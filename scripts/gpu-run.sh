@@ -258,8 +258,10 @@ stream) timeout ${STREAM_TIMEOUT:-120} $C/wgpu_bench --stream --gib ${STREAM_GIB
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
+# `qkern bench` of every format on CUDA and wgpu, NT 1 and 8 (QBENCH_ARGS: more options, e.g.
+# "--formats iq2_xxs,iq4_nl" for a short run).
 qbench) timeout ${QBENCH_TIMEOUT:-330} $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
-    --ops matmul --seconds 0.1 --quiet --note "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
+    --ops matmul --seconds 0.1 ${QBENCH_ARGS:-} --quiet --note "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
 engine) timeout ${ENGINE_TIMEOUT:-120} $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
 # The engine layer test's SIGSEGV of session 5 (benches/results/2026-12-03-h200-session5/NOTES.md):
