@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [gcode]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [gcode] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -17,6 +17,11 @@ site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>
 for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib /usr/local/cuda/lib64; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; done
 steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
+# `auto`: the steps for the card that came (the device tool may lend an H100 for an H200 call):
+# AUTO_H200 on an H200 (the issues' goals are set there), AUTO_OTHER on any other card.
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$card" in *H200*) auto=${AUTO_H200:-parity qbench cudabench} ;; *) auto=${AUTO_OTHER:-gcode qbench} ;; esac
+steps=${steps//auto/$auto}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
 # cuda_bench --mma-sweep (every NT 1..8 of every kernel family) once per "opts|formats" variant of
