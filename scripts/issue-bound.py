@@ -35,12 +35,17 @@ def main():
     a = p.parse_args()
     peak = a.sms * 4 * 32 * a.ghz * 1e9
     rows = {}
-    with open(a.csv, newline="") as f:
-        for r in csv.DictReader(f):
-            if r["op"] != "matmul" or "device out" not in r["backend"]:
-                continue
-            bpw = 8 * float(r["bytes"]) / (int(r["rows"]) * int(r["cols"]))
-            rows.setdefault((r["format"], r["backend"]), {})[int(r["tokens"])] = (float(r["ours_gbps"]), bpw)
+    try:
+        with open(a.csv, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["op"] != "matmul" or "device out" not in r["backend"]:
+                    continue
+                bpw = 8 * float(r["bytes"]) / (int(r["rows"]) * int(r["cols"]))
+                rows.setdefault((r["format"], r["backend"]), {})[int(r["tokens"])] = (float(r["ours_gbps"]), bpw)
+    except OSError as e:
+        sys.exit(f"{a.csv}: {e.strerror}")
+    except (KeyError, ValueError) as e:
+        sys.exit(f"{a.csv}: not a `qkern bench` results.csv ({type(e).__name__}: {e})")
     if not rows:
         sys.exit(f"{a.csv}: no matmul rows with 'device out' backends")
     print(f"issue peak {peak / 1e12:.2f} T thread instructions/s ({a.sms} SMs, {a.ghz} GHz); goal NT 8 <= {a.goal}x NT 1\n")
