@@ -21,7 +21,7 @@ steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
 # AUTO_H200 on an H200 (the issues' goals are set there), AUTO_OTHER on any other card.
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 case "$card" in *H200*) auto=${AUTO_H200:-parity qbench cudabench} ;; *) auto=${AUTO_OTHER:-gcode qbench} ;; esac
-steps=${steps//auto/$auto}
+steps=$(for s in $steps; do if [ "$s" = auto ]; then echo $auto; else echo "$s"; fi; done)
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
 # cuda_bench --mma-sweep (every NT 1..8 of every kernel family) once per "opts|formats" variant of
@@ -266,7 +266,7 @@ wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --v
 # `qkern bench` of every format on CUDA and wgpu, NT 1 and 8 (QBENCH_ARGS: more options, e.g.
 # "--formats iq2_xxs,iq4_nl" for a short run).
 qbench) timeout ${QBENCH_TIMEOUT:-330} $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
-    --ops matmul --seconds 0.1 ${QBENCH_ARGS:-} --quiet --note "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
+    --ops matmul --seconds 0.1 ${QBENCH_ARGS:-} --quiet --note "$card run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
 engine) timeout ${ENGINE_TIMEOUT:-120} $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
 # The engine layer test's SIGSEGV of session 5 (benches/results/2026-12-03-h200-session5/NOTES.md):
