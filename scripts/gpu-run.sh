@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [gcode] [auto]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [gcode] [experts] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -160,6 +160,15 @@ cublas) { timeout 120 $C/cuda_bench --gib 1 --iters 20 --formats q8_0 --no-force
 coop) { for v in f16 words; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_parity q4_k q5_k iq2 iq3 --nocapture; done
     QKERN_WGPU_COOP=1 timeout 400 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s --nt 1,2,4,8 --variants nocoop,coop,coopwords \
       --csv "$R/coop.csv"; } > "$R/coop.log" 2>&1; grep -E "adapter|q[45]_K|iq[23]|test result|fail|rror" "$R/coop.log" | head -30 ;;
+# The MoE experts (cuda_bench --experts-only, NT 4: kernel, launch to result, grouped x8), this
+# build against .carry/cuda_bench_old (the build before session 34's two-phase changes: q5_1's
+# staged s factors, q4_K's branch-free min loads) and against -DQK_MMK_SA=0 (the s factors read
+# in the chain, as before), in the order old, new, SA=0, twice.
+experts) for i in 1 2; do for v in old new sa0; do x=$C/cuda_bench; o=; [ $v = old ] && x=$C/cuda_bench_old
+      [ $v = sa0 ] && o=-DQK_MMK_SA=0; [ -x "$x" ] || continue
+      echo "## $v$i"; QKERN_CUDA_NVRTC_OPTS="$o" timeout ${EXPERTS_TIMEOUT:-60} $x --gib 0.01 --experts-only --no-cublas \
+        --formats ${EXPERTS_FORMATS:-q4_K,q5_1,q8_0,iq4_nl} > "$R/experts_$v$i.md" 2>&1
+      grep -E '^\| (gate|down)|two-phase|rror' "$R/experts_$v$i.md"; done; done 2>&1 | tee "$R/experts.txt" ;;
 # Nsight Compute on the kernels short of a goal (where the runtime lets ncu read the counters:
 # Firecracker, not gVisor): one launch each, clocks left alone. NCU_KERNELS="format:kernel-regex[:e] ..."
 # (the regex anchored at the kernel's start; the second matching launch is profiled, after

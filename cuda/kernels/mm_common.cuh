@@ -442,6 +442,9 @@ QK_DEV void mm_l4_finish(const MmArgs& A, const MmCtxW& c, float (*acc)[4], floa
 // one-phase kernel), then the lanes' hsum_float_8 by shuffles.
 #define MMK_R 4
 #define MMK_UMAX 32
+#ifndef QK_MMK_SA
+#define QK_MMK_SA 1
+#endif
 
 enum { MmPlain = 0, MmSumms = 1, MmPairs = 2 };
 
@@ -469,12 +472,20 @@ QK_DEV void mmk_body(const MmArgs& A) {
     QK_SHARED i32 X[MMK_R * P::XR];
     QK_SHARED float D[MMK_R * P::DR];
     QK_SHARED float M[MMK_R * P::MR];
+    QK_SHARED float SA[(CH == MmSumms && QK_MMK_SA) ? MMK_UMAX * NTM : 1];
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob& J = A.jobs[j];
     const u32 units = A.nb * U::UNITS_PER_BLOCK;
     const u32 rows = J.rows;
     const u32 row0 = (bid - J.cta0) * MMK_R;
+    // q8_1's s of every (unit, token), the summs chain's factors, staged with the weights' loads
+    // (QK_MMK_SA): read in the chain itself they were one dependent global load a unit, each
+    // waiting on the last (20 L2 round trips for a 640-column down projection). The same words
+    // in the same fma order: the same bits.
+    if (CH == MmSumms && QK_MMK_SA)
+        for (u32 i = tid; i < units * NTM; i += qk_bdim())
+            SA[i] = qk_ld((const float*)J.a_x + (u64)(i / NTM) * J.capw + i % NTM);
     for (u32 it = tid; it < MMK_R * units * 2u; it += qk_bdim()) {
         // (unit, row, half) with the row before the unit: on tiled weights, consecutive
         // threads read one contiguous span of the MMK_R rows' block u.
@@ -518,7 +529,8 @@ QK_DEV void mmk_body(const MmArgs& A) {
         if (CH == MmSumms) {
             const float* as = (const float*)J.a_x + t;
             float summs = 0.0f;
-            for (u32 u = 0; u < units; ++u) summs = qk_fma(M[P::m(r, u)], qk_ld(as + (u64)u * J.capw), summs);
+            for (u32 u = 0; u < units; ++u)
+                summs = qk_fma(M[P::m(r, u)], QK_MMK_SA ? SA[u * NTM + t] : qk_ld(as + (u64)u * J.capw), summs);
             res = qk_add(res, summs);
         }
     }

@@ -150,12 +150,13 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
         if (store && s == 1 && h == 0) {
 #pragma unroll
             for (int t = 0; t < NTM; ++t) {
-                i32 prod[4] = {0, 0, 0, 0};
-                float dmin = 0.0f;
-                if ((u32)t < nt) {
-                    dmin = qk_mul(-qk_ld(ad + (u64)b * capw + (u32)t), xdmin);
-                    kq_mins_prod(bs + ((u64)t * nb + b) * 16u, u2, u3, prod);
-                }
+                // Tokens past nt repeat the last one (phase 2 stores no result of theirs): the
+                // loads need no branch, so all NTM tokens' loads issue at once instead of one
+                // round trip each.
+                const u32 tt = (u32)t < nt ? (u32)t : nt - 1u;
+                i32 prod[4];
+                const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + tt), xdmin);
+                kq_mins_prod(bs + ((u64)tt * nb + b) * 16u, u2, u3, prod);
                 DM[K::d(r, b, t)] = dmin;
 #pragma unroll
                 for (int m = 0; m < 4; ++m) P[K::p(r, b, t, m)] = prod[m];
