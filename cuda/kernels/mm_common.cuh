@@ -523,14 +523,23 @@ QK_DEV void mmk_body(const MmArgs& A) {
             res = qk_fma(D[P::d(r, units - 1, 0, t)], qk_i2f(tot), res);
         }
     } else {
-        float acc = 0.0f;
-        for (u32 u = 0; u < units; ++u) acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
+        float acc = 0.0f, summs = 0.0f;
+        if (CH == MmSumms && QK_MMK_SA) {
+            // both chains in one loop, each fma waiting on its own chain only (the same two fma
+            // sequences as one loop after the other)
+            for (u32 u = 0; u < units; ++u) {
+                acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
+                summs = qk_fma(M[P::m(r, u)], SA[u * NTM + t], summs);
+            }
+        } else {
+            for (u32 u = 0; u < units; ++u) acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
+        }
         res = qk_hsum8(acc);
         if (CH == MmSumms) {
-            const float* as = (const float*)J.a_x + t;
-            float summs = 0.0f;
-            for (u32 u = 0; u < units; ++u)
-                summs = qk_fma(M[P::m(r, u)], QK_MMK_SA ? SA[u * NTM + t] : qk_ld(as + (u64)u * J.capw), summs);
+            if (!QK_MMK_SA) {
+                const float* as = (const float*)J.a_x + t;
+                for (u32 u = 0; u < units; ++u) summs = qk_fma(M[P::m(r, u)], qk_ld(as + (u64)u * J.capw), summs);
+            }
             res = qk_add(res, summs);
         }
     }

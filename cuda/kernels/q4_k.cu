@@ -168,9 +168,14 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     if (p >= MMK_R * NTM * 8u) return;  // whole warps (MMK_R * 8 == 32): no shuffle is split
     const u32 l = p & 7u, t = (p >> 3) % NTM, r = p / (8u * NTM);
     float acc = 0.0f, am = 0.0f;
-    for (u32 b = 0; b < nb; ++b) acc = qk_fma(D[K::d(r, b, t)], qk_i2f(X[K::x(r, b, l, t)]), acc);
-    if (l < 4u)
-        for (u32 b = 0; b < nb; ++b) am = qk_fma(DM[K::d(r, b, t)], qk_i2f(P[K::p(r, b, t, l)]), am);
+    // Both chains in one loop, each fma waiting on its own chain only (the same fma sequences as
+    // one loop after the other). Threads l >= 4 run the mins chain on lane l & 3's products
+    // too, and drop it: no branch in the loop.
+    for (u32 b = 0; b < nb; ++b) {
+        acc = qk_fma(D[K::d(r, b, t)], qk_i2f(X[K::x(r, b, l, t)]), acc);
+        am = qk_fma(DM[K::d(r, b, t)], qk_i2f(P[K::p(r, b, t, l & 3u)]), am);
+    }
+    if (l >= 4u) am = 0.0f;
     const float hs = qk_hsum8(acc);
     am = qk_add(am, qk_shfl_xor(am, 2));  // l = 0: m0 + m2, l = 1: m1 + m3
     am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
