@@ -44,6 +44,12 @@ typedef long long i64;
         body(args);                                                                      \
     }
 
+// The same for launches of up to `maxt` threads a CTA (more than 256).
+#define QK_ENTRY_BOUND(name, ArgT, body, maxt)                                            \
+    extern "C" __global__ void __launch_bounds__(maxt) name(const __grid_constant__ ArgT args) { \
+        body(args);                                                                      \
+    }
+
 QK_DEV u32 qk_tid() { return threadIdx.x; }
 QK_DEV u32 qk_bid() { return blockIdx.x; }
 QK_DEV u32 qk_bdim() { return blockDim.x; }

@@ -33,6 +33,7 @@ struct Reg {
     static emu::Reg name##_reg(#name, name##_emu);
 
 #define QK_ENTRY_LB(name, ArgT, body, minb) QK_ENTRY(name, ArgT, body)
+#define QK_ENTRY_BOUND(name, ArgT, body, maxt) QK_ENTRY(name, ArgT, body)
 #define __launch_bounds__(...)
 
 QK_DEV unsigned qk_tid() { return emu::g_tid; }

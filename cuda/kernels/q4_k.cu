@@ -181,9 +181,12 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
     if (l == 0 && row0 + r < rows && t < nt) ((float*)J.out)[(u64)t * rows + row0 + r] = qk_add(hs, am);
 }
+// The launch gives phase 1 one round: MMK_R * nb * 8 threads, 256 to KQK_BLOCK_MAX (args.rs
+// `mmk_block`); the bound keeps the registers within what 512 threads may use.
+#define KQK_BLOCK_MAX 512
 #define MMK_Q4K_1(fmt, NTM)                                                   \
     QK_DEV void mmk_##fmt##_n##NTM(const MmArgs& A) { mmk_q4_k_body<NTM>(A); } \
-    QK_ENTRY(qk_mmk_##fmt##_n##NTM, MmArgs, mmk_##fmt##_n##NTM)
+    QK_ENTRY_BOUND(qk_mmk_##fmt##_n##NTM, MmArgs, mmk_##fmt##_n##NTM, KQK_BLOCK_MAX)
 QK_EACH_NTM(MMK_Q4K_1, q4_k)
 
 QK_DEV float deq_q4_k(const u8* blk, u32, u32 e, const u32*) {

@@ -389,6 +389,21 @@ pub fn mmk_max_units(format: Format) -> u32 {
 /// q4_k.cu `KQK_BMAX`: the two-phase q4_K kernel's most super-blocks per row (K <= 4096).
 pub const KQ_MMK_BMAX: u32 = 16;
 
+/// Threads per CTA of a two-phase launch with `nb` blocks per row: q4_K's phase 1 has
+/// `MMK_R * nb * 8` items (block, row, half, pair), one round of them (at most 512 threads,
+/// q4_k.cu `KQK_BLOCK_MAX`); the 32-element formats' `MMK_R * units * 2` items fit in
+/// [`MM_BLOCK`]. A 640 x 2560 gate expert (10 blocks) took two rounds of 256 threads, the
+/// second with 64 items: 37 % of phase 1's thread work idle, and a second round of loads
+/// (H100, benches/results/2026-12-07-session34 run4: 160 CTAs, 15 % occupancy, 71 % of the
+/// cycles without an eligible warp).
+pub fn mmk_block(format: Format, nb: u32) -> u32 {
+    if format == Format::Q4_K { (MMK_R * nb * 8).next_multiple_of(32).clamp(MM_BLOCK, KQK_BLOCK_MAX) } else { MM_BLOCK }
+}
+
+/// q4_k.cu `KQK_BLOCK_MAX`: the launch bound of q4_K's two-phase kernel
+/// (`MMK_R * KQ_MMK_BMAX * 8`).
+pub const KQK_BLOCK_MAX: u32 = 512;
+
 /// Index of the two-phase small-K kernel for `ntm` tokens.
 pub fn mmk_kernel_index(ntm: u32) -> usize {
     16 + ntm.clamp(1, 8) as usize - 1
@@ -569,7 +584,8 @@ pub fn plan_matmul<E>(
             }
             args.pf = 0;
             args.alen = 0;
-            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block: MM_BLOCK, stage: None, shared: 0 }, args)?;
+            let block = mmk_block(format, nb);
+            f(MmLaunch { kernel: mmk_kernel_index(ntm), grid: cta, block, stage: None, shared: 0 }, args)?;
             args.njobs = 0;
             return Ok(());
         }
@@ -1064,6 +1080,13 @@ mod tests {
         };
         // an expert's gate: 640 x 2560 (10 blocks), MMK_R rows per CTA
         assert_eq!(pick(2560, 640, true), vec![(mmk_kernel_index(4), 160)]);
+        // one round of phase 1: 4 rows x 10 blocks x 8 items on 320 threads; at least 256, at
+        // most 512 (16 blocks); the 32-element formats keep 256
+        assert_eq!(mmk_block(Format::Q4_K, 10), 320);
+        assert_eq!(mmk_block(Format::Q4_K, 2), MM_BLOCK);
+        assert_eq!(mmk_block(Format::Q4_K, KQ_MMK_BMAX), KQK_BLOCK_MAX);
+        assert_eq!(mmk_block(Format::Q8_0, 20), MM_BLOCK);
+        assert_eq!(MMK_R * KQ_MMK_BMAX * 8, KQK_BLOCK_MAX);
         assert_eq!(pick(2560, 640, false)[0].0, mm_kernel_index(4, 4));
         // 17 blocks per row: more than the kernel holds
         assert_eq!(pick(17 * 256, 640, true)[0].0, mm_kernel_index(4, 4));

@@ -465,6 +465,19 @@ fn matmul_format(f: Format) {
         let c = make_case(&mut rng, f, 12, 3 * unit, 3, true);
         check(&c, &emu_matmul(e, &[&c], k)[0], &format!("wild scales {what}"));
     }
+    // q4_K's two-phase kernel on more than 256 threads (args.rs `mmk_block`: one round of
+    // 4 rows x nb x 8 items): an expert's 10 blocks (320 threads) and the most it takes, 16 (512)
+    if args::has_mmk(f) && args::has_split(f) {
+        let two = configs(f).into_iter().filter(|((_, _, _, kq, _, _), _)| *kq).collect::<Vec<_>>();
+        for nb in [10, args::KQ_MMK_BMAX as usize] {
+            for (nt, rows) in [(4, 9), (8, 5)] {
+                let c = make_case(&mut rng, f, rows, nb * unit, nt, false);
+                for (k, what) in &two {
+                    check(&c, &emu_matmul(e, &[&c], *k)[0], &format!("{nb} blocks, {what}"));
+                }
+            }
+        }
+    }
     // The staged row kernels on 256-thread CTAs (the tiny cases above take 64: min_ctas 4
     // against at most 2 CTAs of 256 threads), one thread a row and two, over an odd number of
     // blocks (iq4_nl's tail) and a short last CTA
