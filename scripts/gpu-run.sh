@@ -161,9 +161,9 @@ coop) { for v in f16 words; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_p
     QKERN_WGPU_COOP=1 timeout 400 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s --nt 1,2,4,8 --variants nocoop,coop,coopwords \
       --csv "$R/coop.csv"; } > "$R/coop.log" 2>&1; grep -E "adapter|q[45]_K|iq[23]|test result|fail|rror" "$R/coop.log" | head -30 ;;
 # The MoE experts (cuda_bench --experts-only, NT 4: kernel, launch to result, grouped x8), this
-# build against .carry/cuda_bench_old (the build before session 34's two-phase changes: q5_1's
-# staged s factors, q4_K's branch-free min loads) and against -DQK_MMK_SA=0 (the s factors read
-# in the chain, as before), in the order old, new, SA=0, twice.
+# build against .carry/cuda_bench_old (OLD_REV=<commit> bash scripts/gpu-bundle.sh; session 34
+# timed a235a5e against 2bd9b17) and against -DQK_MMK_SA=0 (q5_1's s factors read in the chain,
+# as before session 34), in the order old, new, SA=0, twice.
 experts) for i in 1 2; do for v in old new sa0; do x=$C/cuda_bench; o=; [ $v = old ] && x=$C/cuda_bench_old
       [ $v = sa0 ] && o=-DQK_MMK_SA=0; [ -x "$x" ] || continue
       echo "## $v$i"; QKERN_CUDA_NVRTC_OPTS="$o" timeout ${EXPERTS_TIMEOUT:-60} $x --gib 0.01 --experts-only --no-cublas \
