@@ -163,9 +163,11 @@ coop) { for v in f16 words; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_p
 # The MoE experts (cuda_bench --experts-only, NT 4: kernel, launch to result, grouped x8), this
 # build against .carry/cuda_bench_old (OLD_REV=<commit> bash scripts/gpu-bundle.sh; session 34
 # timed a235a5e against 2bd9b17) and against -DQK_MMK_SA=0 (q5_1's s factors read in the chain,
-# as before session 34), in the order old, new, SA=0, twice.
-experts) for i in 1 2; do for v in old new sa0; do x=$C/cuda_bench; o=; [ $v = old ] && x=$C/cuda_bench_old
-      [ $v = sa0 ] && o=-DQK_MMK_SA=0; [ -x "$x" ] || continue
+# as before session 34) and -DQK_MMK_ST4=1 (the 32-element formats' two-phase kernels store each
+# CTA's 4 rows of a token as one 16 bytes: the host-out column), in the order old, new, SA=0,
+# ST4, twice.
+experts) for i in 1 2; do for v in old new sa0 st4; do x=$C/cuda_bench; o=; [ $v = old ] && x=$C/cuda_bench_old
+      [ $v = sa0 ] && o=-DQK_MMK_SA=0; [ $v = st4 ] && o=-DQK_MMK_ST4=1; [ -x "$x" ] || continue
       echo "## $v$i"; QKERN_CUDA_NVRTC_OPTS="$o" timeout ${EXPERTS_TIMEOUT:-60} $x --gib 0.01 --experts-only --no-cublas \
         --formats ${EXPERTS_FORMATS:-q4_K,q5_1,q8_0,iq4_nl} > "$R/experts_$v$i.md" 2>&1
       grep -E '^\| (gate|down)|two-phase|rror' "$R/experts_$v$i.md"; done; done 2>&1 | tee "$R/experts.txt" ;;

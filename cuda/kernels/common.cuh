@@ -55,6 +55,9 @@ QK_DEV u32 qk_bid() { return blockIdx.x; }
 QK_DEV u32 qk_bdim() { return blockDim.x; }
 QK_DEV u32 qk_gdim() { return gridDim.x; }
 QK_DEV void qk_sync() { __syncthreads(); }
+// A barrier of the first `n` threads of the CTA only (n a multiple of 32; named barrier 1): the
+// others may have returned.
+QK_DEV void qk_sync_first(u32 n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }
 
 QK_DEV float qk_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 QK_DEV float qk_mul(float a, float b) { return __fmul_rn(a, b); }

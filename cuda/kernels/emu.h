@@ -41,6 +41,8 @@ QK_DEV unsigned qk_bid() { return emu::g_bid; }
 QK_DEV unsigned qk_bdim() { return emu::g_bdim; }
 QK_DEV unsigned qk_gdim() { return emu::g_gdim; }
 QK_DEV void qk_sync() { emu::barrier(); }
+// (the threads past n have returned: the fibers left wait at the one barrier)
+QK_DEV void qk_sync_first(unsigned) { emu::barrier(); }
 
 QK_DEV float qk_fma(float a, float b, float c) { return std::fma(a, b, c); }
 // Built with -ffp-contract=off: these are single IEEE operations, never fused.

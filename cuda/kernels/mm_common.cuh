@@ -445,6 +445,12 @@ QK_DEV void mm_l4_finish(const MmArgs& A, const MmCtxW& c, float (*acc)[4], floa
 #ifndef QK_MMK_SA
 #define QK_MMK_SA 1
 #endif
+// QK_MMK_ST4 (off: not yet timed): each CTA's MMK_R rows of a token leave as one 16-byte
+// store by one thread instead of MMK_R 4-byte stores by four warps. Into mapped host memory
+// (the default way back for small matrices) that is a quarter of the PCIe writes.
+#ifndef QK_MMK_ST4
+#define QK_MMK_ST4 0
+#endif
 
 enum { MmPlain = 0, MmSumms = 1, MmPairs = 2 };
 
@@ -473,6 +479,7 @@ QK_DEV void mmk_body(const MmArgs& A) {
     QK_SHARED float D[MMK_R * P::DR];
     QK_SHARED float M[MMK_R * P::MR];
     QK_SHARED float SA[(CH == MmSumms && QK_MMK_SA) ? MMK_UMAX * NTM : 1];
+    QK_SHARED float O[QK_MMK_ST4 ? MMK_R * NTM : 1];
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob& J = A.jobs[j];
@@ -543,7 +550,29 @@ QK_DEV void mmk_body(const MmArgs& A) {
             res = qk_add(res, summs);
         }
     }
+#if QK_MMK_ST4
+    // Token t's MMK_R results through shared memory to thread t (warp 0): one 16-byte store
+    // where the 4 rows are whole and aligned, else one store a row. Only the live threads
+    // (MMK_R * NTM * 8, whole warps) meet at the barrier.
+    if (l == 0) O[t * MMK_R + r] = res;
+    qk_sync_first(MMK_R * NTM * 8u);
+    if (p < NTM && p < J.nt) {
+        float* o = (float*)J.out + (u64)p * rows + row0;
+        if (row0 + MMK_R <= rows && ((u64)o & 15u) == 0) {
+            static_assert(MMK_R == 4, "one float4 a token");
+            float4 v;
+            v.x = O[p * MMK_R];
+            v.y = O[p * MMK_R + 1];
+            v.z = O[p * MMK_R + 2];
+            v.w = O[p * MMK_R + 3];
+            *(float4*)o = v;
+        } else {
+            for (u32 k = 0; k < MMK_R && row0 + k < rows; ++k) o[k] = O[p * MMK_R + k];
+        }
+    }
+#else
     if (l == 0 && row0 + r < rows && t < J.nt) ((float*)J.out)[(u64)t * rows + row0 + r] = res;
+#endif
 }
 
 #define MMK_KERNEL_1(fmt, U, CH, NTM)                                                    \
