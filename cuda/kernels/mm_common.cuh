@@ -531,15 +531,11 @@ QK_DEV void mmk_body(const MmArgs& A) {
         }
     } else {
         float acc = 0.0f, summs = 0.0f;
-        if (CH == MmSumms && QK_MMK_SA) {
-            // both chains in one loop, each fma waiting on its own chain only (the same two fma
-            // sequences as one loop after the other)
-            for (u32 u = 0; u < units; ++u) {
-                acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
-                summs = qk_fma(M[P::m(r, u)], SA[u * NTM + t], summs);
-            }
-        } else {
-            for (u32 u = 0; u < units; ++u) acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
+        // With the staged s factors both chains run in one loop, each fma waiting on its own
+        // chain only (the same two fma sequences as one loop after the other).
+        for (u32 u = 0; u < units; ++u) {
+            acc = qk_fma(D[P::d(r, u, l >> 2, t)], qk_unbias(X[P::x(r, u, l, t)]), acc);
+            if (CH == MmSumms && QK_MMK_SA) summs = qk_fma(M[P::m(r, u)], SA[u * NTM + t], summs);
         }
         res = qk_hsum8(acc);
         if (CH == MmSumms) {

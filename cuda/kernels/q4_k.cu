@@ -170,12 +170,12 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     float acc = 0.0f, am = 0.0f;
     // Both chains in one loop, each fma waiting on its own chain only (the same fma sequences as
     // one loop after the other). Threads l >= 4 run the mins chain on lane l & 3's products
-    // too, and drop it: no branch in the loop.
+    // too, so that the loop has no branch; the shuffles below pair lanes 0-3 among themselves
+    // only, so their chains never reach the result.
     for (u32 b = 0; b < nb; ++b) {
         acc = qk_fma(D[K::d(r, b, t)], qk_i2f(X[K::x(r, b, l, t)]), acc);
         am = qk_fma(DM[K::d(r, b, t)], qk_i2f(P[K::p(r, b, t, l & 3u)]), am);
     }
-    if (l >= 4u) am = 0.0f;
     const float hs = qk_hsum8(acc);
     am = qk_add(am, qk_shfl_xor(am, 2));  // l = 0: m0 + m2, l = 1: m1 + m3
     am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
@@ -183,7 +183,7 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
 }
 // The launch gives phase 1 one round: MMK_R * nb * 8 threads, 256 to KQK_BLOCK_MAX (args.rs
 // `mmk_block`); the bound keeps the registers within what 512 threads may use.
-#define KQK_BLOCK_MAX 512
+#define KQK_BLOCK_MAX (MMK_R * KQK_BMAX * 8)
 #define MMK_Q4K_1(fmt, NTM)                                                   \
     QK_DEV void mmk_##fmt##_n##NTM(const MmArgs& A) { mmk_q4_k_body<NTM>(A); } \
     QK_ENTRY_BOUND(qk_mmk_##fmt##_n##NTM, MmArgs, mmk_##fmt##_n##NTM, KQK_BLOCK_MAX)

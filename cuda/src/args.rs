@@ -400,9 +400,9 @@ pub fn mmk_block(format: Format, nb: u32) -> u32 {
     if format == Format::Q4_K { (MMK_R * nb * 8).next_multiple_of(32).clamp(MM_BLOCK, KQK_BLOCK_MAX) } else { MM_BLOCK }
 }
 
-/// q4_k.cu `KQK_BLOCK_MAX`: the launch bound of q4_K's two-phase kernel
-/// (`MMK_R * KQ_MMK_BMAX * 8`).
-pub const KQK_BLOCK_MAX: u32 = 512;
+/// q4_k.cu `KQK_BLOCK_MAX`: the launch bound of q4_K's two-phase kernel, one round of its
+/// largest phase 1.
+pub const KQK_BLOCK_MAX: u32 = MMK_R * KQ_MMK_BMAX * 8;
 
 /// Index of the two-phase small-K kernel for `ntm` tokens.
 pub fn mmk_kernel_index(ntm: u32) -> usize {
@@ -1084,9 +1084,8 @@ mod tests {
         // most 512 (16 blocks); the 32-element formats keep 256
         assert_eq!(mmk_block(Format::Q4_K, 10), 320);
         assert_eq!(mmk_block(Format::Q4_K, 2), MM_BLOCK);
-        assert_eq!(mmk_block(Format::Q4_K, KQ_MMK_BMAX), KQK_BLOCK_MAX);
+        assert_eq!(mmk_block(Format::Q4_K, KQ_MMK_BMAX), 512);
         assert_eq!(mmk_block(Format::Q8_0, 20), MM_BLOCK);
-        assert_eq!(MMK_R * KQ_MMK_BMAX * 8, KQK_BLOCK_MAX);
         assert_eq!(pick(2560, 640, false)[0].0, mm_kernel_index(4, 4));
         // 17 blocks per row: more than the kernel holds
         assert_eq!(pick(17 * 256, 640, true)[0].0, mm_kernel_index(4, 4));
