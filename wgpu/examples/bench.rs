@@ -74,13 +74,6 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
         "coop" => Tuning { coop: Coop::Native(1), ..d },
         "coopwords" => Tuning { coop: Coop::NativeWords(1), ..d },
         "nocoop" => Tuning { coop: Coop::Off, ..d },
-        // the IQ2/IQ3 grids as one workgroup copy with the signs computed (the default), or
-        // as several copies with a sign table (Tuning::grid_rep)
-        "grid1" => Tuning { grid_rep: false, ..d },
-        "gridrep" => Tuning { grid_rep: true, ..d },
-        // the IQ2 grids as 2-bit codes (Tuning::grid_codes), or not
-        "gcode" => Tuning { grid_codes: true, ..d },
-        "gbytes" => Tuning { grid_codes: false, ..d },
         // the pair and thread-pair kernels on one row or two (Tuning::pair_rows; 0: per format)
         "prow0" => Tuning { pair_rows: 0, pair_generic: false, ..d },
         "prow1" => Tuning { pair_rows: 1, pair_generic: false, ..d },

@@ -260,12 +260,6 @@ pub struct Options {
     /// `QKERN_WGPU_COOP`, else [`Coop::Off`]).
     /// See [`Coop`].
     pub coop: Option<Coop>,
-    /// Several workgroup copies of the IQ2/IQ3 grids and a sign table (`None`:
-    /// `QKERN_WGPU_GRID_REP=0|1`, else no). See [`Tuning::grid_rep`].
-    pub grid_rep: Option<bool>,
-    /// The IQ2 grids as 2-bit codes (`None`: `QKERN_WGPU_GRID_CODES=0|1`, else no). See
-    /// [`Tuning::grid_codes`].
-    pub grid_codes: Option<bool>,
     /// q4_K, q5_K and the IQ2/IQ3 formats uploaded tiled (`None`: `QKERN_WGPU_KTILE=0|1`, else
     /// yes). See [`Tuning::ktile`].
     pub ktile: Option<bool>,
@@ -429,24 +423,6 @@ pub struct Tuning {
     /// q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices (see [`Coop`]; [`WgpuBackend::set_tuning`] turns
     /// [`Coop::Native`] off on a device without them).
     pub coop: Coop,
-    /// The IQ2/IQ3 grids in workgroup memory as several copies, each invocation reading the
-    /// copy of its index mod the count, so that a subgroup's random lookups spread over the
-    /// banks (`shaders::grid_rep`: up to 32 KiB, within the adapter's workgroup storage less
-    /// 8 KiB), and their signs from a sign table, copied too (a quarter more,
-    /// `shaders::sign_rep`), instead of computed (`QKERN_WGPU_GRID_REP=1`). Off by default until
-    /// measured on a GPU: unlike the CUDA kernels (128 rows a CTA), a workgroup of the IQ
-    /// kernels runs 32 rows, so its copies' fill weighs about four times as much, and 40 KiB of
-    /// workgroup memory hold an SM to 5 workgroups. The bits are the same either way. (Session
-    /// 22 put the byte-pair kvalue tables of iq4_xs, iq4_nl and nvfp4 under this switch too, as
-    /// up to 32 copies: 3-11x slower on the H200 in session 23, removed.)
-    pub grid_rep: bool,
-    /// The IQ2 grids (iq2_xxs, iq2_xs, iq2_s) in workgroup memory as 2-bit codes of their three
-    /// byte values (`shaders::code_table_src`): a quarter of the words, one 4-byte lookup an
-    /// 8-byte grid entry, which the kernel turns back into bytes with a few integer operations
-    /// (`QKERN_WGPU_GRID_CODES=1`; with [`Tuning::grid_rep`], copies of the codes). The CUDA
-    /// backend's byte-permute selectors (`Iq2Sel`) halved its lookups; WGSL has no byte
-    /// permute. Off by default until measured on a GPU. The bits are the same either way.
-    pub grid_codes: bool,
     /// q4_K and q5_K weights uploaded in the tiled block order of the other K-quants and of
     /// the CUDA backend (layout.rs `pack_whole`: rows in groups of 16, block b of a group's rows
     /// side by side, each block unchanged), so that a subgroup's 16 rows read one contiguous
@@ -949,14 +925,6 @@ impl WgpuBackend {
             None => env_knob("QKERN_WGPU_COOP", "0, 1 to 8, f16:N, words:N, emulate or emulate:N", parse_coop)?
                 .unwrap_or(Coop::Off),
         };
-        let grid_rep = match opts.grid_rep {
-            Some(b) => b,
-            None => env_knob("QKERN_WGPU_GRID_REP", "0 or 1", bool01)?.unwrap_or(false),
-        };
-        let grid_codes = match opts.grid_codes {
-            Some(b) => b,
-            None => env_knob("QKERN_WGPU_GRID_CODES", "0 or 1", bool01)?.unwrap_or(false),
-        };
         let ktile = match opts.ktile {
             Some(b) => b,
             None => env_knob("QKERN_WGPU_KTILE", "0 or 1", bool01)?.unwrap_or(true),
@@ -1097,8 +1065,6 @@ impl WgpuBackend {
                 chunks,
                 iq_pairs,
                 coop,
-                grid_rep,
-                grid_codes,
                 ktile,
                 pair_rows: pair_rows.min(2),
                 pair_generic,
@@ -1148,7 +1114,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1169,8 +1135,6 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
-            if t.grid_rep { ", grid copies" } else { "" },
-            if t.grid_codes { ", grid codes" } else { "" },
             if t.ktile { ", tiled K-quants and IQ2/IQ3" } else { "" },
             match t.iq_pairs {
                 0 => String::new(),
@@ -1213,8 +1177,6 @@ impl WgpuBackend {
             chunks: 0,
             iq_pairs: 0,
             coop: Coop::Off,
-            grid_rep: false,
-            grid_codes: false,
             ktile: true,
             pair_rows: 0,
             pair_generic: false,
@@ -2481,16 +2443,14 @@ fn stages_at(f: Format, nt: u32, t: Tuning) -> bool {
 /// formats' chunks are steps (at most 64); the thread pairs' (the K-quants, iq4_xs, the
 /// IQ2/IQ3 formats where they run on pairs) are blocks of 256 elements (at most 16). Not
 /// staged: other kernels (the IQ2/IQ3 formats on 8 invocations a row, the cooperative
-/// matrices), too few tokens, the IQ2/IQ3 grid copies (which fill the workgroup memory), or
-/// not even one step or block fitting beside the kernel's tables.
+/// matrices), too few tokens, or not even one step or block fitting beside the kernel's
+/// tables.
 fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
     if !stages_at(f, nt, t) {
         return 0;
     }
     let pair = layout::is_pair(f);
-    let kpair = shaders::on_kpair(f, iq_pairs_at(t, f, nt))
-        && coop_kernel(f, nt, t).is_none()
-        && !(t.grid_rep && f.is_iq_grid());
+    let kpair = shaders::on_kpair(f, iq_pairs_at(t, f, nt)) && coop_kernel(f, nt, t).is_none();
     if !pair && !kpair {
         return 0;
     }
@@ -2532,8 +2492,6 @@ fn matmul_kernel_source(f: Format, nt: u32, t: Tuning, subgroups: bool, q8k: Q8k
         pair_rows,
         pair_generic,
         stage: stage_steps_of(f, nt, t, limit),
-        grid_words: if t.grid_rep { grid_words(limit) } else { 0 },
-        grid_codes: t.grid_codes,
         ktile: t.ktile && crate::layout::ktiles(f),
     };
     match coop_kernel(f, nt, t) {
@@ -2643,15 +2601,6 @@ fn readback_chunks(n: u64, rows: usize, t: Tuning, direct: bool) -> usize {
         ((n >> 21) as usize).clamp(1, 8)
     };
     c.clamp(1, rows.max(1))
-}
-
-/// Workgroup words the IQ2/IQ3 grid copies may take on an adapter with `limit` bytes of
-/// workgroup storage (`Tuning::grid_rep`): 8 KiB left to the kernels' other arrays, the rest
-/// rounded down to a power of two, at most 32 KiB (the sign tables' copies take up to a
-/// quarter of it more, within the 8 KiB: `shaders::sign_rep`).
-fn grid_words(limit: u32) -> u32 {
-    let b = limit.saturating_sub(8192).min(32768);
-    if b < 4 { 0 } else { (1u32 << b.ilog2()) / 4 }
 }
 
 /// Blocks per loop iteration of the matmul kernel of `f` for `nt` tokens under `t`.
@@ -2998,85 +2947,6 @@ mod tests {
             .sum()
     }
 
-    /// `Tuning::grid_codes` reaches the IQ2 formats' kernels (8 invocations a row and thread
-    /// pairs, with and without copies) and no other format's; every such kernel validates and
-    /// its workgroup arrays fit the adapter's storage.
-    #[test]
-    fn grid_codes_reach_the_iq2_kernels() {
-        use wgpu::naga;
-        let mut checked = 0;
-        for f in Format::WEIGHTS.into_iter().filter(|f| f.is_iq_grid()) {
-            for (codes, rep, pairs, nt) in [
-                (true, false, 0, 1),
-                (true, true, 0, 8),
-                (true, false, 1, 2),
-                (true, true, 1, 8),
-                (false, true, 1, 4),
-                (false, false, 0, 1),
-            ] {
-                for limit in [16384, 49152] {
-                    let t = Tuning { grid_codes: codes, grid_rep: rep, iq_pairs: pairs, ..plain_tuning() };
-                    let src = matmul_kernel_source(f, nt, t, true, Q8kLayout::Both, limit).unwrap();
-                    let coded = codes && shaders::grid_codes(f);
-                    assert_eq!(src.contains("fn gexpand("), coded, "{f} {codes} {rep} {pairs}");
-                    assert!(src.contains("fn tab2("), "{f}");
-                    let m = naga::front::wgsl::parse_str(&src).unwrap();
-                    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
-                        .validate(&m)
-                        .unwrap_or_else(|e| panic!("{f} {codes} {rep} {pairs}: {e:?}"));
-                    let bytes = workgroup_bytes(&m);
-                    assert!(bytes <= limit, "{f} {codes} {rep} {pairs} {limit}: {bytes}");
-                    if coded && !rep {
-                        // one copy of the codes: a quarter of the grid's words
-                        let words = shaders::table_words(f) / 4;
-                        assert!(src.contains(&format!("var<workgroup> TS: array<u32, {words}>;")), "{f}");
-                    }
-                    checked += 1;
-                }
-            }
-        }
-        assert_eq!(checked, 5 * 6 * 2);
-    }
-
-    #[test]
-    fn grid_copies_fit_the_workgroup_storage() {
-        // 16 KiB (WebGPU's default limit): 8 KiB for the grid copies; H200 (48 KiB): 32 KiB
-        assert_eq!(grid_words(16384), 2048);
-        assert_eq!(grid_words(32768), 4096);
-        assert_eq!(grid_words(49152), 8192);
-        assert_eq!(grid_words(65536), 8192);
-        assert_eq!(grid_words(8192), 0);
-        assert_eq!(grid_words(0), 0);
-        for limit in [0, 12288, 16384, 32768, 49152, 1 << 20] {
-            let w = grid_words(limit);
-            for f in Format::WEIGHTS {
-                let r = shaders::grid_rep(f, w);
-                assert!(r.is_power_of_two() && r <= 32, "{f} {limit}: {r}");
-                let n = shaders::table_words(f) as u32;
-                // copies only of the IQ2/IQ3 grids, and only within the budget
-                assert!(r == 1 || (n >= 256 && n * r <= w), "{f} {limit}: {r} copies of {n} words");
-            }
-        }
-        assert_eq!(shaders::grid_rep(Format::IQ2_XXS, 8192), 16);
-        assert_eq!(shaders::grid_rep(Format::IQ3_XXS, 8192), 32);
-        assert_eq!(shaders::grid_rep(Format::IQ2_S, 8192), 4);
-        assert_eq!(shaders::grid_rep(Format::IQ4_XS, 8192), 1);
-        assert_eq!(shaders::grid_rep(Format::IQ2_XXS, 0), 1);
-        // the sign tables: a quarter of the budget (at least one copy), up to 16 copies
-        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 8192), 8);
-        assert_eq!(shaders::sign_rep(Format::IQ3_S, 8192), 4);
-        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 0), 0);
-        assert_eq!(shaders::sign_rep(Format::IQ2_XXS, 512), 1);
-        assert_eq!(shaders::sign_rep(Format::Q4_K, 8192), 0);
-        for w in [0, 2048, 4096, 8192] {
-            for f in Format::WEIGHTS {
-                let r = shaders::sign_rep(f, w);
-                let n = if matches!(f, Format::IQ2_S | Format::IQ3_S) { 256 } else { 128 };
-                assert!(r <= 16 && (r <= 1 || (r.is_power_of_two() && 2 * n * r <= w / 4)), "{f} {w}: {r}");
-            }
-        }
-    }
-
     /// Every tuning knob at its default (no device needed).
     fn plain_tuning() -> Tuning {
         Tuning {
@@ -3089,8 +2959,6 @@ mod tests {
             chunks: 0,
             iq_pairs: 0,
             coop: Coop::Off,
-            grid_rep: false,
-            grid_codes: false,
             ktile: true,
             pair_rows: 0,
             pair_generic: false,
@@ -3130,7 +2998,7 @@ mod tests {
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 500), 0);
         // The thread pairs: blocks of 256 elements, 292 bytes a token (q4_K, with its bsums)
         // or 260 (iq4_xs), at most 16; the IQ2/IQ3 formats only on pairs (iq_pairs), and not
-        // with their grid copies or on the cooperative matrices.
+        // on the cooperative matrices.
         assert_eq!(stage_steps_of(Format::Q4_K, 8, t, 49152), 2);
         assert_eq!(stage_steps_of(Format::Q4_K, 4, t, 49152), 4);
         assert_eq!(stage_steps_of(Format::IQ4_XS, 4, t, 49152), 4);
@@ -3139,7 +3007,6 @@ mod tests {
         let pairs = Tuning { iq_pairs: 1, ..t };
         assert_eq!(stage_steps_of(Format::IQ2_XXS, 8, t, 49152), 0);
         assert_eq!(stage_steps_of(Format::IQ2_XXS, 8, pairs, 49152), 2);
-        assert_eq!(stage_steps_of(Format::IQ2_XXS, 8, Tuning { grid_rep: true, ..pairs }, 49152), 0);
         assert_eq!(stage_steps_of(Format::Q4_K, 8, Tuning { coop: Coop::Emulated(1), ..t }, 49152), 0);
         // the room beside iq2_s's grid (1024 words): none in 8 KiB
         assert_eq!(stage_steps_of(Format::IQ2_S, 4, pairs, 8192), 0);

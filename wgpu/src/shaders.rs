@@ -182,161 +182,42 @@ pub(crate) fn table_words(f: Format) -> usize {
     table_of(f).1
 }
 
-/// Copies of its table a format's kernels keep in workgroup memory, within `grid_words` words
-/// (0: one copy): the IQ2/IQ3 grids (256 words or more, looked up at random entries), as many
-/// as fit, up to 32, a power of two; one for the others. With `rep` copies word `i` is at
-/// `TS[i * rep + c]` and invocation `lid` reads copy `c = lid % rep`, so that the invocations
-/// of a subgroup spread their lookups over the banks instead of replaying on the same bank
-/// (the CUDA backend's `GridRep`, kernels/mm_common.cuh). The bits are the same either way.
-pub(crate) fn grid_rep(f: Format, grid_words: u32) -> u32 {
-    let n = table_of(f).1 as u32;
-    if n < 256 { 1 } else { copies_within(n, grid_words) }
-}
-
-/// Copies of a table of `words` words (at least one) within `budget` words: as many as fit, up
-/// to 32, a power of two; one where two do not fit.
-fn copies_within(words: u32, budget: u32) -> u32 {
-    if budget < 2 * words {
-        return 1;
-    }
-    1 << (budget / words).min(32).ilog2()
-}
-
-/// Entries of the sign table of an IQ2/IQ3 format's kernels (0: none): the 128 ksigns indices
-/// (iq2_xxs, iq2_xs, iq3_xxs) or the 256 sign bytes (iq2_s, iq3_s).
-fn sign_entries(f: Format) -> u32 {
-    match f {
-        Format::IQ2_XXS | Format::IQ2_XS | Format::IQ3_XXS => 128,
-        Format::IQ2_S | Format::IQ3_S => 256,
-        _ => 0,
-    }
-}
-
-/// Copies of the sign table ([`sign_entries`], 8 bytes an entry) within a quarter of
-/// `grid_words` (beside the grid's copies, [`grid_rep`]), a power of two up to 16, at least
-/// one; 0 (no table: the signs computed) without `grid_words` or a sign table.
-pub(crate) fn sign_rep(f: Format, grid_words: u32) -> u32 {
-    let n = sign_entries(f);
-    if n == 0 || grid_words == 0 {
-        return 0;
-    }
-    let r = (grid_words / 4 / (2 * n)).clamp(1, 16);
-    1 << r.ilog2()
-}
-
 /// The workgroup-memory copy of a format's table: `load_tab` (every invocation, then a
 /// barrier; called before any other work), `tab(i)` (word i of the format's table) and
-/// `lut4t(n)` (lut4 through it); `rep` copies of it ([`grid_rep`]). The IQ2/IQ3 formats also
-/// get `sgn(k)`: the 0/1 bytes of the low and high nibble of sign byte `ksigns(k)` (or `k`),
-/// which `sign_bytes` applies to grid words; from a sign table of `srep` copies ([`sign_rep`]),
-/// a lookup instead of the parity, the spreads and the masks (the CUDA backend's `SignTab`),
-/// or computed where `srep` is 0.
-fn table_src(f: Format, wg: u32, rep: u32, srep: u32) -> String {
-    table_src_codes(f, wg, rep, srep, false)
-}
-
-/// [`table_src`], with the IQ2 grids as 2-bit codes where `codes` ([`grid_codes`]; `rep` then
-/// counts the codes' copies, [`code_rep`]). Every kernel of a grid format also gets
-/// `tab2(e)`, the two words of 8-byte grid entry `e`, and `tabh(e, h)`, its word `h` (`tab(2e +
-/// h)`): one lookup of the codes, at the same address for both words of an entry, so that the
-/// 8-invocation kernels' two lanes of an entry share it.
-fn table_src_codes(f: Format, wg: u32, rep: u32, srep: u32, codes: bool) -> String {
+/// `lut4t(n)` (lut4 through it). The IQ2/IQ3 formats also get `sgn(k)`: the 0/1 bytes of the
+/// low and high nibble of sign byte `ksigns(k)` (iq2_xxs, iq2_xs, iq3_xxs) or `k` (iq2_s,
+/// iq3_s), which `sign_bytes` applies to grid words; and `tab2(e)`, the two words of 8-byte grid
+/// entry `e`, and `tabh(e, h)`, its word `h` (`tab(2e + h)`). (Two opt-in variants were
+/// removed after an H100 run, 1 GiB of weights, measured them slower than this one copy for
+/// iq2_xxs, iq2_xs and iq2_s at NT 1, 2, 4 and 8: several copies of the IQ2/IQ3 grids and of a
+/// sign table against bank conflicts, NT 1 iq2_xs 652 GB/s against 1713, and the IQ2 grids as
+/// 2-bit codes, a quarter of the words, 1032.)
+fn table_src(f: Format, wg: u32) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return "fn load_tab(lid: u32) {}\n".into();
     }
-    let ns = sign_entries(f);
-    let (sdecl, sfill) = if ns == 0 {
-        (String::new(), String::new())
-    } else if srep == 0 {
-        let sb = if ns == 128 { "ksigns(k)" } else { "k" };
-        (
-            format!(
-                "fn sgn(k: u32) -> vec2<u32> {{\n    let s = {sb};\n    return vec2<u32>(spread4(s & 15u), spread4(s >> 4u));\n}}\n"
-            ),
-            String::new(),
-        )
-    } else {
-        let total = ns * srep;
-        let sh = srep.trailing_zeros();
-        let sb = if ns == 128 { "ksigns(k)" } else { "k" };
-        (
-            format!(
-                "var<workgroup> TSG: array<vec2<u32>, {total}>;\n\
-                 var<private> TSC: u32;\n\
-                 fn sgn(k: u32) -> vec2<u32> {{\n    return TSG[(k << {sh}u) | TSC];\n}}\n"
-            ),
-            format!(
-                "    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let k = i >> {sh}u;\n        let s = {sb};\n        \
-                 TSG[i] = vec2<u32>(spread4(s & 15u), spread4(s >> 4u));\n    }}\n    TSC = lid & {m}u;\n",
-                m = srep - 1
-            ),
-        )
+    let sign_byte = match f {
+        Format::IQ2_XXS | Format::IQ2_XS | Format::IQ3_XXS => Some("ksigns(k)"),
+        Format::IQ2_S | Format::IQ3_S => Some("k"),
+        _ => None,
     };
-    if codes && grid_codes(f) {
-        return code_table_src(off, n as u32, wg, rep, &sdecl, &sfill);
-    }
+    let sdecl = sign_byte.map_or(String::new(), |sb| {
+        format!(
+            "fn sgn(k: u32) -> vec2<u32> {{\n    let s = {sb};\n    return vec2<u32>(spread4(s & 15u), spread4(s >> 4u));\n}}\n"
+        )
+    });
     let tab2 = if f.is_iq_grid() {
         "fn tab2(e: u32) -> vec2<u32> {\n    return vec2<u32>(tab(2u * e), tab(2u * e + 1u));\n}\n\
          fn tabh(e: u32, h: u32) -> u32 {\n    return tab(2u * e + h);\n}\n"
     } else {
         ""
     };
-    if rep > 1 {
-        let total = n as u32 * rep;
-        let sh = rep.trailing_zeros();
-        return format!(
-            "{sdecl}var<workgroup> TS: array<u32, {total}>;\n\
-             var<private> TC: u32;\n\
-             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        TS[i] = T[{off}u + (i >> {sh}u)];\n    }}\n    TC = lid & {m}u;\n{sfill}    workgroupBarrier();\n}}\n\
-             fn tab(i: u32) -> u32 {{\n    return TS[(i << {sh}u) | TC];\n}}\n{tab2}",
-            m = rep - 1
-        );
-    }
     format!(
         "{sdecl}var<workgroup> TS: array<u32, {n}>;\n\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n{sfill}    workgroupBarrier();\n}}\n\
+         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    workgroupBarrier();\n}}\n\
          fn tab(i: u32) -> u32 {{\n    return TS[i];\n}}\n{tab2}\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n"
-    )
-}
-
-/// Whether `f`'s grid takes the 2-bit codes ([`MmSrc::grid_codes`]): the IQ2 grids, whose
-/// bytes are all 0x08, 0x19 or 0x2b (`iq2_grids_have_three_levels` checks it).
-pub(crate) fn grid_codes(f: Format) -> bool {
-    matches!(f, Format::IQ2_XXS | Format::IQ2_XS | Format::IQ2_S)
-}
-
-/// Copies of an IQ2 grid's codes (a quarter of its words, [`grid_codes`]) within
-/// `grid_words` (0: one copy), as [`grid_rep`] counts the grid's; one for the other formats.
-pub(crate) fn code_rep(f: Format, grid_words: u32) -> u32 {
-    if grid_codes(f) { copies_within(table_of(f).1 as u32 / 4, grid_words) } else { 1 }
-}
-
-/// An IQ2 grid of `n` words at word `off` of `T` as codes in workgroup memory: byte i of the
-/// codes (word i / 4 of `TS`, `rep` copies interleaved as [`table_src`]'s) holds grid word i's
-/// four bytes as 2-bit levels (0x08 -> 0, 0x19 -> 1, 0x2b -> 2), a quarter of the words, and
-/// one 4-byte lookup brings a whole 8-byte entry (`tab2`). `tab(i)` rebuilds word i: the levels
-/// v spread to bytes, then 0x08 + 0x11 v + (v >> 1) per byte (no carries: v <= 2).
-fn code_table_src(off: usize, n: u32, wg: u32, rep: u32, sdecl: &str, sfill: &str) -> String {
-    let words = n / 4;
-    let total = words * rep;
-    let sh = rep.trailing_zeros();
-    format!(
-        "{sdecl}var<workgroup> TS: array<u32, {total}>;\n\
-         var<private> TC: u32;\n\
-         fn gcode4(w: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        r |= ((((w >> (8u * k)) & 0xffu) - 8u) / 17u) << (2u * k);\n    }}\n    return r;\n}}\n\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {total}u; i += {wg}u) {{\n        let j = {off}u + 4u * (i >> {sh}u);\n        \
-         TS[i] = gcode4(T[j]) | (gcode4(T[j + 1u]) << 8u) | (gcode4(T[j + 2u]) << 16u) | (gcode4(T[j + 3u]) << 24u);\n    }}\n    \
-         TC = lid & {m}u;\n{sfill}    workgroupBarrier();\n}}\n\
-         fn gexpand(c: u32) -> u32 {{\n    let v = (c & 3u) | ((c & 0xcu) << 6u) | ((c & 0x30u) << 12u) | ((c & 0xc0u) << 18u);\n    \
-         return 0x08080808u + v * 0x11u + ((v >> 1u) & 0x01010101u);\n}}\n\
-         fn tab(i: u32) -> u32 {{\n    return gexpand((TS[((i >> 2u) << {sh}u) | TC] >> (8u * (i & 3u))) & 0xffu);\n}}\n\
-         fn tab2(e: u32) -> vec2<u32> {{\n    let c = TS[((e >> 1u) << {sh}u) | TC] >> (16u * (e & 1u));\n    \
-         return vec2<u32>(gexpand(c & 0xffu), gexpand((c >> 8u) & 0xffu));\n}}\n\
-         fn tabh(e: u32, h: u32) -> u32 {{\n    \
-         return gexpand((TS[((e >> 1u) << {sh}u) | TC] >> (16u * (e & 1u) + 8u * h)) & 0xffu);\n}}\n",
-        m = rep - 1
     )
 }
 
@@ -350,12 +231,12 @@ fn code_table_src(off: usize, n: u32, wg: u32, rep: u32, sdecl: &str, sfill: &st
 fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
-        return table_src(f, wg, 1, 0);
+        return table_src(f, wg);
     }
     if !lut2 {
         return format!(
             "{}fn lut8(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(w & 0x0f0f0f0fu), lut4t((w >> 4u) & 0x0f0f0f0fu));\n}}\n",
-            table_src(f, wg, 1, 0)
+            table_src(f, wg)
         );
     }
     format!(
@@ -389,7 +270,7 @@ fn iq4xs_table_src(wg: u32, lut2: bool) -> String {
         return format!(
             "{}fn spread_nib(w: u32) -> u32 {{\n    return (w & 0xfu) | ((w & 0xf0u) << 4u) | ((w & 0xf00u) << 8u) | ((w & 0xf000u) << 12u);\n}}\n\
              fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(spread_nib(w & 0xffffu)), lut4t(spread_nib(w >> 16u)));\n}}\n",
-            table_src(Format::IQ4_XS, wg, 1, 0)
+            table_src(Format::IQ4_XS, wg)
         );
     }
     format!(
@@ -445,7 +326,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(PARAMS);
     s.push_str(MATMUL_HEAD);
     s.push_str(&act_q8k(o.q8k_split, o.q8k_both));
-    s.push_str(&o.grid_table_src(f, wg));
+    s.push_str(&table_src(f, wg));
     s.push_str(COMMON);
     if tiled_rows(f, o) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
@@ -476,11 +357,6 @@ pub(crate) struct MmSrc {
     pub q8k_split: bool,
     /// q8_K rows hold both layouts, ggml's blocks first (`Q8kLayout::Both`).
     pub q8k_both: bool,
-    /// Workgroup words for copies of an IQ2/IQ3 grid ([`grid_rep`]; 0: one copy).
-    pub grid_words: u32,
-    /// The IQ2 grids as 2-bit codes, a quarter of the words, one lookup an 8-byte entry
-    /// ([`grid_codes`], `crate::Tuning::grid_codes`).
-    pub grid_codes: bool,
     /// Rows per thread pair of the pair-layout and thread-pair kernels (1, or 2:
     /// `pair_main2.wgsl`, `kpair_main2.wgsl`; q4_K and q5_K with their own two-row bodies,
     /// `kpair2_head.wgsl`, unless `pair_generic`).
@@ -498,14 +374,6 @@ pub(crate) struct MmSrc {
 }
 
 impl MmSrc {
-    /// The workgroup copy of `f`'s table for a kernel of `wg` invocations ([`table_src`]): the
-    /// grid's copies within [`MmSrc::grid_words`], as codes where [`MmSrc::grid_codes`] asks.
-    fn grid_table_src(&self, f: Format, wg: u32) -> String {
-        let codes = self.grid_codes && grid_codes(f);
-        let rep = if codes { code_rep(f, self.grid_words) } else { grid_rep(f, self.grid_words) };
-        table_src_codes(f, wg, rep, sign_rep(f, self.grid_words), codes)
-    }
-
     /// A kernel's first lines: token count, rows and invocations per workgroup (`per_row`
     /// invocations per row).
     fn head(&self, per_row: u32) -> String {
@@ -832,7 +700,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
         s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     }
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
-    s.push_str(&if f == Format::IQ4_XS { iq4xs_table_src(wg, c.lut2) } else { c.grid_table_src(f, wg) });
+    s.push_str(&if f == Format::IQ4_XS { iq4xs_table_src(wg, c.lut2) } else { table_src(f, wg) });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
@@ -877,9 +745,7 @@ pub(crate) const COOP_ROWS: u32 = 32;
 /// the lane-pair index of the vector components is a constant.
 pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<String> {
     let body = ktile_blocks(f, c, &coop_body(f)?);
-    // One grid copy: the tiles' staging takes some 16 KiB of workgroup memory, more than the
-    // 8 KiB `grid_words` leaves the kernels' other arrays.
-    let o = MmSrc { rows: COOP_ROWS, grid_words: 0, ..*c };
+    let o = MmSrc { rows: COOP_ROWS, ..*c };
     let mut s = String::with_capacity(24 * 1024);
     let native = tiles != CoopTiles::Emulated;
     if native {
@@ -1132,45 +998,11 @@ mod tests {
             iq_pairs: false,
             q8k_split: false,
             q8k_both: true,
-            grid_words: 0,
-            grid_codes: false,
             pair_rows,
             pair_generic: false,
             stage: 0,
             ktile: false,
         }
-    }
-
-    /// The IQ2 grids' bytes are all 0x08, 0x19 or 0x2b, so that their 2-bit codes
-    /// (`code_table_src`) hold them; the WGSL arithmetic of `gcode4` and `gexpand`, done here
-    /// the same way, gives every grid word back.
-    #[test]
-    fn iq2_grids_have_three_levels() {
-        use qkern_formats::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
-        let gcode4 = |w: u32| (0..4).fold(0u32, |r, k| r | ((((w >> (8 * k)) & 0xff).wrapping_sub(8) / 17) << (2 * k)));
-        let gexpand = |c: u32| {
-            let v = (c & 3) | ((c & 0xc) << 6) | ((c & 0x30) << 12) | ((c & 0xc0) << 18);
-            0x0808_0808u32.wrapping_add(v.wrapping_mul(0x11)).wrapping_add((v >> 1) & 0x0101_0101)
-        };
-        for (f, grid) in
-            [(Format::IQ2_XXS, &IQ2XXS_GRID[..]), (Format::IQ2_XS, &IQ2XS_GRID[..]), (Format::IQ2_S, &IQ2S_GRID[..])]
-        {
-            assert!(grid_codes(f));
-            assert_eq!(table_of(f).1, 2 * grid.len(), "{f}");
-            for &e in grid {
-                assert!(e.to_le_bytes().iter().all(|b| [0x08, 0x19, 0x2b].contains(b)), "{f}: {e:#x}");
-                for w in [e as u32, (e >> 32) as u32] {
-                    assert_eq!(gexpand(gcode4(w)), w, "{f}: {e:#x}");
-                }
-            }
-        }
-        for f in [Format::IQ3_XXS, Format::IQ3_S, Format::IQ4_XS] {
-            assert!(!grid_codes(f), "{f}");
-        }
-        assert_eq!(code_rep(Format::IQ2_XXS, 8192), 32);
-        assert_eq!(code_rep(Format::IQ2_S, 8192), 16);
-        assert_eq!(code_rep(Format::IQ2_XXS, 0), 1);
-        assert_eq!(code_rep(Format::IQ3_XXS, 8192), 1);
     }
 
     /// Every kernel source parses, validates and translates to SPIR-V with naga (no adapter
@@ -1196,9 +1028,6 @@ mod tests {
                             iq_pairs: nf,
                             q8k_split: nf,
                             q8k_both: nf && nt == 3,
-                            grid_words: if sg { 8192 } else { 0 },
-                            // The IQ2 grids as codes, one copy and several.
-                            grid_codes: nt == 8,
                             pair_rows: if nf == sg { 2 } else { 1 },
                             pair_generic: nt == 3,
                             // Staged activations (the pair formats and the thread pairs; the
@@ -1239,8 +1068,6 @@ mod tests {
                             iq_pairs: false,
                             q8k_split: !native,
                             q8k_both: false,
-                            grid_words: 8192,
-                            grid_codes: nt == 2,
                             pair_rows: 2,
                             pair_generic: false,
                             stage: 0,
@@ -1258,8 +1085,7 @@ mod tests {
             // loop above tiles them on thread pairs only).
             if f.is_iq_grid() {
                 for sg in [false, true] {
-                    let o =
-                        MmSrc { subgroups: sg, native_fma: sg, unroll: 2, ktile: true, grid_codes: sg, ..plain_src(1) };
+                    let o = MmSrc { subgroups: sg, native_fma: sg, unroll: 2, ktile: true, ..plain_src(1) };
                     sources.push((format!("tiled 8-invocation matmul {f} sg={sg}"), matmul_source(f, &o).unwrap()));
                 }
             }
@@ -1402,8 +1228,6 @@ mod tests {
                 iq_pairs: false,
                 q8k_split: false,
                 q8k_both: false,
-                grid_words: 0,
-                grid_codes: false,
                 pair_rows: 1,
                 pair_generic: false,
                 stage: 16,

@@ -40,10 +40,9 @@ pub fn backend() -> Option<&'static WgpuBackend> {
 /// A backend with the workgroup-memory reductions (no subgroups), weights split into parts of
 /// at most 1 KiB and results written straight to a mappable buffer where the adapter offers it
 /// (`Options::direct_out`), the nibble lookup table (`Options::lut2` off), 2 copy threads, the
-/// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`) with copies of their grid and sign
-/// tables (`Options::grid_rep`), the pair and thread-pair kernels on two rows per pair
-/// (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to exercise the
-/// fallback, the splitting and those options on small matrices.
+/// IQ2/IQ3 formats on thread pairs (`Options::iq_pairs`), the pair and thread-pair kernels on
+/// two rows per pair (`Options::pair_rows`; q4_K and q5_K on their own two-row bodies), to
+/// exercise the fallback, the splitting and those options on small matrices.
 pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -54,7 +53,6 @@ pub fn backend_fallback_split() -> Option<&'static WgpuBackend> {
             lut2: Some(false),
             copy_threads: Some(2),
             iq_pairs: Some(1),
-            grid_rep: Some(true),
             pair_rows: Some((2, false)),
             ..Options::default()
         })
@@ -84,8 +82,8 @@ pub fn backend_rowmajor_generic() -> Option<&'static WgpuBackend> {
 
 /// A backend with q4_K's, q5_K's and the IQ2/IQ3 formats' blocks in ggml's row order
 /// (`Options::ktile` off) on q4_K's and q5_K's own two-row bodies (`Options::pair_rows`), the
-/// workgroup-memory reductions and activations staged from one token in chunks of 2 blocks (`backend_staged`'s, which keeps ggml's order and one row
-/// per pair), and the IQ2 grids as codes (`Options::grid_codes`, one copy).
+/// workgroup-memory reductions and activations staged from one token in chunks of 2 blocks
+/// (`backend_staged`'s, which keeps ggml's order and one row per pair).
 pub fn backend_rowmajor_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -94,7 +92,6 @@ pub fn backend_rowmajor_staged() -> Option<&'static WgpuBackend> {
             pair_rows: Some((2, false)),
             subgroups: Some(false),
             stage: Some((1, 2)),
-            grid_codes: Some(true),
             ..Options::default()
         })
     })
@@ -119,12 +116,12 @@ pub fn backend_rowmajor_coop() -> Option<&'static WgpuBackend> {
 /// default only results of 2 MiB or more are), copied out by 3 threads from 256 KiB of results
 /// (`Options::copy_threads`), with q8_K activations in the split device layout
 /// (`Options::q8k`) and the IQ2/IQ3 formats on 8 invocations a row (`Options::iq_pairs`
-/// off) with copies of their grid and sign tables (`Options::grid_rep`; the IQ2 grids' as
-/// codes, `Options::grid_codes`), the pair and thread-pair kernels on two rows per pair, q4_K and q5_K on their own two-row bodies
-/// (`Options::pair_rows`), the pair and thread-pair formats' activations staged from 3 tokens
-/// in chunks of 3 steps or blocks (`Options::stage`; the IQ2/IQ3 formats on 8 invocations a
-/// row are not staged), and weights in parts of at most 4 KiB (so that the IQ2/IQ3 formats'
-/// 8-invocation kernels run on their tiled and split blocks in several parts too).
+/// off), the pair and thread-pair kernels on two rows per pair, q4_K and q5_K on their own
+/// two-row bodies (`Options::pair_rows`), the pair and thread-pair formats' activations staged
+/// from 3 tokens in chunks of 3 steps or blocks (`Options::stage`; the IQ2/IQ3 formats on 8
+/// invocations a row are not staged), and weights in parts of at most 4 KiB (so that the
+/// IQ2/IQ3 formats' 8-invocation kernels run on their tiled and split blocks in several parts
+/// too).
 pub fn backend_chunked() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
@@ -134,8 +131,6 @@ pub fn backend_chunked() -> Option<&'static WgpuBackend> {
             copy_threads: Some(3),
             q8k: Some(Q8kLayout::Split),
             iq_pairs: Some(0),
-            grid_rep: Some(true),
-            grid_codes: Some(true),
             pair_rows: Some((2, false)),
             stage: Some((3, 3)),
             ..Options::default()
