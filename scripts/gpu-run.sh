@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [gcode] [experts] [auto]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -20,7 +20,7 @@ steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
 # `auto`: the steps for the card that came (the device tool may lend an H100 for an H200 call):
 # AUTO_H200 on an H200 (the issues' goals are set there), AUTO_OTHER on any other card.
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-case "$card" in *H200*) auto=${AUTO_H200:-parity qbench cudabench} ;; *) auto=${AUTO_OTHER:-gcode qbench} ;; esac
+case "$card" in *H200*) auto=${AUTO_H200:-parity qbench cudabench} ;; *) auto=${AUTO_OTHER:-experts qbench} ;; esac
 steps=$(for s in $steps; do if [ "$s" = auto ]; then echo $auto; else echo "$s"; fi; done)
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
@@ -161,13 +161,15 @@ coop) { for v in f16 words; do QKERN_TEST_COOP=$v timeout 120 $C/t_wgpu_random_p
     QKERN_WGPU_COOP=1 timeout 400 $C/wgpu_bench --gib 1 --reps 8 --formats q4_K,q5_K,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s --nt 1,2,4,8 --variants nocoop,coop,coopwords \
       --csv "$R/coop.csv"; } > "$R/coop.log" 2>&1; grep -E "adapter|q[45]_K|iq[23]|test result|fail|rror" "$R/coop.log" | head -30 ;;
 # The MoE experts (cuda_bench --experts-only, NT 4: kernel, launch to result, grouped x8), this
-# build against .carry/cuda_bench_old (OLD_REV=<commit> bash scripts/gpu-bundle.sh; session 34
-# timed a235a5e against 2bd9b17) and against -DQK_MMK_SA=0 (q5_1's s factors read in the chain,
-# as before session 34) and -DQK_MMK_ST4=1 (the 32-element formats' two-phase kernels store each
-# CTA's 4 rows of a token as one 16 bytes: the host-out column), in the order old, new, SA=0,
-# ST4, twice.
-experts) for i in 1 2; do for v in old new sa0 st4; do x=$C/cuda_bench; o=; [ $v = old ] && x=$C/cuda_bench_old
-      [ $v = sa0 ] && o=-DQK_MMK_SA=0; [ $v = st4 ] && o=-DQK_MMK_ST4=1; [ -x "$x" ] || continue
+# build against .carry/cuda_bench_old (OLD_REV=<commit> bash scripts/gpu-bundle.sh; session 35
+# timed d68e9b8 against a235a5e) and against -DQK_MMK_SA=0 (q5_1's s factors read in the chain,
+# as before session 34), -DQK_MMK_ST4=0 (the two-phase kernels store each row's result with its
+# own 4 bytes, as before session 35: the host-out column) and -DQK_MMK_KSPREAD=0 (q4_K's chain
+# factors and mins products on 4 threads a warp, as before session 35), in the order old, new,
+# SA=0, ST4=0, KSPREAD=0, twice.
+experts) for i in 1 2; do for v in old new sa0 st0 ks0; do x=$C/cuda_bench; o=; [ $v = old ] && x=$C/cuda_bench_old
+      [ $v = sa0 ] && o=-DQK_MMK_SA=0; [ $v = st0 ] && o=-DQK_MMK_ST4=0; [ $v = ks0 ] && o=-DQK_MMK_KSPREAD=0
+      [ -x "$x" ] || continue
       echo "## $v$i"; QKERN_CUDA_NVRTC_OPTS="$o" timeout ${EXPERTS_TIMEOUT:-60} $x --gib 0.01 --experts-only --no-cublas \
         --formats ${EXPERTS_FORMATS:-q4_K,q5_1,q8_0,iq4_nl} > "$R/experts_$v$i.md" 2>&1
       grep -E '^\| (gate|down)|two-phase|rror' "$R/experts_$v$i.md"; done; done 2>&1 | tee "$R/experts.txt" ;;
@@ -194,12 +196,13 @@ ncu) N=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | hea
 # addresses), the NT 1 L2 prefetch
 # distances (QK_PF1_*: 0, 2, 4), iq4_xs's NT 1 register budget (QK_MINB_W1 3, 4), q6_K's tensor cores on 2 CTAs (QK_MINB_MMA_Q6K=2, lazy loads), the
 # 32-element formats' row kernels at NT 1-2 on 4 CTAs (QK_MINB_R12=4), q4_K's two-phase expert kernel (its note line, then the experts
-# table with it on), wgpu's grid copies and sign tables (variants default / gridrep). Bits: run cparity and
+# table with it on). (wgpu's grid copies, `gridrep`, were removed in session 35: 2-4x slower on the
+# H100.) Bits: run cparity and
 # wparity first (t_cuda_gpu runs the default build; QKERN_CUDA_NVRTC_OPTS applies to it too).
-# About 9 minutes: a call of its own (UNMEASURED="cuda experts wgpu" picks parts).
+# About 9 minutes: a call of its own (UNMEASURED="cuda experts" picks parts).
 unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp4
   pf() { echo "-DQK_PF1_Q4K=$1 -DQK_PF1_Q5K=$1 -DQK_PF1_Q6K=$1 -DQK_PF1_IQ4XS=$1 -DQK_PF1_IQ=$1 -DQK_PF1_NV=$1"; }
-  parts=${UNMEASURED:-cuda experts wgpu}
+  parts=${UNMEASURED:-cuda experts}
   { [[ $parts == *cuda* ]] && for v in "-DQK_GRID_REP=0 -DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "-DQK_SIGN_TAB=0 -DQK_IQ_SA_NTM=0|$IQ" "|$IQ,$KQ" "$(pf 2)|$IQ,$KQ" "$(pf 4)|$IQ,$KQ" "-DQK_MINB_W1=3|iq4_xs" "-DQK_MINB_W1=4|iq4_xs" "-DQK_MINB_MMA_Q6K=2|q6_K" "-DQK_MINB_R12=4|q5_1,iq4_nl,q8_0,nvfp4"; do o=${v%%|*}; f=${v##*|}
       echo "## QKERN_CUDA_NVRTC_OPTS='$o' formats $f"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout 200 $C/cuda_bench --gib 1 --iters 10 --kernels-only --no-cublas --formats "$f" 2>&1 | grep -E '^\| (q|iq|nv)|rror'
@@ -207,7 +210,6 @@ unmeasured) IQ=iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s; KQ=q4_K,q5_K,q6_K,iq4_xs,nvfp
     [[ $parts == *experts* ]] && { echo "## experts (the two-phase kernels' padded shared arrays; the q4_K two-phase note), then QKERN_CUDA_KQ_MMK=0 (the S = 4 or tensor-core kernels)"
       timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|two-phase|rror'
       QKERN_CUDA_KQ_MMK=0 timeout 60 $C/cuda_bench --gib 0.01 --experts-only --no-cublas 2>&1 | grep -E '^\| (gate|down)|rror'; }
-    [[ $parts == *wgpu* ]] && echo "## wgpu grid copies and sign tables (gridrep; off by default)" && timeout 150 $C/wgpu_bench --gib 1 --reps 8 --variants default,gridrep --formats $IQ --nt 1,8 --csv "$R/unmeasured_wgpu.csv" 2>&1 | grep -E 'gridrep|default|adapter|rror'
   } > "$R/unmeasured.txt" 2>&1; cat "$R/unmeasured.txt" ;;
 # The one-thread-per-row kernels with the activations in the constant bank (qk_mmc_*,
 # QKERN_CUDA_CACT_NT; off by default until measured): kernel-only GB/s at every NT 1..8 with
@@ -253,14 +255,6 @@ dout) for v in "" --direct-out; do timeout ${DOUT_TIMEOUT:-90} $C/wgpu_bench --g
 wstage) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib ${WSTAGE_GIB:-1} --reps ${WSTAGE_REPS:-8} --rounds ${WSTAGE_ROUNDS:-3} --nt ${WSTAGE_NT:-1,2,4,8} --formats ${WSTAGE_FORMATS:-q8_0,q5_1,iq4_nl,nvfp4} \
     --variants ${WSTAGE_VARIANTS:-default,nost} --csv "$R/wstage.csv" > "$R/wstage.log" 2>&1
   grep -vE '^ *$' "$R/wstage.log" | head -80 ;;
-# wgpu's IQ2 grids as 2-bit codes (Tuning::grid_codes, session 32, opt-in and not yet timed:
-# `gcode`), alone and with the grid copies (`gridrep`), on 8 invocations a row and on thread
-# pairs (`iqpair`), every variant's bits checked, GCODE_ROUNDS rounds interleaved. To time the
-# codes through `qkern bench`: QKERN_WGPU_GRID_CODES=1 bash scripts/gpu-run.sh qbench.
-gcode) timeout ${WGPU_BENCH_TIMEOUT:-200} $C/wgpu_bench --gib 1 --reps 8 --rounds ${GCODE_ROUNDS:-2} --nt ${GCODE_NT:-1,2,4,8} \
-    --formats ${GCODE_FORMATS:-iq2_xxs,iq2_xs,iq2_s} --variants ${GCODE_VARIANTS:-default,gcode,gridrep,gcode+gridrep,iqpair,iqpair+gcode} \
-    --csv "$R/gcode.csv" > "$R/gcode.log" 2>&1
-  grep -vE '^ *$' "$R/gcode.log" | head -80 ;;
 # wgpu's q4_K and q5_K with their blocks tiled (Tuning::ktile: session 27, the default since
 # session 28's run3; KTILE_FORMATS=iq2_xxs,... the IQ2/IQ3 formats tiled and split, session 29)
 # against ggml's row-major blocks, every variant's bits checked, 3 rounds interleaved

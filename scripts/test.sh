@@ -42,9 +42,10 @@ QKERN_CUDA_IQ_TILE=0 QKERN_EMU_DEFINES="-DQK_IQ_HMMA=0" cargo test -p qkern-cuda
 # memory for buffers over their budget.
 QKERN_EMU_DEFINES="-DQK_CACT_SMEM=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
 QKERN_EMU_DEFINES="-DQK_SACT_BYTES=512" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
-# The two-phase kernels' 16-byte result stores (QK_MMK_ST4, opt-in), with q5_1's s factors read
-# in its summs chain (QK_MMK_SA=0, as before session 34).
-QKERN_EMU_DEFINES="-DQK_MMK_ST4=1 -DQK_MMK_SA=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4
+# The two-phase kernels' 4-byte result stores (QK_MMK_ST4=0, as before session 35), with q5_1's s
+# factors read in its summs chain (QK_MMK_SA=0, as before session 34) and q4_K's chain factors and
+# mins products on 4 threads a warp (QK_MMK_KSPREAD=0, as before session 35).
+QKERN_EMU_DEFINES="-DQK_MMK_ST4=0 -DQK_MMK_SA=0 -DQK_MMK_KSPREAD=0" cargo test -p qkern-cuda --test emu -- mm_q5_1 mm_q8_0 mm_iq4_nl mm_nvfp4 mm_q4_k
 # The row kernels (one and two threads a row) without their one-ahead weight loads
 # (QK_PIPE_R=0 overrides every format's PIPE_R and PIPE_C masks; the defaults have them at
 # most token counts).

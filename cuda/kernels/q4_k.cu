@@ -73,6 +73,11 @@ MMA_KERNEL(q4_k, mma_q4_k, QK_MINB_MMA_Q4K)
 // shuffles; lanes 0-3 of the group also run the 4-lane mins chain (m0 + m2) + (m1 + m3), as
 // mm_q4_k. The lane sums are exact integers below 2^22, so their conversion is any exact one.
 #define KQK_BMAX 16
+// QK_MMK_KSPREAD (on; 0: as before session 35): phase 1's chain factors and mins products spread
+// over the threads by token (see the body).
+#ifndef QK_MMK_KSPREAD
+#define QK_MMK_KSPREAD 1
+#endif
 // The shared arrays' rows (r) padded by 4 words (1 for D, DM) so that the 8 storing threads of a
 // warp (row x half) do not collide in the banks (as MmkPad).
 template <int NTM>
@@ -89,6 +94,7 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     QK_SHARED i32 P[MMK_R * K::PR];
     QK_SHARED float D[MMK_R * K::DR];
     QK_SHARED float DM[MMK_R * K::DR];
+    QK_SHARED float O[QK_MMK_ST4 ? MMK_R * NTM : 1];
     const u32 bid = qk_bid(), tid = qk_tid();
     const u32 j = mm_job_of(A, bid);
     const MmJob& J = A.jobs[j];
@@ -141,25 +147,49 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
                 if (store && s == 0) X[K::x(r, b, 4u * h + (u32)i, t)] = v;
             }
         }
-        if (store && s == 0 && h == 0) {
-            float da[NTM];
-            ld_tok_f<NTM>(ad + (u64)b * capw, da);
+        if (QK_MMK_KSPREAD) {
+            // Token t's chain factor d_t by thread (h = 0, s = t % 4) and its mins products by
+            // (h = 1, s = t % 4): a warp (one block, 4 rows) runs one or two tokens' worth of
+            // each (16 threads a path) instead of all NTM tokens' on 4 threads.
+            if (store) {
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) D[K::d(r, b, t)] = qk_mul(da[t], xd);
-        }
-        if (store && s == 1 && h == 0) {
+                for (int k = 0; k < (NTM + 3) / 4; ++k) {
+                    const u32 t = 4u * (u32)k + s;
+                    if (t >= (u32)NTM) break;
+                    if (h == 0) {
+                        D[K::d(r, b, t)] = qk_mul(qk_ld(ad + (u64)b * capw + t), xd);
+                    } else {
+                        // Tokens past nt repeat the last one (phase 2 stores no result of theirs).
+                        const u32 tt = t < nt ? t : nt - 1u;
+                        i32 prod[4];
+                        DM[K::d(r, b, t)] = qk_mul(-qk_ld(ad + (u64)b * capw + tt), xdmin);
+                        kq_mins_prod(bs + ((u64)tt * nb + b) * 16u, u2, u3, prod);
 #pragma unroll
-            for (int t = 0; t < NTM; ++t) {
-                // Tokens past nt repeat the last one (phase 2 stores no result of theirs): the
-                // loads need no branch, so all NTM tokens' loads issue at once instead of one
-                // round trip each.
-                const u32 tt = (u32)t < nt ? (u32)t : nt - 1u;
-                i32 prod[4];
-                const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + tt), xdmin);
-                kq_mins_prod(bs + ((u64)tt * nb + b) * 16u, u2, u3, prod);
-                DM[K::d(r, b, t)] = dmin;
+                        for (int m = 0; m < 4; ++m) P[K::p(r, b, t, (u32)m)] = prod[m];
+                    }
+                }
+            }
+        } else {
+            if (store && s == 0 && h == 0) {
+                float da[NTM];
+                ld_tok_f<NTM>(ad + (u64)b * capw, da);
 #pragma unroll
-                for (int m = 0; m < 4; ++m) P[K::p(r, b, t, m)] = prod[m];
+                for (int t = 0; t < NTM; ++t) D[K::d(r, b, t)] = qk_mul(da[t], xd);
+            }
+            if (store && s == 1 && h == 0) {
+#pragma unroll
+                for (int t = 0; t < NTM; ++t) {
+                    // Tokens past nt repeat the last one (phase 2 stores no result of theirs): the
+                    // loads need no branch, so all NTM tokens' loads issue at once instead of one
+                    // round trip each.
+                    const u32 tt = (u32)t < nt ? (u32)t : nt - 1u;
+                    i32 prod[4];
+                    const float dmin = qk_mul(-qk_ld(ad + (u64)b * capw + tt), xdmin);
+                    kq_mins_prod(bs + ((u64)tt * nb + b) * 16u, u2, u3, prod);
+                    DM[K::d(r, b, t)] = dmin;
+#pragma unroll
+                    for (int m = 0; m < 4; ++m) P[K::p(r, b, t, m)] = prod[m];
+                }
             }
         }
     }
@@ -179,7 +209,7 @@ QK_DEV void mmk_q4_k_body(const MmArgs& A) {
     const float hs = qk_hsum8(acc);
     am = qk_add(am, qk_shfl_xor(am, 2));  // l = 0: m0 + m2, l = 1: m1 + m3
     am = qk_add(am, qk_shfl_xor(am, 1));  // l = 0: (m0 + m2) + (m1 + m3)
-    if (l == 0 && row0 + r < rows && t < nt) ((float*)J.out)[(u64)t * rows + row0 + r] = qk_add(hs, am);
+    mmk_out<NTM>(J, O, p, l, t, r, row0, qk_add(hs, am));
 }
 // The launch gives phase 1 one round: MMK_R * nb * 8 threads, 256 to KQK_BLOCK_MAX (args.rs
 // `mmk_block`); the bound keeps the registers within what 512 threads may use.

@@ -46,15 +46,17 @@ use qkern_wgpu::{Checks, Coop, Tuning, WgpuBackend};
 mod stream;
 
 /// The tuning of variant `name` for format `f`, from the backend's default `d`: one name, or
-/// several joined by `+` (applied in order: `st+r64`).
+/// several joined by `+` (applied in order: `st+r64`). An unknown name is an error (a removed
+/// variant must not quietly time the default).
 fn variant(name: &str, f: Format, d: Tuning) -> Tuning {
-    name.split('+').fold(d, |t, n| variant1(n, f, t))
+    name.split('+').fold(d, |t, n| variant1(n, f, t).unwrap_or_else(|| panic!("--variants: unknown variant {n:?}")))
 }
 
-/// The tuning of one variant name.
-fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
+/// The tuning of one variant name (`None`: no such variant).
+fn variant1(name: &str, f: Format, d: Tuning) -> Option<Tuning> {
     let has_table = !matches!(f, Format::Q8_0 | Format::Q5_1 | Format::Q4_K | Format::Q5_K | Format::Q6_K);
-    match name {
+    Some(match name {
+        "default" => d,
         "emul" => Tuning { native_fma: false, ..d },
         "full" => Tuning { checks: Checks::Full, ..d },
         "none" => Tuning { checks: Checks::None, ..d },
@@ -103,8 +105,8 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Tuning {
         r if r.strip_prefix('r').and_then(|n| n.parse::<u32>().ok()).is_some() => {
             Tuning { wg_rows: r[1..].parse().unwrap_or(0), ..d }
         }
-        _ => d,
-    }
+        _ => return None,
+    })
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -140,6 +142,9 @@ fn main() {
     let be = WgpuBackend::with_options(None, qkern_wgpu::Options { direct_out, ..Default::default() })
         .expect("wgpu adapter");
     let default = be.tuning();
+    for v in &variants {
+        variant(v, Format::Q8_0, default); // an unknown name stops the run here, not midway
+    }
     eprintln!(
         "adapter: {} (max part {} MiB, cooperative matrices: {})",
         be.name(),
