@@ -414,13 +414,62 @@ pub struct MoeLayer<'a> {
     counts: Vec<u32>,
     order: Vec<u32>,
     xg: Vec<f32>,
-    g: Vec<f32>,
-    u: Vec<f32>,
+    /// A group's gate results, then its up results (`[rows][n_ff]` each, experts in order).
+    gu: Vec<f32>,
+    /// A group's down results (`[rows][n_embd]`, experts in order).
     yd: Vec<f32>,
     yslot: Vec<f32>,
-    acts_gate: Activations,
-    acts_up: Option<Activations>,
-    acts_down: Activations,
+    /// Experts per grouped call ([`MoeLayer::group`]), and the experts of the current group.
+    group: usize,
+    batch: [usize; GROUP],
+    /// One activation buffer per expert of a group (gate input, up input where its format
+    /// differs, down input).
+    acts_gate: Vec<Activations>,
+    acts_up: Option<Vec<Activations>>,
+    acts_down: Vec<Activations>,
+}
+
+/// The most experts one grouped call takes ([`Device::matmul_grouped`]): a layer's routed
+/// experts at one token for a top-k of 8 or fewer. On CUDA a group of one format runs in one
+/// launch (per 16 jobs); elsewhere its matmuls run one after the other.
+pub const GROUP: usize = 8;
+/// Groups hold at most this many buffered tokens (`group * max_tokens`), so that a layer made
+/// for long prompts keeps few activation buffers: there each expert's call has many tokens, and
+/// grouping saves little.
+const GROUP_TOKENS: usize = 512;
+
+/// A part of the layer's work, as [`StageTimes`] and [`KernelTimes`] count it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Gather,
+    Quantize,
+    GateUp,
+    Act,
+    Down,
+    Combine,
+}
+
+/// Where the expert pass reports its stages: the layer's own stage times, or the kernel calls
+/// alone.
+trait Clock {
+    fn run<E: Into<LayerError>>(&mut self, s: Stage, f: impl FnOnce() -> Result<(), E>) -> Result<(), LayerError>;
+}
+
+impl Clock for StageTimes {
+    fn run<E: Into<LayerError>>(&mut self, s: Stage, f: impl FnOnce() -> Result<(), E>) -> Result<(), LayerError> {
+        let t = Instant::now();
+        f().map_err(Into::into)?;
+        let d = t.elapsed();
+        *match s {
+            Stage::Gather => &mut self.gather,
+            Stage::Quantize => &mut self.quantize,
+            Stage::GateUp => &mut self.gate_up,
+            Stage::Act => &mut self.act,
+            Stage::Down => &mut self.down,
+            Stage::Combine => &mut self.combine,
+        } += d;
+        Ok(())
+    }
 }
 
 impl<'a> MoeLayer<'a> {
@@ -463,14 +512,16 @@ impl<'a> MoeLayer<'a> {
         for e in 0..n {
             experts.push(Expert { gate: dev.upload(gate[e])?, up: dev.upload(up[e])?, down: dev.upload(down[e])? });
         }
-        let acts_gate = dev.activations_for(&experts[0].gate, max_tokens)?;
-        let acts_up = if experts[0].up.act_format() != acts_gate.format() {
-            Some(dev.activations_for(&experts[0].up, max_tokens)?)
-        } else {
-            None
-        };
-        let acts_down = dev.activations_for(&experts[0].down, max_tokens)?;
         let k = cfg.top_k;
+        let group = GROUP.min(n).min((GROUP_TOKENS / max_tokens).max(1));
+        let acts =
+            |w: &Weights<'_>| (0..group).map(|_| dev.activations_for(w, max_tokens)).collect::<Result<Vec<_>, _>>();
+        let acts_gate = acts(&experts[0].gate)?;
+        let acts_up =
+            if experts[0].up.act_format() != experts[0].gate.act_format() { Some(acts(&experts[0].up)?) } else { None };
+        let acts_down = acts(&experts[0].down)?;
+        // A group's rows: each token goes to at most min(k, group) of its experts.
+        let group_rows = max_tokens * k.min(group);
         Ok(MoeLayer {
             n_embd: ne,
             n_ff: nf,
@@ -486,10 +537,11 @@ impl<'a> MoeLayer<'a> {
             counts: vec![0; n + 1],
             order: vec![0; max_tokens * k],
             xg: vec![0.0; max_tokens * ne],
-            g: vec![0.0; max_tokens * nf],
-            u: vec![0.0; max_tokens * nf],
-            yd: vec![0.0; max_tokens * ne],
+            gu: vec![0.0; 2 * group_rows * nf],
+            yd: vec![0.0; group_rows * ne],
             yslot: vec![0.0; max_tokens * k * ne],
+            group,
+            batch: [0; GROUP],
             acts_gate,
             acts_up,
             acts_down,
@@ -571,29 +623,103 @@ impl<'a> MoeLayer<'a> {
         Ok(())
     }
 
-    /// Gather expert `e`'s tokens and quantize them; returns the token count.
-    fn gather(&mut self, dev: &Device, x: &[f32], e: usize, times: &mut StageTimes) -> Result<usize, LayerError> {
-        let (ne, k) = (self.n_embd, self.cfg.top_k);
-        let (a, b) = (self.counts[e] as usize, self.counts[e + 1] as usize);
-        let m = b - a;
-        if m == 0 {
-            return Ok(0);
+    /// Experts per grouped call: [`GROUP`], fewer where the layer has fewer experts or is made
+    /// for many tokens.
+    pub fn group(&self) -> usize {
+        self.group
+    }
+
+    /// Every routed expert's FFN, into `yslot`, a group of experts at a time: each expert's
+    /// tokens gathered and quantized, one grouped call for the group's gate and up matmuls (two
+    /// where their formats differ), SiLU(gate) * up on the host, each expert's down input
+    /// quantized, one grouped call for the downs, the results scattered to their token slots.
+    /// The bits are those of one call per expert (every kernel is exact).
+    fn experts_pass(&mut self, dev: &Device, x: &[f32], clock: &mut impl Clock) -> Result<(u64, u64), LayerError> {
+        let (ne, nf, k, n) = (self.n_embd, self.n_ff, self.cfg.top_k, self.cfg.n_expert);
+        let fused = self.formats[1] == self.formats[2];
+        let (mut matmuls, mut quantizes) = (0u64, 0u64);
+        let mut next = 0;
+        loop {
+            // The group: the next experts with tokens, in expert order.
+            let mut b = 0;
+            while next < n && b < self.group {
+                if self.counts[next + 1] > self.counts[next] {
+                    self.batch[b] = next;
+                    b += 1;
+                }
+                next += 1;
+            }
+            if b == 0 {
+                return Ok((matmuls, quantizes));
+            }
+            let Self { experts, counts, order, xg, gu, yd, yslot, batch, acts_gate, acts_up, acts_down, .. } = self;
+            let span = |i: usize| (counts[batch[i]] as usize, counts[batch[i] + 1] as usize);
+            let mut rows = 0;
+            for (i, ag) in acts_gate.iter_mut().enumerate().take(b) {
+                let (a, c) = span(i);
+                let xg = &mut xg[..(c - a) * ne];
+                clock.run(Stage::Gather, || {
+                    for (j, &ts) in order[a..c].iter().enumerate() {
+                        let tok = ts as usize / k;
+                        xg[j * ne..(j + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
+                    }
+                    Ok::<(), LayerError>(())
+                })?;
+                clock.run(Stage::Quantize, || dev.quantize(xg, ag))?;
+                quantizes += 1;
+                if let Some(au) = acts_up {
+                    clock.run(Stage::Quantize, || dev.quantize(xg, &mut au[i]))?;
+                    quantizes += 1;
+                }
+                rows += c - a;
+            }
+            let (ag, au) = (&acts_gate[..b], acts_up.as_deref().unwrap_or(acts_gate));
+            let (g, u) = gu[..2 * rows * nf].split_at_mut(rows * nf);
+            // The jobs in fixed arrays (no allocation), entries past the group's unused.
+            let gate = |i: usize| (&experts[batch[i.min(b - 1)]].gate, &ag[i.min(b - 1)]);
+            let up = |i: usize| (&experts[batch[i.min(b - 1)]].up, &au[i.min(b - 1)]);
+            if fused {
+                let jobs: [_; 2 * GROUP] = std::array::from_fn(|j| if j < b { gate(j) } else { up(j - b) });
+                let gu = &mut gu[..2 * rows * nf];
+                clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..2 * b], gu))?;
+            } else {
+                let jobs: [_; GROUP] = std::array::from_fn(gate);
+                clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..b], g))?;
+                let jobs: [_; GROUP] = std::array::from_fn(up);
+                clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..b], u))?;
+            }
+            matmuls += 2 * b as u64;
+            let (g, u) = gu[..2 * rows * nf].split_at_mut(rows * nf);
+            clock.run(Stage::Act, || {
+                silu_mul(g, u);
+                Ok::<(), LayerError>(())
+            })?;
+            let mut off = 0;
+            for (i, ad) in acts_down.iter_mut().enumerate().take(b) {
+                let (a, c) = span(i);
+                let g = &g[off * nf..(off + c - a) * nf];
+                clock.run(Stage::Quantize, || dev.quantize(g, ad))?;
+                quantizes += 1;
+                off += c - a;
+            }
+            let jobs: [_; GROUP] =
+                std::array::from_fn(|i| (&experts[batch[i.min(b - 1)]].down, &acts_down[i.min(b - 1)]));
+            let yd = &mut yd[..rows * ne];
+            clock.run(Stage::Down, || dev.matmul_grouped(&jobs[..b], yd))?;
+            matmuls += b as u64;
+            clock.run(Stage::Combine, || {
+                let mut off = 0;
+                for i in 0..b {
+                    let (a, c) = span(i);
+                    for (j, &ts) in order[a..c].iter().enumerate() {
+                        let (ts, r) = (ts as usize, off + j);
+                        yslot[ts * ne..(ts + 1) * ne].copy_from_slice(&yd[r * ne..(r + 1) * ne]);
+                    }
+                    off += c - a;
+                }
+                Ok::<(), LayerError>(())
+            })?;
         }
-        let mut t = Instant::now();
-        for (j, &ts) in self.order[a..b].iter().enumerate() {
-            let tok = ts as usize / k;
-            self.xg[j * ne..(j + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
-        }
-        times.gather += lap(&mut t);
-        let xg = &self.xg[..m * ne];
-        dev.quantize(xg, &mut self.acts_gate)?;
-        times.quantizes += 1;
-        if let Some(au) = &mut self.acts_up {
-            dev.quantize(xg, au)?;
-            times.quantizes += 1;
-        }
-        times.quantize += lap(&mut t);
-        Ok(m)
     }
 
     /// `y = x W` for `nt` tokens of `x` (`[nt][n_embd]`) into `out` (`[nt][n_embd]`).
@@ -605,37 +731,12 @@ impl<'a> MoeLayer<'a> {
         times: &mut StageTimes,
     ) -> Result<(), LayerError> {
         let t_all = Instant::now();
-        let (ne, nf, k) = (self.n_embd, self.n_ff, self.cfg.top_k);
+        let (ne, k) = (self.n_embd, self.cfg.top_k);
         let nt = check_io(x, out, ne, self.max_tokens)?;
         self.route(dev, x, nt, times)?;
-        for e in 0..self.cfg.n_expert {
-            let m = self.gather(dev, x, e, times)?;
-            if m == 0 {
-                continue;
-            }
-            let mut t = Instant::now();
-            let ex = &self.experts[e];
-            let (g, u) = (&mut self.g[..m * nf], &mut self.u[..m * nf]);
-            dev.matmul(&ex.gate, &self.acts_gate, g)?;
-            dev.matmul(&ex.up, self.acts_up.as_ref().unwrap_or(&self.acts_gate), u)?;
-            times.matmuls += 2;
-            times.gate_up += lap(&mut t);
-            silu_mul(g, u);
-            times.act += lap(&mut t);
-            dev.quantize(g, &mut self.acts_down)?;
-            times.quantizes += 1;
-            times.quantize += lap(&mut t);
-            let yd = &mut self.yd[..m * ne];
-            dev.matmul(&ex.down, &self.acts_down, yd)?;
-            times.matmuls += 1;
-            times.down += lap(&mut t);
-            let (a, b) = (self.counts[e] as usize, self.counts[e + 1] as usize);
-            for (j, &ts) in self.order[a..b].iter().enumerate() {
-                let ts = ts as usize;
-                self.yslot[ts * ne..(ts + 1) * ne].copy_from_slice(&yd[j * ne..(j + 1) * ne]);
-            }
-            times.combine += lap(&mut t);
-        }
+        let (matmuls, quantizes) = self.experts_pass(dev, x, times)?;
+        times.matmuls += matmuls;
+        times.quantizes += quantizes;
         let t = Instant::now();
         for (tok, o) in out.chunks_exact_mut(ne).enumerate() {
             let w = &self.w[tok * k..(tok + 1) * k];
@@ -663,8 +764,7 @@ impl<'a> MoeLayer<'a> {
     /// expert once, never has.)
     pub fn kernels_alone(&mut self, dev: &Device, x: &[f32], reps: usize) -> Result<KernelTimes, LayerError> {
         let mut sink = StageTimes::default();
-        let (ne, nf) = (self.n_embd, self.n_ff);
-        let nt = tokens_of(x, ne, self.max_tokens)?;
+        let nt = tokens_of(x, self.n_embd, self.max_tokens)?;
         self.route(dev, x, nt, &mut sink)?;
         let mut calls = Calls::default();
         for _ in 0..reps.max(1) {
@@ -674,40 +774,9 @@ impl<'a> MoeLayer<'a> {
                 let logits = &mut self.probs[..nt * self.cfg.n_expert];
                 calls.time(true, || dev.matmul(wr, acts, logits))?;
             }
-            for e in 0..self.cfg.n_expert {
-                let m = self.gather_only(x, e);
-                if m == 0 {
-                    continue;
-                }
-                let xg = &self.xg[..m * ne];
-                calls.time(false, || dev.quantize(xg, &mut self.acts_gate))?;
-                if let Some(au) = &mut self.acts_up {
-                    calls.time(false, || dev.quantize(xg, au))?;
-                }
-                let ex = &self.experts[e];
-                let (g, u) = (&mut self.g[..m * nf], &mut self.u[..m * nf]);
-                let au = self.acts_up.as_ref().unwrap_or(&self.acts_gate);
-                calls.time(true, || dev.matmul(&ex.gate, &self.acts_gate, g))?;
-                calls.time(true, || dev.matmul(&ex.up, au, u))?;
-                silu_mul(g, u);
-                let g = &self.g[..m * nf];
-                calls.time(false, || dev.quantize(g, &mut self.acts_down))?;
-                let yd = &mut self.yd[..m * ne];
-                calls.time(true, || dev.matmul(&ex.down, &self.acts_down, yd))?;
-            }
+            self.experts_pass(dev, x, &mut calls)?;
         }
         Ok(calls.total())
-    }
-
-    /// Gather expert `e`'s tokens into `xg` (no quantize); returns the token count.
-    fn gather_only(&mut self, x: &[f32], e: usize) -> usize {
-        let (ne, k) = (self.n_embd, self.cfg.top_k);
-        let (a, b) = (self.counts[e] as usize, self.counts[e + 1] as usize);
-        for (j, &ts) in self.order[a..b].iter().enumerate() {
-            let tok = ts as usize / k;
-            self.xg[j * ne..(j + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
-        }
-        b - a
     }
 }
 
@@ -729,9 +798,9 @@ impl Calls {
             self.best = Some(self.cur.clone());
         }
     }
-    fn time(&mut self, matmul: bool, f: impl FnOnce() -> Result<(), qkern::Error>) -> Result<(), LayerError> {
+    fn time<E: Into<LayerError>>(&mut self, matmul: bool, f: impl FnOnce() -> Result<(), E>) -> Result<(), LayerError> {
         let t = Instant::now();
-        f()?;
+        f().map_err(Into::into)?;
         let d = t.elapsed();
         if matmul {
             self.cur.matmul += d;
@@ -744,6 +813,17 @@ impl Calls {
     fn total(mut self) -> KernelTimes {
         self.finish();
         self.best.unwrap_or_default()
+    }
+}
+
+/// The kernel calls alone: quantizes and matmuls timed, host stages run untimed.
+impl Clock for Calls {
+    fn run<E: Into<LayerError>>(&mut self, s: Stage, f: impl FnOnce() -> Result<(), E>) -> Result<(), LayerError> {
+        match s {
+            Stage::Quantize => self.time(false, f),
+            Stage::GateUp | Stage::Down => self.time(true, f),
+            Stage::Gather | Stage::Act | Stage::Combine => f().map_err(Into::into),
+        }
     }
 }
 

@@ -20,6 +20,8 @@ pub struct SynthSpec {
     pub arch: String,
     /// Gate and up (and dense) weights.
     pub format: Format,
+    /// Up weights where they differ from `format` (None: `format`).
+    pub up_format: Option<Format>,
     /// Down weights (default: `format`).
     pub down_format: Format,
     /// Router weights: f32, f16 or bf16 (or a quantized weight format).
@@ -42,6 +44,7 @@ impl Default for SynthSpec {
         SynthSpec {
             arch: "qkern-synth".into(),
             format: Format::Q4_K,
+            up_format: None,
             down_format: Format::Q4_K,
             router: Format::F32,
             n_embd: 256,
@@ -153,15 +156,16 @@ pub fn writer(spec: &SynthSpec) -> Result<GgufWriter, WriteError> {
     w.set("tokenizer.ggml.tokens", Value::Array(Array::Str(toks)))?;
     let (e, f, n) = (spec.n_embd as u64, spec.n_ff as u64, spec.n_expert as u64);
     let t = |f: Format| GgmlType::from(f);
+    let up = spec.up_format.unwrap_or(spec.format);
     for l in 0..spec.layers {
         if l < spec.dense_layers {
             w.add_tensor(&format!("blk.{l}.ffn_gate.weight"), &[e, f], t(spec.format))?;
-            w.add_tensor(&format!("blk.{l}.ffn_up.weight"), &[e, f], t(spec.format))?;
+            w.add_tensor(&format!("blk.{l}.ffn_up.weight"), &[e, f], t(up))?;
             w.add_tensor(&format!("blk.{l}.ffn_down.weight"), &[f, e], t(spec.down_format))?;
         } else {
             w.add_tensor(&format!("blk.{l}.ffn_gate_inp.weight"), &[e, n], t(spec.router))?;
             w.add_tensor(&format!("blk.{l}.ffn_gate_exps.weight"), &[e, f, n], t(spec.format))?;
-            w.add_tensor(&format!("blk.{l}.ffn_up_exps.weight"), &[e, f, n], t(spec.format))?;
+            w.add_tensor(&format!("blk.{l}.ffn_up_exps.weight"), &[e, f, n], t(up))?;
             w.add_tensor(&format!("blk.{l}.ffn_down_exps.weight"), &[f, e, n], t(spec.down_format))?;
         }
     }

@@ -267,3 +267,35 @@ fn routing_options_and_errors() {
     assert!(FfnLayer::from_model(dev, &m, 5, &LayerOptions::default(), 8).is_err());
     assert!(FfnLayer::from_model(dev, &m, 0, &LayerOptions { n_expert: Some(4), ..Default::default() }, 8).is_err());
 }
+
+/// The expert pass's groups (up to `ffn::GROUP` experts a grouped call, fewer in a layer made for
+/// many tokens) and its gate and up matmuls in one grouped call or two (formats alike or not)
+/// leave the bits as they are.
+#[test]
+fn expert_groups_keep_the_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let devs = devices();
+    for (i, up) in [None, Some(Format::Q8_0)].into_iter().enumerate() {
+        let path = dir.path().join(format!("g{i}.gguf"));
+        let spec = SynthSpec { n_expert: 8, top_k: 3, up_format: up, seed: 7 + i as u64, ..SynthSpec::default() };
+        synth::write(&path, &spec).unwrap();
+        let m = load::load(&path, &|_| true, &LoadOptions::default()).unwrap();
+        let x = ffn::seeded_inputs(3, 20 * 256);
+        let mut want = None;
+        for dev in &devs {
+            for (max_tokens, group) in [(20, 8), (128, 4), (256, 2), (512, 1)] {
+                let mut l = FfnLayer::from_model(dev, &m, 0, &LayerOptions::default(), max_tokens).unwrap();
+                let FfnLayer::Moe(moe) = &mut l else { panic!("not an MoE layer") };
+                assert_eq!(moe.group(), group);
+                let mut out = vec![0f32; x.len()];
+                let mut t = StageTimes::default();
+                moe.forward(dev, &x, &mut out, &mut t).unwrap();
+                let used = moe.routed().iter().filter(|&&n| n > 0).count();
+                assert!(used > 4, "{used} experts routed to: too few for two groups of 4");
+                assert_eq!(t.matmuls, 3 * used as u64, "a gate, up and down matmul per routed expert");
+                let what = format!("up {up:?}, {max_tokens} tokens a layer, on {}", dev.name());
+                assert_bits(&out, want.get_or_insert_with(|| out.clone()), &what);
+            }
+        }
+    }
+}

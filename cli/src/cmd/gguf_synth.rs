@@ -21,6 +21,9 @@ pub struct Args {
     /// Gate and up weights (q4_K, iq2_xxs, ...).
     #[arg(long, value_name = "F", value_parser = args::parse_format, default_value = "q4_K")]
     pub format: Format,
+    /// Up weights (default: --format).
+    #[arg(long, value_name = "F", value_parser = args::parse_format)]
+    pub up_format: Option<Format>,
     /// Down weights (default: --format).
     #[arg(long, value_name = "F", value_parser = args::parse_format)]
     pub down_format: Option<Format>,
@@ -55,7 +58,8 @@ pub struct Args {
 
 pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let down = a.down_format.unwrap_or(a.format);
-    for (what, f) in [("--format", a.format), ("--down-format", down)] {
+    let up = a.up_format.unwrap_or(a.format);
+    for (what, f) in [("--format", a.format), ("--up-format", up), ("--down-format", down)] {
         if !f.is_weight() {
             args::require_role(f, true).map_err(|e| CliError::new(format_args!("{what}: {e}")))?;
         }
@@ -69,8 +73,12 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     if a.layers == 0 || a.dense_layers > a.layers {
         return Err(CliError::new("--layers must be at least 1 and --dense-layers at most --layers"));
     }
-    for (what, f, cols) in [("--hidden", a.format, a.hidden), ("--ffn", down, a.ffn), ("--hidden", a.router, a.hidden)]
-    {
+    for (what, f, cols) in [
+        ("--hidden", a.format, a.hidden),
+        ("--hidden", up, a.hidden),
+        ("--ffn", down, a.ffn),
+        ("--hidden", a.router, a.hidden),
+    ] {
         if cols == 0 || !cols.is_multiple_of(f.block_elems()) {
             return Err(CliError::new(format_args!(
                 "{what} {cols} is not a multiple of {f}'s block of {}",
@@ -81,6 +89,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let spec = SynthSpec {
         arch: a.arch,
         format: a.format,
+        up_format: a.up_format,
         down_format: down,
         router: a.router,
         n_embd: a.hidden,
@@ -95,7 +104,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let n = synth::write(&a.out, &spec).map_err(|e| CliError::new(format_args!("{}: {e}", a.out.display())))?;
     writeln!(
         out,
-        "wrote {}: {} ({n} bytes), {} layers ({} dense), {} experts top-{}, hidden {}, ffn {}, gate/up {}, down {}, router {}",
+        "wrote {}: {} ({n} bytes), {} layers ({} dense), {} experts top-{}, hidden {}, ffn {}, gate {}, up {}, down {}, router {}",
         a.out.display(),
         mib(n),
         spec.layers,
@@ -105,6 +114,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
         spec.n_embd,
         spec.n_ff,
         spec.format,
+        up,
         spec.down_format,
         spec.router
     )
