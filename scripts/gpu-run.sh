@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [auto]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -273,6 +273,17 @@ wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --v
 qbench) timeout ${QBENCH_TIMEOUT:-330} $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
     --ops matmul --seconds 0.1 ${QBENCH_ARGS:-} --quiet --note "$card run from scripts/gpu-run.sh" --out-dir "$R/qbench" > "$R/qbench.log" 2>&1
   tail -40 "$R/qbench.log" ;;
+# `qkern layer` (the engine's MoE layer through the qkern API) on a synthetic layer shaped as
+# Qwen3-30B-A3B's (128 experts, top-8, hidden 2048, expert FFN 768; q4_K gate and up, q5_1 down)
+# on CUDA at LAYER_TOKENS tokens, this build and .carry/qkern_old (session 35: one call per
+# expert before, grouped calls after), interleaved; every output hash must agree, the CPU's too.
+layer) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
+  $Q gguf-synth --out /tmp/moe.gguf --experts 128 --top-k 8 --hidden 2048 --ffn 768 --format q4_K --down-format q5_1 > "$R/layer.txt" 2>&1
+  for t in ${LAYER_TOKENS:-1 4 16}; do for b in old new; do x=$Q; [ $b = old ] && x=$C/qkern_old; [ -x "$x" ] || continue
+      echo "## $b, $t tokens"; timeout 150 $x layer --gguf /tmp/moe.gguf --tokens "$t" --backend cuda --report --load-rounds 1 --reps 21 2>&1
+    done; done >> "$R/layer.txt"
+  for t in ${LAYER_TOKENS:-1 4 16}; do echo "## cpu, $t tokens"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend cpu 2>&1 | grep -E "hash|rror"; done >> "$R/layer.txt"
+  grep -E "^##|total|hash|kernel calls|rror" "$R/layer.txt" ;;
 engine) timeout ${ENGINE_TIMEOUT:-120} $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
 # The engine layer test's SIGSEGV of session 5 (benches/results/2026-12-03-h200-session5/NOTES.md):
 # run it first on a fresh machine, with wgpu's direct output off and on, in parallel and serially.
