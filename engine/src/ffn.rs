@@ -427,6 +427,10 @@ pub struct MoeLayer<'a> {
     acts_gate: Vec<Activations>,
     acts_up: Option<Vec<Activations>>,
     acts_down: Vec<Activations>,
+    /// The whole input quantized once a `forward`, for every expert that every token is routed
+    /// to (at one token: every routed expert), whose gathered input would be the input itself.
+    acts_all: Activations,
+    acts_all_up: Option<Activations>,
 }
 
 /// The most experts one grouped call takes ([`Device::matmul_grouped`]): a layer's routed
@@ -520,6 +524,11 @@ impl<'a> MoeLayer<'a> {
         let acts_up =
             if experts[0].up.act_format() != experts[0].gate.act_format() { Some(acts(&experts[0].up)?) } else { None };
         let acts_down = acts(&experts[0].down)?;
+        let acts_all = dev.activations_for(&experts[0].gate, max_tokens)?;
+        let acts_all_up = match &acts_up {
+            Some(_) => Some(dev.activations_for(&experts[0].up, max_tokens)?),
+            None => None,
+        };
         // A group's rows: each token goes to at most min(k, group) of its experts.
         let group_rows = max_tokens * k.min(group);
         Ok(MoeLayer {
@@ -545,6 +554,8 @@ impl<'a> MoeLayer<'a> {
             acts_gate,
             acts_up,
             acts_down,
+            acts_all,
+            acts_all_up,
             cfg,
         })
     }
@@ -636,8 +647,10 @@ impl<'a> MoeLayer<'a> {
     /// The bits are those of one call per expert (every kernel is exact).
     fn experts_pass(&mut self, dev: &Device, x: &[f32], clock: &mut impl Clock) -> Result<(u64, u64), LayerError> {
         let (ne, nf, k, n) = (self.n_embd, self.n_ff, self.cfg.top_k, self.cfg.n_expert);
+        let nt = x.len() / ne;
         let fused = self.formats[1] == self.formats[2];
         let (mut matmuls, mut quantizes) = (0u64, 0u64);
+        let mut all_quantized = false;
         let mut next = 0;
         loop {
             // The group: the next experts with tokens, in expert order.
@@ -652,11 +665,44 @@ impl<'a> MoeLayer<'a> {
             if b == 0 {
                 return Ok((matmuls, quantizes));
             }
-            let Self { experts, counts, order, xg, gu, yd, yslot, batch, acts_gate, acts_up, acts_down, .. } = self;
+            let Self {
+                experts,
+                counts,
+                order,
+                xg,
+                gu,
+                yd,
+                yslot,
+                batch,
+                acts_gate,
+                acts_up,
+                acts_down,
+                acts_all,
+                acts_all_up,
+                ..
+            } = self;
             let span = |i: usize| (counts[batch[i]] as usize, counts[batch[i] + 1] as usize);
             let mut rows = 0;
+            // Experts routed every token (their tokens in order: the counting sort keeps them
+            // ascending) take the whole input, quantized once.
+            let mut whole = [false; GROUP];
             for (i, ag) in acts_gate.iter_mut().enumerate().take(b) {
                 let (a, c) = span(i);
+                rows += c - a;
+                if c - a == nt {
+                    debug_assert!(order[a..c].iter().enumerate().all(|(j, &ts)| ts as usize / k == j));
+                    whole[i] = true;
+                    if !all_quantized {
+                        clock.run(Stage::Quantize, || dev.quantize(x, acts_all))?;
+                        quantizes += 1;
+                        if let Some(au) = acts_all_up {
+                            clock.run(Stage::Quantize, || dev.quantize(x, au))?;
+                            quantizes += 1;
+                        }
+                        all_quantized = true;
+                    }
+                    continue;
+                }
                 let xg = &mut xg[..(c - a) * ne];
                 clock.run(Stage::Gather, || {
                     for (j, &ts) in order[a..c].iter().enumerate() {
@@ -671,13 +717,19 @@ impl<'a> MoeLayer<'a> {
                     clock.run(Stage::Quantize, || dev.quantize(xg, &mut au[i]))?;
                     quantizes += 1;
                 }
-                rows += c - a;
             }
             let (ag, au) = (&acts_gate[..b], acts_up.as_deref().unwrap_or(acts_gate));
+            let all_up = acts_all_up.as_ref().unwrap_or(acts_all);
             let (g, u) = gu[..2 * rows * nf].split_at_mut(rows * nf);
             // The jobs in fixed arrays (no allocation), entries past the group's unused.
-            let gate = |i: usize| (&experts[batch[i.min(b - 1)]].gate, &ag[i.min(b - 1)]);
-            let up = |i: usize| (&experts[batch[i.min(b - 1)]].up, &au[i.min(b - 1)]);
+            let gate = |i: usize| {
+                let i = i.min(b - 1);
+                (&experts[batch[i]].gate, if whole[i] { &*acts_all } else { &ag[i] })
+            };
+            let up = |i: usize| {
+                let i = i.min(b - 1);
+                (&experts[batch[i]].up, if whole[i] { all_up } else { &au[i] })
+            };
             if fused {
                 let jobs: [_; 2 * GROUP] = std::array::from_fn(|j| if j < b { gate(j) } else { up(j - b) });
                 let gu = &mut gu[..2 * rows * nf];

@@ -269,8 +269,9 @@ fn routing_options_and_errors() {
 }
 
 /// The expert pass's groups (up to `ffn::GROUP` experts a grouped call, fewer in a layer made for
-/// many tokens) and its gate and up matmuls in one grouped call or two (formats alike or not)
-/// leave the bits as they are.
+/// many tokens), its gate and up matmuls in one grouped call or two (formats alike or not), and
+/// the whole input quantized once for the experts every token goes to (at one token, all of
+/// them) leave the bits as they are.
 #[test]
 fn expert_groups_keep_the_bits() {
     let dir = tempfile::tempdir().unwrap();
@@ -280,21 +281,32 @@ fn expert_groups_keep_the_bits() {
         let spec = SynthSpec { n_expert: 8, top_k: 3, up_format: up, seed: 7 + i as u64, ..SynthSpec::default() };
         synth::write(&path, &spec).unwrap();
         let m = load::load(&path, &|_| true, &LoadOptions::default()).unwrap();
-        let x = ffn::seeded_inputs(3, 20 * 256);
-        let mut want = None;
-        for dev in &devs {
-            for (max_tokens, group) in [(20, 8), (128, 4), (256, 2), (512, 1)] {
-                let mut l = FfnLayer::from_model(dev, &m, 0, &LayerOptions::default(), max_tokens).unwrap();
-                let FfnLayer::Moe(moe) = &mut l else { panic!("not an MoE layer") };
-                assert_eq!(moe.group(), group);
-                let mut out = vec![0f32; x.len()];
-                let mut t = StageTimes::default();
-                moe.forward(dev, &x, &mut out, &mut t).unwrap();
-                let used = moe.routed().iter().filter(|&&n| n > 0).count();
-                assert!(used > 4, "{used} experts routed to: too few for two groups of 4");
-                assert_eq!(t.matmuls, 3 * used as u64, "a gate, up and down matmul per routed expert");
-                let what = format!("up {up:?}, {max_tokens} tokens a layer, on {}", dev.name());
-                assert_bits(&out, want.get_or_insert_with(|| out.clone()), &what);
+        let per_input = u64::from(up.is_some()) + 1; // quantizes of one expert input (gate, up)
+        for nt in [1usize, 20] {
+            let x = ffn::seeded_inputs(3 + nt as u64, nt * 256);
+            let mut want = None;
+            for dev in &devs {
+                for (max_tokens, group) in [(20, 8), (128, 4), (256, 2), (512, 1)] {
+                    let mut l = FfnLayer::from_model(dev, &m, 0, &LayerOptions::default(), max_tokens).unwrap();
+                    let FfnLayer::Moe(moe) = &mut l else { panic!("not an MoE layer") };
+                    assert_eq!(moe.group(), group);
+                    let mut out = vec![0f32; x.len()];
+                    let mut t = StageTimes::default();
+                    moe.forward(dev, &x, &mut out, &mut t).unwrap();
+                    let routed = moe.routed();
+                    let used = routed.iter().filter(|&&n| n > 0).count() as u64;
+                    let whole = routed.iter().filter(|&&n| n == nt).count() as u64;
+                    assert_eq!(t.matmuls, 3 * used, "a gate, up and down matmul per routed expert");
+                    let gathered = (used - whole + u64::from(whole > 0)) * per_input;
+                    assert_eq!(t.quantizes, gathered + used, "{nt} tokens: {whole} of {used} experts take them all");
+                    if nt == 1 {
+                        assert_eq!((used, whole), (3, 3));
+                    } else {
+                        assert!(used > 4, "{used} experts routed to: too few for two groups of 4");
+                    }
+                    let what = format!("up {up:?}, {nt} of {max_tokens} tokens, on {}", dev.name());
+                    assert_bits(&out, want.get_or_insert_with(|| out.clone()), &what);
+                }
             }
         }
     }
