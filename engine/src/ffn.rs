@@ -276,7 +276,7 @@ pub fn router_logits(x: &[f32], w: &[f32], ne: usize, logits: &mut [f32]) {
         if avx {
             let mut t = 0;
             while t < nt {
-                // Tokens t and t + 1 (t again where t is the last: its second result unused).
+                // Tokens t and t + 1 (t twice where t is the last: the same value written twice).
                 let t1 = (t + 1).min(nt - 1);
                 let (a0, a1) = (&x[t * ne..(t + 1) * ne], &x[t1 * ne..(t1 + 1) * ne]);
                 // SAFETY: AVX was detected above; a0, a1 and every row hold `ne` floats, the
@@ -502,9 +502,9 @@ pub struct MoeLayer<'a> {
 /// experts at one token for a top-k of 8 or fewer. On CUDA a group of one format runs in one
 /// launch (per 16 jobs); elsewhere its matmuls run one after the other.
 pub const GROUP: usize = 8;
-/// Groups hold at most this many buffered tokens (`group * max_tokens`), so that a layer made
-/// for long prompts keeps few activation buffers: there each expert's call has many tokens, and
-/// grouping saves little.
+/// A group's activation buffers hold at most this many tokens (`group * max_tokens`; a group of
+/// one past it), so that a layer made for long prompts keeps few of them: there each expert's
+/// call has many tokens, and grouping saves little.
 const GROUP_TOKENS: usize = 512;
 
 /// A part of the layer's work, as [`StageTimes`] and [`KernelTimes`] count it.
