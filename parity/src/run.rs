@@ -10,7 +10,9 @@
 //!   `from_float` bytes (counted per activation block);
 //! - **dot**: `import_activations` of ggml's own quantized bytes (so that a quantizer bug
 //!   cannot hide or cause a dot mismatch), `matmul`, compare with ggml's `vec_dot`
-//!   (counted per output value).
+//!   (counted per output value); the same into a device output (`matmul_into`), and, per
+//!   file, every case of one width again in one `matmul_grouped` call (a value counts as equal
+//!   only where it is equal every way).
 //!
 //! Nothing here catches a panic: a kernel that panics on valid input is a bug, and the test
 //! that runs it should fail loudly. API errors are returned as `qkern::Error`.
@@ -289,9 +291,53 @@ pub fn run_file(dev: &Device, file: &VectorFile) -> qkern::Result<Report> {
             }
         }
     }
+    for (i, m) in grouped_dots(dev, file)? {
+        let l = lines.iter_mut().find(|l| l.nt == file.cases[i].nt).expect("a line for every case's NT");
+        l.dot.equal = l.dot.equal.saturating_sub(m.differing);
+        if !l.first.iter().any(|(o, _, _)| *o == Op::Dot) {
+            l.first.push((Op::Dot, i, m));
+        }
+    }
     lines.sort_by_key(|l| l.nt);
     for l in &mut lines {
         l.first.sort_by_key(|(op, _, _)| *op);
     }
     Ok(Report { lines })
+}
+
+/// Every case of `file` again, all cases of one width in one `matmul_grouped` call (jobs of
+/// different rows and token counts; on CUDA one launch per 16 jobs): the mismatches of each
+/// case's slice of the result against its dots.
+fn grouped_dots(dev: &Device, file: &VectorFile) -> qkern::Result<Vec<(usize, Mismatch)>> {
+    let (fmt, act) = (file.header.format, file.header.act);
+    let mut widths: Vec<usize> = file.cases.iter().map(|c| c.cols).collect();
+    widths.sort_unstable();
+    widths.dedup();
+    let mut bad = Vec::new();
+    for cols in widths {
+        let idx: Vec<usize> = (0..file.cases.len()).filter(|&i| file.cases[i].cols == cols).collect();
+        let mut ws = Vec::with_capacity(idx.len());
+        let mut acts = Vec::with_capacity(idx.len());
+        for &i in &idx {
+            let c = &file.cases[i];
+            ws.push(dev.upload(WeightsRef::new(fmt, c.rows, c.cols, &c.weights)?)?);
+            let mut a = dev.activations(act, c.cols, c.nt)?;
+            dev.import_activations(&c.act_q, &mut a)?;
+            acts.push(a);
+        }
+        let jobs: Vec<_> = ws.iter().zip(&acts).collect();
+        let mut out = vec![0f32; idx.iter().map(|&i| file.cases[i].nt * file.cases[i].rows).sum()];
+        dev.matmul_grouped(&jobs, &mut out)?;
+        let mut off = 0;
+        for &i in &idx {
+            let c = &file.cases[i];
+            let n = c.nt * c.rows;
+            let what = format!("dot in a grouped call of {} cases {fmt} case {i} ({})", idx.len(), c.describe());
+            if let Err(m) = bits_equal(what, c.rows, &c.dots, &out[off..off + n]) {
+                bad.push((i, m));
+            }
+            off += n;
+        }
+    }
+    Ok(bad)
 }
