@@ -684,7 +684,8 @@ impl Device {
     /// Several matmuls in one call, e.g. a layer's routed experts each with its own tokens:
     /// job i's `[tokens_i][rows_i]` result is written to `out` right after job i-1's
     /// (`out.len()` is the sum of `tokens_i * rows_i`). On CUDA, jobs of one format and width
-    /// run in one launch per 16 jobs of up to 8 tokens; elsewhere one after the other.
+    /// run in one launch per 16 jobs of up to 8 tokens; on wgpu all jobs go in one submission
+    /// with one wait (per 256 dispatches); on the CPU one after the other.
     pub fn matmul_grouped(&self, jobs: &[(&Weights<'_>, &Activations)], out: &mut [f32]) -> Result<()> {
         let mut total = 0usize;
         for (w, acts) in jobs {
@@ -707,6 +708,18 @@ impl Device {
                 }
                 return c.matmul_grouped_host(&v, out).map_err(gpu_err!("cuda"));
             }
+        }
+        #[cfg(feature = "wgpu")]
+        if let Inner::Wgpu(c) = &self.inner {
+            let mut v = Vec::with_capacity(jobs.len());
+            for (w, a) in jobs {
+                match (&w.storage, &a.storage) {
+                    (WeightStorage::Wgpu(wb), ActStorage::Wgpu(ab)) => v.push((wb, ab, a.tokens)),
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(self.mixed()),
+                }
+            }
+            return c.matmul_grouped(&v, out).map_err(gpu_err!("wgpu"));
         }
         let mut off = 0;
         for (w, acts) in jobs {

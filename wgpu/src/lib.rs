@@ -1660,6 +1660,11 @@ impl WgpuBackend {
     /// `out[t * rows + r] = vec_dot(row r, token t)` for the first `tokens` tokens of `a`.
     pub fn matmul(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut [f32]) -> Result<()> {
         let _op = self.lock_op()?;
+        self.matmul_locked(w, a, tokens, out)
+    }
+
+    /// [`WgpuBackend::matmul`] under the caller's operation lock.
+    fn matmul_locked(&self, w: &WgpuWeights, a: &WgpuActs, tokens: usize, out: &mut [f32]) -> Result<()> {
         self.check_matmul(w, a, tokens, "output ([tokens][rows])", out.len(), true)?;
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
@@ -1667,6 +1672,90 @@ impl WgpuBackend {
             return Ok(());
         }
         self.encode_matmul(&mut sc, w, a, tokens, 1, !self.direct_out)?;
+        let src = if self.direct_out { &sc.out } else { &sc.read };
+        self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
+    }
+
+    /// Several matmuls in one submission and one read-back, e.g. a layer's routed experts each
+    /// with its own tokens: job i's `[tokens_i][rows_i]` result lands in `out` right after job
+    /// i-1's (`out.len()` is the sum of `tokens_i * rows_i`). The jobs go in runs whose
+    /// dispatches fit the parameter ring ([`SLOTS`]), one submission and one wait a run; a job
+    /// that alone needs more runs as [`WgpuBackend::matmul`]. The same kernels, so the same
+    /// bits, as one `matmul` a job.
+    pub fn matmul_grouped(&self, jobs: &[(&WgpuWeights, &WgpuActs, usize)], out: &mut [f32]) -> Result<()> {
+        let _op = self.lock_op()?;
+        let mut total = 0usize;
+        for &(w, a, t) in jobs {
+            let n = t.checked_mul(w.rows).ok_or(ShapeError::Overflow)?;
+            self.check_matmul(w, a, t, "grouped job output", n, true)?;
+            total = total.checked_add(n).ok_or(ShapeError::Overflow)?;
+        }
+        if out.len() != total {
+            return Err(ShapeError::Length { what: "grouped output", expected: total, got: out.len() }.into());
+        }
+        // Each job's dispatches (`jobs_of`), their results moved to the job's offset in the run's
+        // output: row r of token t at `off + t * rows + r` (`Job::out_row0`, wrapping).
+        let plan: Vec<(Vec<Job>, Tuning)> =
+            jobs.iter().map(|&(w, _, t)| (jobs_of(w, t, 0, w.rows), self.call_tune(w))).collect();
+        let (mut i, mut off) = (0, 0);
+        while i < jobs.len() {
+            let (w, a, t) = jobs[i];
+            let n = t * w.rows;
+            if plan[i].0.len() > SLOTS as usize {
+                self.matmul_locked(w, a, t, &mut out[off..off + n])?;
+                (i, off) = (i + 1, off + n);
+                continue;
+            }
+            // The run: jobs i..e, whose dispatches fit the ring together.
+            let (mut e, mut slots, mut len) = (i, 0, 0);
+            while e < jobs.len() && slots + plan[e].0.len() <= SLOTS as usize {
+                slots += plan[e].0.len();
+                len += jobs[e].2 * jobs[e].0.rows;
+                e += 1;
+            }
+            self.grouped_run(&jobs[i..e], &plan[i..e], &mut out[off..off + len])?;
+            (i, off) = (e, off + len);
+        }
+        Ok(())
+    }
+
+    /// One submission of `jobs` (their dispatches `plan`, at most [`SLOTS`] in all) into the
+    /// scratch output, then one read-back into `out`.
+    fn grouped_run(
+        &self,
+        jobs: &[(&WgpuWeights, &WgpuActs, usize)],
+        plan: &[(Vec<Job>, Tuning)],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let n = (out.len() * 4) as u64;
+        let mut sc = self.scratch(n)?;
+        let mut pipes = Vec::with_capacity(jobs.len());
+        sc.staging.clear();
+        let mut off = 0usize;
+        for (&(w, a, t), (djobs, tune)) in jobs.iter().zip(plan) {
+            let wr = wg_rows(w.format, *tune);
+            let moved: Vec<Job> = djobs.iter().map(|j| Job { out_row0: off.wrapping_neg(), ..*j }).collect();
+            push_params(&mut sc.staging, w, a, &moved, wr);
+            pipes.push((self.matmul_pipes(w.format, djobs, *tune)?, wr));
+            off += t * w.rows;
+        }
+        // The ring now holds other parameters than any single call's.
+        self.queue.write_buffer(&sc.params, 0, &sc.staging);
+        sc.written.clear();
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            let mut slot0 = 0;
+            for ((&(w, a, _), (djobs, _)), (jp, wr)) in jobs.iter().zip(plan).zip(&pipes) {
+                pass.set_bind_group(1, &a.group, &[]);
+                self.dispatch_jobs(&mut pass, &sc.group, w, djobs, slot0, jp, *wr);
+                slot0 += djobs.len();
+            }
+        }
+        if !self.direct_out {
+            enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
+        }
+        self.queue.submit([enc.finish()]);
         let src = if self.direct_out { &sc.out } else { &sc.read };
         self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
     }
@@ -1792,30 +1881,8 @@ impl WgpuBackend {
     /// already holds exactly these (`remember`: the ring will not be overwritten before the
     /// next call, so the next call may skip an identical write).
     fn stage_params(&self, sc: &mut Scratch, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job], wr: u32, remember: bool) {
-        let nb = (w.cols / w.format.block_elems()) as u32;
         sc.staging.clear();
-        for j in jobs {
-            let p = &w.parts[j.part];
-            let (gx, _) = grid((j.nrows as u32).div_ceil(wr));
-            let words: [u32; 11] = [
-                p.rows as u32,
-                nb,
-                w.row_bytes as u32,
-                a.row_words as u32,
-                j.t0 as u32,
-                j.out_stride as u32,
-                // Wrapping: a chunk buffer's row 0 is the chunk's first row, which may lie
-                // after the part's (the kernels add the row in the part, also wrapping).
-                (p.row0 as u32).wrapping_sub(j.out_row0 as u32),
-                0,
-                gx,
-                j.rbase as u32,
-                (j.rbase + j.nrows) as u32,
-            ];
-            let start = sc.staging.len();
-            sc.staging.extend_from_slice(bytemuck::cast_slice(&words));
-            sc.staging.resize(start + SLOT as usize, 0);
-        }
+        push_params(&mut sc.staging, w, a, jobs, wr);
         if !remember || sc.staging != sc.written {
             self.queue.write_buffer(&sc.params, 0, &sc.staging);
             sc.written.clear();
@@ -2544,6 +2611,35 @@ fn done_flag() -> (Arc<Mutex<Option<bool>>>, impl FnOnce(bool) + Send + 'static)
 /// Whether the mapping that `done` tracks succeeded (false: failed or not yet resolved).
 fn map_ok(done: &Mutex<Option<bool>>) -> Result<bool> {
     Ok(done.lock().map_err(|_| WgpuError::Gpu("map state poisoned".into()))?.unwrap_or(false))
+}
+
+/// Append the parameter-ring slots of `jobs` (dispatches of `w` on `a`, `wr` rows a
+/// workgroup) to `staging`, one [`SLOT`] each.
+fn push_params(staging: &mut Vec<u8>, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job], wr: u32) {
+    let nb = (w.cols / w.format.block_elems()) as u32;
+    for j in jobs {
+        let p = &w.parts[j.part];
+        let (gx, _) = grid((j.nrows as u32).div_ceil(wr));
+        let words: [u32; 11] = [
+            p.rows as u32,
+            nb,
+            w.row_bytes as u32,
+            a.row_words as u32,
+            j.t0 as u32,
+            j.out_stride as u32,
+            // Wrapping: a chunk buffer's row 0 is the chunk's first row, which may lie after
+            // the part's, and a grouped job's results start past the jobs before it (the
+            // kernels add the row in the part, also wrapping).
+            (p.row0 as u32).wrapping_sub(j.out_row0 as u32),
+            0,
+            gx,
+            j.rbase as u32,
+            (j.rbase + j.nrows) as u32,
+        ];
+        let start = staging.len();
+        staging.extend_from_slice(bytemuck::cast_slice(&words));
+        staging.resize(start + SLOT as usize, 0);
+    }
 }
 
 /// One dispatch of a matmul: weight part, first token, tokens (at most [`MAX_NT`]), first row
