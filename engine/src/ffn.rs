@@ -500,7 +500,8 @@ pub struct MoeLayer<'a> {
 
 /// The most experts one grouped call takes ([`Device::matmul_grouped`]): a layer's routed
 /// experts at one token for a top-k of 8 or fewer. On CUDA a group of one format runs in one
-/// launch (per 16 jobs); elsewhere its matmuls run one after the other.
+/// launch (per 16 jobs), on wgpu in one submission; on the CPU its matmuls run one after the
+/// other.
 pub const GROUP: usize = 8;
 /// A group's activation buffers hold at most this many tokens (`group * max_tokens`; a group of
 /// one past it), so that a layer made for long prompts keeps few of them: there each expert's
