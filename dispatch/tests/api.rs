@@ -127,6 +127,38 @@ fn device_outputs_hold_the_matmul_and_validate() {
 }
 
 #[test]
+fn grouped_matmuls_are_the_single_ones_and_validate() {
+    let dev = Device::cpu().unwrap();
+    let other = Device::cpu().unwrap();
+    let cols = 64;
+    let (wa, wb) = (q8_0_weights(3, cols), q8_0_weights(5, cols));
+    let w3 = dev.upload(WeightsRef::new(Format::Q8_0, 3, cols, &wa).unwrap()).unwrap();
+    let w5 = dev.upload(WeightsRef::new(Format::Q8_0, 5, cols, &wb).unwrap()).unwrap();
+    let mut a1 = dev.activations_for(&w3, 4).unwrap();
+    let mut a2 = dev.activations_for(&w3, 4).unwrap();
+    dev.quantize(&(0..cols).map(|i| (i as f32 * 0.3).cos()).collect::<Vec<_>>(), &mut a1).unwrap();
+    dev.quantize(&(0..2 * cols).map(|i| (i as f32 * 0.7).sin()).collect::<Vec<_>>(), &mut a2).unwrap();
+    // job i's [tokens][rows] right after job i - 1's
+    let mut want = vec![0f32; 3 + 10 + 6];
+    dev.matmul(&w3, &a1, &mut want[..3]).unwrap();
+    dev.matmul(&w5, &a2, &mut want[3..13]).unwrap();
+    dev.matmul(&w3, &a2, &mut want[13..]).unwrap();
+    let mut got = vec![f32::NAN; want.len()];
+    dev.matmul_grouped(&[(&w3, &a1), (&w5, &a2), (&w3, &a2)], &mut got).unwrap();
+    assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{want:?} {got:?}");
+    dev.matmul_grouped(&[], &mut []).unwrap();
+    // the output's length, a job's tokens and pairing, another device's weights
+    let length = |e| matches!(e, Error::Shape(ShapeError::Length { .. }));
+    assert!(length(dev.matmul_grouped(&[(&w3, &a1), (&w5, &a2)], &mut got[..12]).unwrap_err()));
+    let empty = dev.activations_for(&w3, 1).unwrap();
+    assert!(matches!(dev.matmul_grouped(&[(&w3, &a1), (&w3, &empty)], &mut got[..4]), Err(Error::NoTokens)));
+    let mut k = dev.activations(Format::Q8_K, 256, 1).unwrap();
+    dev.quantize(&vec![1.0; 256], &mut k).unwrap();
+    assert!(matches!(dev.matmul_grouped(&[(&w3, &k)], &mut got[..3]), Err(Error::Shape(ShapeError::Pairing { .. }))));
+    assert!(matches!(other.matmul_grouped(&[(&w3, &a1)], &mut got[..3]), Err(Error::WrongDevice { .. })));
+}
+
+#[test]
 fn imported_activations_reject_minus_128() {
     let dev = Device::cpu().unwrap();
     let mut acts = dev.activations(Format::Q8_0, 64, 2).unwrap();
