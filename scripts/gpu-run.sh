@@ -20,7 +20,7 @@ steps=${*:-parity cudabench wgpubench qbench engine enginepar avx512}
 # `auto`: the steps for the card that came (the device tool may lend an H100 for an H200 call):
 # AUTO_H200 on an H200 (the issues' goals are set there), AUTO_OTHER on any other card.
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-case "$card" in *H200*) auto=${AUTO_H200:-parity qbench cudabench} ;; *) auto=${AUTO_OTHER:-experts qbench} ;; esac
+case "$card" in *H200*) auto=${AUTO_H200:-parity experts layer qbench cudabench} ;; *) auto=${AUTO_OTHER:-parity experts layer} ;; esac
 steps=$(for s in $steps; do if [ "$s" = auto ]; then echo $auto; else echo "$s"; fi; done)
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
   nvcc --version 2>/dev/null | tail -2; lscpu | grep -E 'Model name'; grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } > "$R/env.txt" 2>&1
