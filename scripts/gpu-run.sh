@@ -275,13 +275,15 @@ qbench) timeout ${QBENCH_TIMEOUT:-330} $C/qkern_gpu bench --backends cuda,wgpu -
   tail -40 "$R/qbench.log" ;;
 # `qkern layer` (the engine's MoE layer through the qkern API) on a synthetic layer shaped as
 # Qwen3-30B-A3B's (128 experts, top-8, hidden 2048, expert FFN 768; q4_K gate and up, q5_1 down)
-# on CUDA at LAYER_TOKENS tokens, this build and .carry/qkern_old (session 35: one call per
-# expert before, grouped calls after), interleaved; every output hash must agree, the CPU's too.
+# on each of LAYER_BACKENDS (cuda wgpu) at LAYER_TOKENS tokens, this build and .carry/qkern_old
+# (OLD_REV in gpu-bundle.sh; session 35: one call per expert before, grouped calls after),
+# interleaved; every output hash must agree, the CPU's too.
 layer) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
   $Q gguf-synth --out /tmp/moe.gguf --experts 128 --top-k 8 --hidden 2048 --ffn 768 --format q4_K --down-format q5_1 > "$R/layer.txt" 2>&1
-  for t in ${LAYER_TOKENS:-1 4 16}; do for b in old new; do x=$Q; [ $b = old ] && x=$C/qkern_old; [ -x "$x" ] || continue
-      echo "## $b, $t tokens"; timeout 150 $x layer --gguf /tmp/moe.gguf --tokens "$t" --backend cuda --report --load-rounds 1 --reps 21 2>&1
-    done; done >> "$R/layer.txt"
+  for be in ${LAYER_BACKENDS:-cuda wgpu}; do for t in ${LAYER_TOKENS:-1 4 16}; do for b in old new; do x=$Q; [ $b = old ] && x=$C/qkern_old
+      [ -x "$x" ] || continue
+      echo "## $b, $be, $t tokens"; timeout 150 $x layer --gguf /tmp/moe.gguf --tokens "$t" --backend "$be" --report --load-rounds 1 --reps 21 2>&1
+    done; done; done >> "$R/layer.txt"
   for t in ${LAYER_TOKENS:-1 4 16}; do echo "## cpu, $t tokens"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend cpu 2>&1 | grep -E "hash|rror"; done >> "$R/layer.txt"
   grep -E "^##|total|hash|kernel calls|rror" "$R/layer.txt" ;;
 engine) timeout ${ENGINE_TIMEOUT:-120} $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
