@@ -1679,7 +1679,7 @@ impl WgpuBackend {
     /// Several matmuls in one submission and one read-back, e.g. a layer's routed experts each
     /// with its own tokens: job i's `[tokens_i][rows_i]` result lands in `out` right after job
     /// i-1's (`out.len()` is the sum of `tokens_i * rows_i`). The jobs go in runs whose
-    /// dispatches fit the parameter ring ([`SLOTS`]), one submission and one wait a run; a job
+    /// dispatches fit the parameter ring (256 slots), one submission and one wait a run; a job
     /// that alone needs more runs as [`WgpuBackend::matmul`]. The same kernels, so the same
     /// bits, as one `matmul` a job.
     pub fn matmul_grouped(&self, jobs: &[(&WgpuWeights, &WgpuActs, usize)], out: &mut [f32]) -> Result<()> {
