@@ -192,7 +192,7 @@ pub fn iq_hmma_option(opts: &str) -> Result<Option<u32>, EnvError> {
 
 /// `QK_IQ_TILE` may not be set through an options string: the host's weight layouts follow
 /// `QKERN_CUDA_IQ_TILE` ([`crate::layout::iq_tile`]), which gives the kernels their value (last,
-/// [`extra_options`]). An error naming `QKERN_CUDA_NVRTC_OPTS` where `opts` sets it.
+/// `extra_options`). An error naming `QKERN_CUDA_NVRTC_OPTS` where `opts` sets it.
 pub fn iq_tile_option(opts: &str) -> Result<(), EnvError> {
     if opts.split_whitespace().any(|w| w.starts_with("-DQK_IQ_TILE")) {
         return Err(EnvError {

@@ -4,7 +4,7 @@
 //! activation quantize and dot product for every format, bit-identical to ggml 0.26.0's
 //! x86 AVX2 kernels (`shared/REFERENCE.md`). The reference is safe Rust, the oracle every
 //! optimised path is tested against, and the fallback on CPUs without AVX2. Also the
-//! backends' shared parsing of their environment tuning knobs ([`env`]) and the GPU backends'
+//! backends' shared parsing of their environment tuning knobs ([`mod@env`]) and the GPU backends'
 //! threaded copy of large results to the host ([`par`]).
 
 pub mod blocks;
