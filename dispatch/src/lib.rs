@@ -681,6 +681,19 @@ impl Device {
         Ok(())
     }
 
+    /// The backend's buffers and token count of each grouped job (`pick`: `None` where a
+    /// buffer is another backend's, a mixed-device error).
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    fn backend_jobs<'j, W, A>(
+        &self,
+        jobs: &'j [(&Weights<'_>, &Activations)],
+        pick: impl Fn(&'j WeightStorage<'_>, &'j ActStorage) -> Option<(&'j W, &'j A)>,
+    ) -> Result<Vec<(&'j W, &'j A, usize)>> {
+        jobs.iter()
+            .map(|(w, a)| pick(&w.storage, &a.storage).map(|(wb, ab)| (wb, ab, a.tokens)).ok_or_else(|| self.mixed()))
+            .collect()
+    }
+
     /// Several matmuls in one call, e.g. a layer's routed experts each with its own tokens:
     /// job i's `[tokens_i][rows_i]` result is written to `out` right after job i-1's
     /// (`out.len()` is the sum of `tokens_i * rows_i`). On CUDA, jobs of one format and width
@@ -698,27 +711,21 @@ impl Device {
         if let Inner::Cuda(c) = &self.inner {
             let uniform = jobs.windows(2).all(|p| p[0].0.format == p[1].0.format && p[0].0.cols == p[1].0.cols);
             if uniform && !jobs.is_empty() {
-                let mut v = Vec::with_capacity(jobs.len());
-                for (w, a) in jobs {
-                    match (&w.storage, &a.storage) {
-                        (WeightStorage::Cuda(wb), ActStorage::Cuda(ab)) => v.push((wb, ab, a.tokens)),
-                        #[allow(unreachable_patterns)]
-                        _ => return Err(self.mixed()),
-                    }
-                }
+                let v = self.backend_jobs(jobs, |w, a| match (w, a) {
+                    (WeightStorage::Cuda(wb), ActStorage::Cuda(ab)) => Some((wb, ab)),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                })?;
                 return c.matmul_grouped_host(&v, out).map_err(gpu_err!("cuda"));
             }
         }
         #[cfg(feature = "wgpu")]
         if let Inner::Wgpu(c) = &self.inner {
-            let mut v = Vec::with_capacity(jobs.len());
-            for (w, a) in jobs {
-                match (&w.storage, &a.storage) {
-                    (WeightStorage::Wgpu(wb), ActStorage::Wgpu(ab)) => v.push((wb, ab, a.tokens)),
-                    #[allow(unreachable_patterns)]
-                    _ => return Err(self.mixed()),
-                }
-            }
+            let v = self.backend_jobs(jobs, |w, a| match (w, a) {
+                (WeightStorage::Wgpu(wb), ActStorage::Wgpu(ab)) => Some((wb, ab)),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            })?;
             return c.matmul_grouped(&v, out).map_err(gpu_err!("wgpu"));
         }
         let mut off = 0;
