@@ -446,10 +446,10 @@ QK_DEV void mm_l4_finish(const MmArgs& A, const MmCtxW& c, float (*acc)[4], floa
 #define QK_MMK_SA 1
 #endif
 // QK_MMK_ST4 (on; 0: MMK_R 4-byte stores by four warps): each CTA's MMK_R rows of a token
-// leave as one 16-byte store by one thread (`mmk_out`; q4_K's two-phase kernel too). Into mapped host memory (the default way back for
-// small matrices) that is a quarter of the PCIe writes: on an H100 (session 35) a 2560 x 640
-// down expert's launch to host out took 14.0-15.0 us against 20.0-22.5 (q5_1, q8_0, iq4_nl),
-// device out no slower.
+// leave as one 16-byte store by one thread (`mmk_out`; q4_K's two-phase kernel too). Into
+// mapped host memory (the default way back for small matrices) that is a quarter of the PCIe
+// writes: on an H100 (session 35) a 2560 x 640 down expert's launch to host out took 14.0-15.0
+// us against 20.0-22.5 (q5_1, q8_0, iq4_nl), device out no slower.
 #ifndef QK_MMK_ST4
 #define QK_MMK_ST4 1
 #endif

@@ -222,11 +222,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
             l[j] += ca[j] * cb[j];
         }
     }
-    let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-    for i in body..n {
-        s += a[i] * b[i];
-    }
-    s
+    lanes_sum(&l, &a[..n], &b[..n])
 }
 
 /// [`dot_f32`] of `a` with four rows at once (the same order per row, so the same bits as
@@ -247,16 +243,7 @@ pub fn dot_f32_x4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
             l[3][j] += ca[j] * c3[j];
         }
     }
-    let mut out = [0f32; 4];
-    for (e, o) in out.iter_mut().enumerate() {
-        let l = &l[e];
-        let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-        for i in body..n {
-            s += a[i] * b[e][i];
-        }
-        *o = s;
-    }
-    out
+    std::array::from_fn(|e| lanes_sum(&l[e], &a[..n], &b[e][..n]))
 }
 
 /// Router logits `[tokens][n]` of `x` (`[tokens][ne]`) against `w` (`[n][ne]`), each one
@@ -786,7 +773,7 @@ impl<'a> MoeLayer<'a> {
             }
             let (ag, au) = (&acts_gate[..b], acts_up.as_deref().unwrap_or(acts_gate));
             let all_up = acts_all_up.as_ref().unwrap_or(acts_all);
-            let (g, u) = gu[..2 * rows * nf].split_at_mut(rows * nf);
+            let gu = &mut gu[..2 * rows * nf];
             // The jobs in fixed arrays (no allocation), entries past the group's unused.
             let gate = |i: usize| {
                 let i = i.min(b - 1);
@@ -798,16 +785,16 @@ impl<'a> MoeLayer<'a> {
             };
             if fused {
                 let jobs: [_; 2 * GROUP] = std::array::from_fn(|j| if j < b { gate(j) } else { up(j - b) });
-                let gu = &mut gu[..2 * rows * nf];
                 clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..2 * b], gu))?;
             } else {
+                let (g, u) = gu.split_at_mut(rows * nf);
                 let jobs: [_; GROUP] = std::array::from_fn(gate);
                 clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..b], g))?;
                 let jobs: [_; GROUP] = std::array::from_fn(up);
                 clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..b], u))?;
             }
             matmuls += 2 * b as u64;
-            let (g, u) = gu[..2 * rows * nf].split_at_mut(rows * nf);
+            let (g, u) = gu.split_at_mut(rows * nf);
             clock.run(Stage::Act, || {
                 silu_mul(g, u);
                 Ok::<(), LayerError>(())

@@ -1693,8 +1693,8 @@ impl WgpuBackend {
         if out.len() != total {
             return Err(ShapeError::Length { what: "grouped output", expected: total, got: out.len() }.into());
         }
-        // Each job's dispatches (`jobs_of`), their results moved to the job's offset in the run's
-        // output: row r of token t at `off + t * rows + r` (`Job::out_row0`, wrapping).
+        // Each job's dispatches (`jobs_of`); `grouped_run` moves their results to the job's
+        // offset in the run's output: row r of token t at `off + t * rows + r` (`push_params`).
         let plan: Vec<(Vec<Job>, Tuning)> =
             jobs.iter().map(|&(w, _, t)| (jobs_of(w, t, 0, w.rows), self.call_tune(w))).collect();
         let (mut i, mut off) = (0, 0);
@@ -1734,8 +1734,7 @@ impl WgpuBackend {
         let mut off = 0usize;
         for (&(w, a, t), (djobs, tune)) in jobs.iter().zip(plan) {
             let wr = wg_rows(w.format, *tune);
-            let moved: Vec<Job> = djobs.iter().map(|j| Job { out_row0: off.wrapping_neg(), ..*j }).collect();
-            push_params(&mut sc.staging, w, a, &moved, wr);
+            push_params(&mut sc.staging, w, a, djobs, wr, off);
             pipes.push((self.matmul_pipes(w.format, djobs, *tune)?, wr));
             off += t * w.rows;
         }
@@ -1882,7 +1881,7 @@ impl WgpuBackend {
     /// next call, so the next call may skip an identical write).
     fn stage_params(&self, sc: &mut Scratch, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job], wr: u32, remember: bool) {
         sc.staging.clear();
-        push_params(&mut sc.staging, w, a, jobs, wr);
+        push_params(&mut sc.staging, w, a, jobs, wr, 0);
         if !remember || sc.staging != sc.written {
             self.queue.write_buffer(&sc.params, 0, &sc.staging);
             sc.written.clear();
@@ -2614,8 +2613,9 @@ fn map_ok(done: &Mutex<Option<bool>>) -> Result<bool> {
 }
 
 /// Append the parameter-ring slots of `jobs` (dispatches of `w` on `a`, `wr` rows a
-/// workgroup) to `staging`, one [`SLOT`] each.
-fn push_params(staging: &mut Vec<u8>, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job], wr: u32) {
+/// workgroup) to `staging`, one [`SLOT`] each, their results `out_off` floats further into the
+/// bound output (a grouped job's place after the jobs before it; 0 for one matmul).
+fn push_params(staging: &mut Vec<u8>, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job], wr: u32, out_off: usize) {
     let nb = (w.cols / w.format.block_elems()) as u32;
     for j in jobs {
         let p = &w.parts[j.part];
@@ -2628,9 +2628,8 @@ fn push_params(staging: &mut Vec<u8>, w: &WgpuWeights, a: &WgpuActs, jobs: &[Job
             j.t0 as u32,
             j.out_stride as u32,
             // Wrapping: a chunk buffer's row 0 is the chunk's first row, which may lie after
-            // the part's, and a grouped job's results start past the jobs before it (the
-            // kernels add the row in the part, also wrapping).
-            (p.row0 as u32).wrapping_sub(j.out_row0 as u32),
+            // the part's (the kernels add the row in the part, also wrapping).
+            (p.row0 as u32).wrapping_sub(j.out_row0 as u32).wrapping_add(out_off as u32),
             0,
             gx,
             j.rbase as u32,
