@@ -143,3 +143,6 @@ extern "C" unsigned long long qk_emu_sact_bytes(unsigned cols, unsigned ntm) {
     }
 }
 extern "C" unsigned long long qk_emu_sact_limit() { return QK_SACT_BYTES; }
+// The grouped quantize's argument block as the kernels see it (common.cuh QuantGroupArgs): its
+// size times 1000 plus its job capacity, held to args.rs `QuantGroupArgs` by a test.
+extern "C" unsigned long long qk_emu_qgroup_shape() { return sizeof(QuantGroupArgs) * 1000 + QK_QGROUP; }

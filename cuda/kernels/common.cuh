@@ -534,6 +534,16 @@ struct QuantArgs {
     u32 pad;
 };
 
+// Up to QK_QGROUP quantizes of one activation format in one launch (quant.cu `quant_group`):
+// job j's units (blocks of tokens x blocks a row) end at end[j] of the concatenation.
+#define QK_QGROUP 16
+struct QuantGroupArgs {
+    QuantArgs job[QK_QGROUP];
+    u32 end[QK_QGROUP];
+    u32 n;
+    u32 pad[3];
+};
+
 struct DeqArgs {
     u64 w;
     u64 wd;

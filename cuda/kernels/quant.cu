@@ -14,12 +14,12 @@
 
 #include "common.cuh"
 
-// One q8_0 / q8_1 block of 32 per thread.
+// Unit i (token i / blocks, block i % blocks) of a q8_0 / q8_1 quantize: one block of 32, on
+// one thread.
 template <bool Q81>
-QK_DEV void quant_q8(const QuantArgs& A) {
-    const u32 nb = A.cols / 32;
-    const u32 total = nb * A.tokens;
-    for (u32 i = qk_bid() * qk_bdim() + qk_tid(); i < total; i += qk_bdim() * qk_gdim()) {
+QK_DEV void quant_q8_unit(const QuantArgs& A, u32 i) {
+    {
+        const u32 nb = A.cols / 32;
         const u32 t = i / nb, b = i % nb;
         const float* x = (const float*)A.x + (u64)t * A.cols + 32u * b;
         float v[32];
@@ -66,6 +66,13 @@ QK_DEV void quant_q8(const QuantArgs& A) {
     }
 }
 
+// One q8_0 / q8_1 block of 32 per thread.
+template <bool Q81>
+QK_DEV void quant_q8(const QuantArgs& A) {
+    const u32 total = A.cols / 32 * A.tokens;
+    for (u32 i = qk_bid() * qk_bdim() + qk_tid(); i < total; i += qk_bdim() * qk_gdim()) quant_q8_unit<Q81>(A, i);
+}
+
 // ggml-quants.c `nearest_int` of `iscale * v` with x86 NaN semantics: a NaN `v` propagates
 // its payload (quieted) through the multiply and the magic add; an `Inf * 0` NaN is the
 // default NaN (0xFFC00000), which gives 0.
@@ -87,13 +94,12 @@ QK_DEV i32 q8k_quant(float iscale, float v) {
     return (i32)(qk_f2u(val) & 0x007fffffu) - 0x00400000;
 }
 
-// One q8_K block of 256 per warp; lane k holds elements 8k..8k+8.
-QK_DEV void quant_q8_k(const QuantArgs& A) {
-    const u32 nb = A.cols / 256;
-    const u32 total = nb * A.tokens;
+// Unit i (token i / blocks, block i % blocks) of a q8_K quantize: one block of 256, on one warp
+// (every lane with the same i); lane k holds elements 8k..8k+8.
+QK_DEV void quant_q8_k_unit(const QuantArgs& A, u32 i) {
     const u32 lane = qk_tid() & 31u;
-    const u32 nwarps = qk_bdim() * qk_gdim() / 32u;
-    for (u32 i = (qk_bid() * qk_bdim() + qk_tid()) / 32u; i < total; i += nwarps) {
+    {
+        const u32 nb = A.cols / 256;
         const u32 t = i / nb, b = i % nb;
         const float* x = (const float*)A.x + (u64)t * A.cols + 256u * b + 8u * lane;
         float v[8];
@@ -131,7 +137,7 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
             qs[wn] = 0;
             if ((lane & 1u) == 0) bs[lane / 2] = 0;
             if (lane == 0) ((float*)A.d32)[si] = 0.0f;
-            continue;
+            return;
         }
         const float iscale = qk_div(-127.0f, mx);
         i32 s = 0;
@@ -152,9 +158,40 @@ QK_DEV void quant_q8_k(const QuantArgs& A) {
     }
 }
 
+// One q8_K block of 256 per warp.
+QK_DEV void quant_q8_k(const QuantArgs& A) {
+    const u32 total = A.cols / 256 * A.tokens;
+    const u32 nwarps = qk_bdim() * qk_gdim() / 32u;
+    for (u32 i = (qk_bid() * qk_bdim() + qk_tid()) / 32u; i < total; i += nwarps) quant_q8_k_unit(A, i);
+}
+
+// Grouped quantizes (QuantGroupArgs, common.cuh): the units of jobs 0..n concatenated, job j's
+// ending at end[j]; a thread (a warp for q8_K) walks them in grid-stride order, so its job index
+// only moves forward.
+template <int KIND>
+QK_DEV void quant_group(const QuantGroupArgs& G) {
+    const u32 total = G.end[G.n - 1];
+    const u32 per = KIND == 2 ? 32u : 1u;  // threads a unit
+    const u32 stride = qk_bdim() * qk_gdim() / per;
+    u32 j = 0;
+    for (u32 i = (qk_bid() * qk_bdim() + qk_tid()) / per; i < total; i += stride) {
+        while (i >= G.end[j]) ++j;
+        const u32 u = i - (j == 0 ? 0u : G.end[j - 1]);
+        if (KIND == 0) quant_q8_unit<false>(G.job[j], u);
+        else if (KIND == 1) quant_q8_unit<true>(G.job[j], u);
+        else quant_q8_k_unit(G.job[j], u);
+    }
+}
+
 QK_DEV void quant_q8_0_body(const QuantArgs& A) { quant_q8<false>(A); }
 QK_DEV void quant_q8_1_body(const QuantArgs& A) { quant_q8<true>(A); }
+QK_DEV void quant_group_q8_0(const QuantGroupArgs& G) { quant_group<0>(G); }
+QK_DEV void quant_group_q8_1(const QuantGroupArgs& G) { quant_group<1>(G); }
+QK_DEV void quant_group_q8_k(const QuantGroupArgs& G) { quant_group<2>(G); }
 
 QK_ENTRY(qk_quant_q8_0, QuantArgs, quant_q8_0_body)
 QK_ENTRY(qk_quant_q8_1, QuantArgs, quant_q8_1_body)
 QK_ENTRY(qk_quant_q8_k, QuantArgs, quant_q8_k)
+QK_ENTRY(qk_quant_group_q8_0, QuantGroupArgs, quant_group_q8_0)
+QK_ENTRY(qk_quant_group_q8_1, QuantGroupArgs, quant_group_q8_1)
+QK_ENTRY(qk_quant_group_q8_k, QuantGroupArgs, quant_group_q8_k)

@@ -60,6 +60,44 @@ pub struct QuantArgs {
     pub pad: u32,
 }
 
+/// The most quantizes one grouped launch runs (common.cuh `QK_QGROUP`).
+pub const QGROUP: usize = 16;
+
+/// Up to [`QGROUP`] quantizes of one activation format in one launch (quant.cu `quant_group`):
+/// job j's units (blocks, `tokens * cols / block`) end at `end[j]` of their concatenation.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QuantGroupArgs {
+    pub job: [QuantArgs; QGROUP],
+    pub end: [u32; QGROUP],
+    pub n: u32,
+    pub pad: [u32; 3],
+}
+
+impl QuantGroupArgs {
+    /// A group of `jobs` (1..=[`QGROUP`] of one activation format), or `None` where there are none or too many.
+    pub fn new(act: Format, jobs: &[QuantArgs]) -> Option<QuantGroupArgs> {
+        if jobs.is_empty() || jobs.len() > QGROUP {
+            return None;
+        }
+        let mut g =
+            QuantGroupArgs { job: [QuantArgs::default(); QGROUP], end: [0; QGROUP], n: jobs.len() as u32, pad: [0; 3] };
+        let mut end = 0u32;
+        for (j, a) in jobs.iter().enumerate() {
+            g.job[j] = *a;
+            end += quant_units(act, a.cols as usize, a.tokens as usize);
+            g.end[j] = end;
+        }
+        Some(g)
+    }
+}
+
+/// Blocks of `act` in `tokens` rows of `cols`: a quantize's units (a thread each for q8_0 and
+/// q8_1, a warp for q8_K).
+pub fn quant_units(act: Format, cols: usize, tokens: usize) -> u32 {
+    (tokens * (cols / act.block_elems())) as u32
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DeqArgs {
@@ -76,6 +114,7 @@ pub struct DeqArgs {
 const _: () = assert!(core::mem::size_of::<MmJob>() == 72);
 const _: () = assert!(core::mem::size_of::<MmArgs>() == 32 + 72 * MAX_JOBS);
 const _: () = assert!(core::mem::size_of::<QuantArgs>() == 64);
+const _: () = assert!(core::mem::size_of::<QuantGroupArgs>() == 64 * QGROUP + 4 * QGROUP + 16);
 const _: () = assert!(core::mem::size_of::<DeqArgs>() == 48);
 
 unsafe impl cudarc::driver::DeviceRepr for MmArgs {}
@@ -425,6 +464,15 @@ pub fn quant_kernel_name(act: Format) -> &'static str {
     }
 }
 
+/// The grouped quantize kernel of `act` (args [`QuantGroupArgs`]).
+pub fn quant_group_kernel_name(act: Format) -> &'static str {
+    match act {
+        Format::Q8_1 => "qk_quant_group_q8_1",
+        Format::Q8_K => "qk_quant_group_q8_k",
+        _ => "qk_quant_group_q8_0",
+    }
+}
+
 /// A matmul to run: one weight matrix against `tokens` activation rows.
 #[derive(Clone, Copy, Debug)]
 pub struct MmJobDesc {
@@ -698,7 +746,11 @@ pub fn plan_matmul<E>(
 
 /// Grid and block of an activation quantize launch.
 pub fn quant_launch(act: Format, cols: usize, tokens: usize) -> (u32, u32) {
-    let units = (tokens * (cols / act.block_elems())) as u32;
+    quant_group_launch(act, quant_units(act, cols, tokens))
+}
+
+/// Grid and block of a (grouped) quantize launch of `units` blocks in all.
+pub fn quant_group_launch(act: Format, units: u32) -> (u32, u32) {
     let block = 128u32;
     let grid = match act {
         Format::Q8_K => units.div_ceil(block / 32),

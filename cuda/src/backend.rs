@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, result, sys};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, result, sys};
 use cudarc::nvrtc::Ptx;
 use qkern_formats::{Format, ShapeError, par};
 
@@ -88,7 +88,7 @@ struct Loaded {
     /// Matmul kernels in `args::mm_kernel_index` order.
     mm: Vec<Option<CudaFunction>>,
     deq: Option<CudaFunction>,
-    /// Quantizers for q8_0, q8_1, q8_K.
+    /// Quantizers for q8_0, q8_1, q8_K, then their grouped forms (`args::QuantGroupArgs`).
     quant: Vec<CudaFunction>,
     /// The module's constant bank for the `qk_mmc_*` kernels (32-element formats).
     cact: Option<ConstBank>,
@@ -143,6 +143,9 @@ pub struct CudaBackend {
 struct Cold {
     /// First: dropped while `_tables` still holds the context.
     stage: Mutex<Option<HostStage>>,
+    /// The f32 inputs of quantize calls on their way to the device (see [`InStage`]); held
+    /// from the host copy until the launches that read the device copy are queued.
+    qin: Mutex<Option<InStage>>,
     _tables: CudaSlice<u32>,
     modules: Mutex<HashMap<Module, Arc<Loaded>>>,
     scratch: Mutex<Option<CudaSlice<f32>>>,
@@ -313,6 +316,16 @@ impl Drop for HostStage {
     }
 }
 
+/// Quantize inputs on their way in: the caller's f32 rows are copied into `host` (pinned), one
+/// asynchronous DMA takes them to `dev`, whence the quantize kernels read them. `done` is
+/// recorded after that DMA: the next copy into `host` waits for it (the kernels, queued on the
+/// same stream after the DMA, and the next DMA, queued after them, need no wait).
+struct InStage {
+    host: HostStage,
+    dev: CudaSlice<f32>,
+    done: CudaEvent,
+}
+
 /// Weights resident on the device (in the layout of [`crate::layout::WeightLayout`]).
 pub struct CudaWeights {
     owner: u64,
@@ -324,15 +337,12 @@ pub struct CudaWeights {
     wd: u64,
 }
 
-/// A reusable activation buffer on the device (regions of [`crate::layout::ActLayout`]),
-/// with a staging area for f32 inputs.
+/// A reusable activation buffer on the device (regions of [`crate::layout::ActLayout`]).
 pub struct CudaActs {
     owner: u64,
     layout: ActLayout,
     _buf: CudaSlice<u8>,
     base: u64,
-    _staging: CudaSlice<f32>,
-    staging: u64,
 }
 
 /// An f32 buffer on the device (matmul outputs, device-side inputs).
@@ -440,6 +450,7 @@ impl CudaBackend {
             tab,
             cold: Box::new(Cold {
                 stage: Mutex::new(None),
+                qin: Mutex::new(None),
                 _tables: tables,
                 modules: Mutex::new(HashMap::new()),
                 scratch: Mutex::new(None),
@@ -689,7 +700,14 @@ impl CudaBackend {
             Module::Quant => Loaded {
                 mm: Vec::new(),
                 deq: None,
-                quant: vec![load("qk_quant_q8_0")?, load("qk_quant_q8_1")?, load("qk_quant_q8_k")?],
+                quant: vec![
+                    load("qk_quant_q8_0")?,
+                    load("qk_quant_q8_1")?,
+                    load("qk_quant_q8_k")?,
+                    load("qk_quant_group_q8_0")?,
+                    load("qk_quant_group_q8_1")?,
+                    load("qk_quant_group_q8_k")?,
+                ],
                 cact: None,
                 _module: module.clone(),
             },
@@ -796,12 +814,10 @@ impl CudaBackend {
         }
         self.bind()?;
         let buf = self.stream.alloc_zeros::<u8>(layout.total)?;
-        let staging = self.stream.alloc_zeros::<f32>(capacity * cols)?;
         // A new buffer may sit where a freed one was mirrored.
         self.act_epoch.fetch_add(1, Ordering::Relaxed);
         let base = dptr(&buf, &self.stream);
-        let st = dptr(&staging, &self.stream);
-        Ok(CudaActs { owner: self.id, layout, _buf: buf, base, _staging: staging, staging: st })
+        Ok(CudaActs { owner: self.id, layout, _buf: buf, base })
     }
 
     /// A zeroed f32 device buffer.
@@ -886,9 +902,90 @@ impl CudaBackend {
     pub fn quantize(&self, x: &[f32], acts: &mut CudaActs) -> Result<()> {
         self.check("activation buffer", acts)?;
         let nt = self.act_tokens(x.len(), acts)?;
+        self.quantize_grouped(x, &mut [(acts, nt)])
+    }
+
+    /// Quantize into several buffers at once: `x` holds each job's `tokens` rows
+    /// (`[tokens][cols]`, every buffer `cols` wide), one job after the other; a job of 0
+    /// tokens leaves its buffer as it is. One host copy into pinned memory, one DMA, and one
+    /// launch for each run of up to [`args::QGROUP`] jobs of one activation format; returns
+    /// without waiting. The bits are those of one [`CudaBackend::quantize`] a job.
+    pub fn quantize_grouped(&self, x: &[f32], jobs: &mut [(&mut CudaActs, usize)]) -> Result<()> {
+        // Validate everything before anything is queued.
+        let mut elems = 0usize;
+        for (a, t) in jobs.iter() {
+            self.check("activation buffer", &**a)?;
+            let cols = jobs[0].0.layout.cols;
+            if a.layout.cols != cols {
+                return Err(invalid(format!(
+                    "grouped quantize: buffers of {} and {cols} columns in one call",
+                    a.layout.cols
+                )));
+            }
+            if *t > 0 {
+                self.act_tokens(t * cols, a)?;
+            }
+            elems = elems.checked_add(t * cols).ok_or(ShapeError::Overflow)?;
+        }
+        if x.len() != elems {
+            return Err(ShapeError::Length { what: "grouped quantize input", expected: elems, got: x.len() }.into());
+        }
+        if elems == 0 {
+            return Ok(());
+        }
         self.bind()?;
-        unsafe { result::memcpy_htod_async(acts.staging, x, self.stream.cu_stream()) }?;
-        self.quantize_ptr(acts.staging, nt, acts)
+        let mut qin = self.cold.qin.lock().unwrap_or_else(|e| e.into_inner());
+        let src = self.stage_in(&mut qin, x)?;
+        self.act_epoch.fetch_add(1, Ordering::Relaxed);
+        let m = self.module(Module::Quant)?;
+        // Runs of up to QGROUP consecutive jobs of one format, each one launch.
+        let mut run: [QuantArgs; args::QGROUP] = [QuantArgs::default(); args::QGROUP];
+        let (mut n, mut fmt, mut off) = (0usize, Format::Q8_0, 0u64);
+        for (a, t) in jobs.iter().filter(|j| j.1 > 0) {
+            let l = &a.layout;
+            if n == args::QGROUP || (n > 0 && l.format != fmt) {
+                self.quant_launch(m.as_ref(), fmt, &run[..n])?;
+                n = 0;
+            }
+            fmt = l.format;
+            run[n] = self.quant_args(src + 4 * off, *t, a);
+            n += 1;
+            off += (t * l.cols) as u64;
+        }
+        self.quant_launch(m.as_ref(), fmt, &run[..n])
+    }
+
+    /// Copy `x` into the pinned input stage (grown as needed) and queue its DMA to the
+    /// device; returns the device copy's address.
+    fn stage_in(&self, slot: &mut Option<InStage>, x: &[f32]) -> Result<u64> {
+        if let Some(s) = slot.as_ref() {
+            // The last DMA out of the pinned buffer is done before it is written or freed.
+            s.done.synchronize()?;
+        }
+        if slot.as_ref().is_none_or(|s| s.host.len < x.len()) {
+            let len = x.len().next_power_of_two().max(1 << 14);
+            *slot = None;
+            *slot = Some(InStage {
+                host: HostStage::new(&self.ctx, len)?,
+                dev: self.stream.alloc_zeros::<f32>(len)?,
+                done: self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?,
+            });
+        }
+        let s = slot.as_mut().expect("staged above");
+        // SAFETY: `s.host.host` is a live pinned allocation of `s.host.len >= x.len()` f32,
+        // owned by this InStage (under the caller's lock), and no DMA reads it any more (the
+        // wait above); `x` is a separate caller slice.
+        let pinned = unsafe {
+            std::ptr::copy_nonoverlapping(x.as_ptr(), s.host.host as *mut f32, x.len());
+            std::slice::from_raw_parts(s.host.host as *const f32, x.len())
+        };
+        let dev = dptr(&s.dev, &self.stream);
+        // SAFETY: `dev` has room for `s.host.len >= x.len()` f32; the source is pinned, so the
+        // copy runs asynchronously on this backend's stream, and `done` (recorded after it)
+        // keeps the pinned buffer unwritten and alive until it has run.
+        unsafe { result::memcpy_htod_async(dev, pinned, self.stream.cu_stream()) }?;
+        s.done.record(&self.stream)?;
+        Ok(dev)
     }
 
     /// Quantize `tokens` rows already on the device (`x`: `tokens x cols` f32).
@@ -921,14 +1018,31 @@ impl CudaBackend {
 
     fn quantize_ptr(&self, x: u64, nt: usize, acts: &CudaActs) -> Result<()> {
         self.act_epoch.fetch_add(1, Ordering::Relaxed);
-        let l = &acts.layout;
         let m = self.module(Module::Quant)?;
-        let f = &m.quant[match l.format {
+        self.quant_launch(m.as_ref(), acts.layout.format, &[self.quant_args(x, nt, acts)])
+    }
+
+    /// One launch quantizing `jobs` (1..=QGROUP, all of format `act`): the plain kernel for
+    /// one, the grouped kernel for more.
+    fn quant_launch(&self, m: &Loaded, act: Format, jobs: &[QuantArgs]) -> Result<()> {
+        let k = match act {
             Format::Q8_0 => 0,
             Format::Q8_1 => 1,
             _ => 2,
-        }];
-        let a = QuantArgs {
+        };
+        if let [a] = jobs {
+            let (grid, block) = args::quant_launch(act, a.cols as usize, a.tokens as usize);
+            return self.launch(&m.quant[k], grid, block, a);
+        }
+        let g =
+            args::QuantGroupArgs::new(act, jobs).ok_or_else(|| invalid("grouped quantize of no or too many jobs"))?;
+        let (grid, block) = args::quant_group_launch(act, g.end[jobs.len() - 1]);
+        self.launch(&m.quant[3 + k], grid, block, &g)
+    }
+
+    fn quant_args(&self, x: u64, nt: usize, acts: &CudaActs) -> QuantArgs {
+        let l = &acts.layout;
+        QuantArgs {
             x,
             qs: acts.ptr(l.qs),
             d16: if l.d16 == 0 && l.format == Format::Q8_K { 0 } else { acts.ptr(l.d16) },
@@ -939,9 +1053,7 @@ impl CudaBackend {
             tokens: nt as u32,
             capw: l.capw as u32,
             pad: 0,
-        };
-        let (grid, block) = args::quant_launch(l.format, l.cols, nt);
-        self.launch(f, grid, block, &a)
+        }
     }
 
     /// Import activations already quantized (`tokens` ggml rows). Bytes of -128 are refused,

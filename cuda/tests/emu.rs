@@ -21,6 +21,7 @@ type LaunchFn = unsafe extern "C" fn(*const i8, u32, u32, *const u8, *mut i8, i3
 type FillFn = unsafe extern "C" fn(*const u8, std::ffi::c_ulong) -> i32;
 type SactBytesFn = unsafe extern "C" fn(u32, u32) -> u64;
 type SactLimitFn = unsafe extern "C" fn() -> u64;
+type QgroupShapeFn = unsafe extern "C" fn() -> u64;
 
 struct Emu {
     _lib: libloading::Library,
@@ -31,6 +32,8 @@ struct Emu {
     sact_bytes: SactBytesFn,
     /// The kernels' limit on that copy (QK_SACT_BYTES).
     sact_limit: SactLimitFn,
+    /// The grouped quantize's argument bytes * 1000 + its job capacity (QuantGroupArgs).
+    qgroup_shape: QgroupShapeFn,
 }
 
 fn emu() -> Option<&'static Emu> {
@@ -99,7 +102,9 @@ fn emu() -> Option<&'static Emu> {
             *unsafe { lib.get::<SactBytesFn>(b"qk_emu_sact_bytes\0") }.expect("qk_emu_sact_bytes");
         let sact_limit: SactLimitFn =
             *unsafe { lib.get::<SactLimitFn>(b"qk_emu_sact_limit\0") }.expect("qk_emu_sact_limit");
-        Some(Emu { _lib: lib, launch, cact_fill, sact_bytes, sact_limit })
+        let qgroup_shape: QgroupShapeFn =
+            *unsafe { lib.get::<QgroupShapeFn>(b"qk_emu_qgroup_shape\0") }.expect("qk_emu_qgroup_shape");
+        Some(Emu { _lib: lib, launch, cact_fill, sact_bytes, sact_limit, qgroup_shape })
     })
     .as_ref()
 }
@@ -192,6 +197,89 @@ fn emu_quantize(e: &Emu, act: Format, cols: usize, x: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; nt * act.row_bytes(cols).unwrap()];
     l.to_ggml(&buf.bytes()[..l.total], nt, &mut out);
     out
+}
+
+/// Quantize each of `xs` (`tokens x cols` each) into its own buffer with one grouped launch on
+/// the emulator; returns each one's ggml bytes.
+fn emu_quantize_group(e: &Emu, act: Format, cols: usize, xs: &[Vec<f32>], grid: u32) -> Vec<Vec<u8>> {
+    let xbs: Vec<Buf> = xs.iter().map(|x| Buf::from(bytemuck::cast_slice(x))).collect();
+    let layouts: Vec<ActLayout> = xs.iter().map(|x| ActLayout::new(act, cols, x.len() / cols + 1).unwrap()).collect();
+    let bufs: Vec<Buf> = layouts.iter().map(|l| Buf::new(l.total)).collect();
+    let jobs: Vec<QuantArgs> = (0..xs.len())
+        .map(|j| {
+            let (l, b) = (&layouts[j], &bufs[j]);
+            let p = |o: usize| if o == 0 { 0 } else { b.ptr() + o as u64 };
+            QuantArgs {
+                x: xbs[j].ptr(),
+                qs: b.ptr() + l.qs as u64,
+                d16: if act == Format::Q8_K { 0 } else { b.ptr() + l.d16 as u64 },
+                d32: b.ptr() + l.d32 as u64,
+                x16: p(l.x16),
+                x32: p(l.x32),
+                cols: cols as u32,
+                tokens: (xs[j].len() / cols) as u32,
+                capw: l.capw as u32,
+                pad: 0,
+            }
+        })
+        .collect();
+    let g = args::QuantGroupArgs::new(act, &jobs).unwrap();
+    let (_, block) = args::quant_group_launch(act, g.end[jobs.len() - 1]);
+    run(e, args::quant_group_kernel_name(act), grid, block, &g);
+    (0..xs.len())
+        .map(|j| {
+            let nt = xs[j].len() / cols;
+            let mut out = vec![0u8; nt * act.row_bytes(cols).unwrap()];
+            layouts[j].to_ggml(&bufs[j].bytes()[..layouts[j].total], nt, &mut out);
+            out
+        })
+        .collect()
+}
+
+/// The grouped quantize's argument block is the same size and capacity in Rust and in the
+/// kernels.
+#[test]
+fn quant_group_args_agree_with_the_kernels() {
+    let Some(e) = emu() else { return };
+    // SAFETY: a pure function of no arguments (emu.cpp).
+    let shape = unsafe { (e.qgroup_shape)() };
+    assert_eq!(shape, std::mem::size_of::<args::QuantGroupArgs>() as u64 * 1000 + args::QGROUP as u64);
+}
+
+/// One grouped launch quantizes each of its jobs exactly as the reference (and as one launch a
+/// job): 1..QGROUP jobs of 1..5 tokens, with the grid both full and small (the grid-stride walk
+/// across jobs).
+#[test]
+fn grouped_quantizers_match_reference() {
+    let Some(e) = emu() else { return };
+    let mut rng = Rng::new(12);
+    for act in Format::ACTIVATIONS {
+        let cols = act.block_elems() * 2;
+        for trial in 0..12 {
+            let n = [1, 2, 3, 5, 8, args::QGROUP][trial % 6];
+            let xs: Vec<Vec<f32>> = (0..n)
+                .map(|_| {
+                    let d = Dist::ALL[rng.below(Dist::ALL.len() as u64) as usize];
+                    let nt = 1 + rng.below(5) as usize;
+                    floats(&mut rng, d, nt * cols)
+                })
+                .collect();
+            let units: u32 = xs.iter().map(|x| args::quant_units(act, cols, x.len() / cols)).sum();
+            let grid = if trial % 2 == 0 { args::quant_group_launch(act, units).0 } else { 1 + trial as u32 % 3 };
+            let got = emu_quantize_group(e, act, cols, &xs, grid);
+            for (j, x) in xs.iter().enumerate() {
+                let want = ref_quantize(act, cols, x);
+                if let Err(m) = qkern_parity::bytes_equal(
+                    &format!("{act} trial {trial} job {j}/{n}"),
+                    act.block_bytes(),
+                    &want,
+                    &got[j],
+                ) {
+                    panic!("{m}");
+                }
+            }
+        }
+    }
 }
 
 fn ref_quantize(act: Format, cols: usize, x: &[f32]) -> Vec<u8> {

@@ -146,6 +146,40 @@ fn live_format(b: &CudaBackend, f: Format, rng: &mut Rng, row: &mut Row, log: &m
                     .filter(|(a, b)| a != b)
                     .count();
                 row.add("quant", qd, want_q.len() / act.block_bytes());
+                // the same tokens quantized by one grouped call into three buffers (the middle
+                // one with 0 tokens, left as it is); the last case of a width groups 17 (more
+                // than one launch takes)
+                {
+                    let t0 = nt / 2;
+                    let mut bufs: Vec<_> = (0..3).map(|_| b.alloc_acts(act, cols, nt).unwrap()).collect();
+                    let mut jobs: Vec<_> = bufs.iter_mut().zip([t0, 0, nt - t0]).collect();
+                    b.quantize_grouped(&x, &mut jobs).unwrap();
+                    let mut got = vec![0u8; want_q.len()];
+                    let rb = want_q.len() / nt;
+                    b.read_acts(&bufs[0], t0, &mut got[..t0 * rb]).unwrap();
+                    b.read_acts(&bufs[2], nt - t0, &mut got[t0 * rb..]).unwrap();
+                    let mut zero = vec![0xAAu8; rb];
+                    b.read_acts(&bufs[1], 1, &mut zero).unwrap();
+                    let untouched = usize::from(zero != vec![0u8; rb]);
+                    let qd = want_q
+                        .chunks(act.block_bytes())
+                        .zip(got.chunks(act.block_bytes()))
+                        .filter(|(a, b)| a != b)
+                        .count();
+                    row.add("quant grouped", qd + untouched, want_q.len() / act.block_bytes() + 1);
+                    if nt == 8 {
+                        let mut many: Vec<_> = (0..17).map(|_| b.alloc_acts(act, cols, 8).unwrap()).collect();
+                        let xs: Vec<f32> = (0..17).flat_map(|_| x[..cols].iter().copied()).collect();
+                        let mut jobs: Vec<_> = many.iter_mut().map(|a| (a, 1)).collect();
+                        b.quantize_grouped(&xs, &mut jobs).unwrap();
+                        let mut qd = 0;
+                        for a in &many {
+                            b.read_acts(a, 1, &mut got[..rb]).unwrap();
+                            qd += usize::from(got[..rb] != want_q[..rb]);
+                        }
+                        row.add("quant grouped", qd, 17);
+                    }
+                }
                 let want = ref_matmul(f, rows, cols, &w, &want_q, nt);
                 // S = 1 and S = 4 forced; the formats with a tensor-core kernel run S = 1 both with
                 // it at every NT (from 1 token) and without it; the 32-element formats run both

@@ -75,6 +75,8 @@ pub enum Error {
     NoTokens,
     #[error("weights have {weights} columns but activations have {acts}")]
     Cols { weights: usize, acts: usize },
+    #[error("activation buffers of {first} and {other} columns in one grouped quantize")]
+    GroupCols { first: usize, other: usize },
 }
 
 impl From<qkern_cpu::CpuError> for Error {
@@ -523,6 +525,84 @@ impl Device {
             _ => return Err(self.mixed()),
         }
         acts.tokens = nt;
+        Ok(())
+    }
+
+    /// Quantize into several activation buffers at once (e.g. the inputs of a layer's routed
+    /// experts): `x` holds `tokens[i]` rows (`[tokens][cols]`, every buffer `cols` wide) for
+    /// each `acts[i]` in turn, so `x.len()` is the sum of `tokens` times `cols`. Sets each
+    /// buffer's `tokens()`; a buffer with 0 tokens is left as it is. Formats may differ. The
+    /// bits are those of one [`Device::quantize`] a buffer. On CUDA the inputs go to the device
+    /// in one copy and each run of up to 16 buffers of one format is quantized in one launch;
+    /// on wgpu all go in one submission; on the CPU one after the other.
+    pub fn quantize_grouped(&self, x: &[f32], tokens: &[usize], acts: &mut [Activations]) -> Result<()> {
+        if tokens.len() != acts.len() {
+            return Err(ShapeError::Length {
+                what: "grouped quantize token counts",
+                expected: acts.len(),
+                got: tokens.len(),
+            }
+            .into());
+        }
+        let Some(cols) = acts.first().map(|a| a.cols) else {
+            return if x.is_empty() {
+                Ok(())
+            } else {
+                Err(ShapeError::Length { what: "grouped quantize input", expected: 0, got: x.len() }.into())
+            };
+        };
+        let mut elems = 0usize;
+        for (a, &nt) in acts.iter().zip(tokens) {
+            self.check_owner("activation buffer", a.device)?;
+            if a.cols != cols {
+                return Err(Error::GroupCols { first: cols, other: a.cols });
+            }
+            if nt > a.capacity {
+                return Err(Error::Capacity { capacity: a.capacity, got: nt });
+            }
+            elems = nt.checked_mul(cols).and_then(|n| elems.checked_add(n)).ok_or(ShapeError::Overflow)?;
+        }
+        if x.len() != elems {
+            return Err(ShapeError::Length { what: "grouped quantize input", expected: elems, got: x.len() }.into());
+        }
+        match &self.inner {
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => {
+                let mut v = acts
+                    .iter_mut()
+                    .zip(tokens)
+                    .map(|(a, &nt)| match &mut a.storage {
+                        ActStorage::Cuda(ab) => Ok((ab, nt)),
+                        #[allow(unreachable_patterns)]
+                        _ => Err(self.mixed()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                c.quantize_grouped(x, &mut v).map_err(gpu_err!("cuda"))?;
+            }
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(c) => {
+                let mut v = acts
+                    .iter_mut()
+                    .zip(tokens)
+                    .map(|(a, &nt)| match &mut a.storage {
+                        ActStorage::Wgpu(ab) => Ok((ab, nt)),
+                        #[allow(unreachable_patterns)]
+                        _ => Err(self.mixed()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                c.quantize_grouped(x, &mut v).map_err(gpu_err!("wgpu"))?;
+            }
+            Inner::Cpu(_) => {
+                let mut off = 0;
+                for (a, &nt) in acts.iter_mut().zip(tokens).filter(|j| *j.1 > 0) {
+                    self.quantize(&x[off..off + nt * cols], a)?;
+                    off += nt * cols;
+                }
+            }
+        }
+        for (a, &nt) in acts.iter_mut().zip(tokens).filter(|j| *j.1 > 0) {
+            a.tokens = nt;
+        }
         Ok(())
     }
 

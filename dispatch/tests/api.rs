@@ -159,6 +159,46 @@ fn grouped_matmuls_are_the_single_ones_and_validate() {
 }
 
 #[test]
+fn grouped_quantize_is_the_single_ones_and_validates() {
+    let dev = Device::cpu().unwrap();
+    let other = Device::cpu().unwrap();
+    let cols = 256;
+    let x: Vec<f32> = (0..6 * cols).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+    for fmts in [[Format::Q8_0; 3], [Format::Q8_K, Format::Q8_1, Format::Q8_0]] {
+        let mut acts: Vec<_> = fmts.iter().map(|&f| dev.activations(f, cols, 4).unwrap()).collect();
+        // buffer 1 keeps an earlier token (0 tokens in the grouped call)
+        dev.quantize(&x[..cols], &mut acts[1]).unwrap();
+        let kept = acts[1].host_bytes().unwrap().to_vec();
+        dev.quantize_grouped(&x, &[2, 0, 4], &mut acts).unwrap();
+        assert_eq!((acts[0].tokens(), acts[1].tokens(), acts[2].tokens()), (2, 1, 4));
+        assert_eq!(acts[1].host_bytes().unwrap(), &kept[..]);
+        for (i, (lo, hi)) in [(0, 2), (2, 6)].into_iter().enumerate() {
+            let mut one = dev.activations(fmts[2 * i], cols, 4).unwrap();
+            dev.quantize(&x[lo * cols..hi * cols], &mut one).unwrap();
+            assert_eq!(acts[2 * i].host_bytes().unwrap(), one.host_bytes().unwrap(), "{:?} job {}", fmts, 2 * i);
+        }
+    }
+    let mut acts: Vec<_> = (0..2).map(|_| dev.activations(Format::Q8_0, cols, 4).unwrap()).collect();
+    dev.quantize_grouped(&[], &[], &mut []).unwrap();
+    dev.quantize_grouped(&[], &[0, 0], &mut acts).unwrap();
+    let length = |e| matches!(e, Error::Shape(ShapeError::Length { .. }));
+    assert!(length(dev.quantize_grouped(&x[..3 * cols], &[1, 1], &mut acts).unwrap_err()));
+    assert!(length(dev.quantize_grouped(&x[..cols], &[1], &mut acts).unwrap_err()));
+    assert!(length(dev.quantize_grouped(&x[..cols], &[], &mut []).unwrap_err()));
+    assert!(matches!(
+        dev.quantize_grouped(&x[..6 * cols], &[1, 5], &mut acts),
+        Err(Error::Capacity { capacity: 4, got: 5 })
+    ));
+    let mut mixed =
+        vec![dev.activations(Format::Q8_0, cols, 4).unwrap(), dev.activations(Format::Q8_0, 64, 4).unwrap()];
+    assert!(matches!(
+        dev.quantize_grouped(&x[..cols + 64], &[1, 1], &mut mixed),
+        Err(Error::GroupCols { first: 256, other: 64 })
+    ));
+    assert!(matches!(other.quantize_grouped(&x[..cols], &[1, 0], &mut acts), Err(Error::WrongDevice { .. })));
+}
+
+#[test]
 fn imported_activations_reject_minus_128() {
     let dev = Device::cpu().unwrap();
     let mut acts = dev.activations(Format::Q8_0, 64, 2).unwrap();

@@ -116,6 +116,7 @@ pub struct StageTimes {
     pub combine: Duration,
     pub total: Duration,
     pub matmuls: u64,
+    /// Quantize calls (a grouped call counts once).
     pub quantizes: u64,
     pub calls: u64,
 }
@@ -149,7 +150,7 @@ impl std::fmt::Display for StageTimes {
         }
         write!(
             f,
-            "  {:<16} {:>10.3} ms  ({} matmuls, {} quantizes per run)",
+            "  {:<16} {:>10.3} ms  ({} matmuls, {} quantize calls per run)",
             "total",
             self.total.as_secs_f64() * 1e3 / n,
             self.matmuls / self.calls.max(1),
@@ -598,7 +599,7 @@ impl<'a> MoeLayer<'a> {
             w: vec![0.0; max_tokens * k],
             counts: vec![0; n + 1],
             order: vec![0; max_tokens * k],
-            xg: vec![0.0; max_tokens * ne],
+            xg: vec![0.0; group_rows * ne],
             gu: vec![0.0; 2 * group_rows * nf],
             yd: vec![0.0; group_rows * ne],
             yslot: vec![0.0; max_tokens * k * ne],
@@ -693,11 +694,12 @@ impl<'a> MoeLayer<'a> {
         self.group
     }
 
-    /// Every routed expert's FFN, into `yslot`, a group of experts at a time: each expert's
-    /// tokens gathered and quantized, one grouped call for the group's gate and up matmuls (two
-    /// where their formats differ), SiLU(gate) * up on the host, each expert's down input
-    /// quantized, one grouped call for the downs, the results scattered to their token slots.
-    /// The bits are those of one call per expert (every kernel is exact).
+    /// Every routed expert's FFN, into `yslot`, a group of experts at a time: the experts'
+    /// tokens gathered and quantized by one grouped call (two where the gate and up inputs'
+    /// formats differ), one grouped call for the group's gate and up matmuls (two where their
+    /// formats differ), SiLU(gate) * up on the host, the down inputs quantized by one grouped
+    /// call, one grouped call for the downs, the results scattered to their token slots. The
+    /// bits are those of one call per expert (every kernel is exact).
     fn experts_pass(&mut self, dev: &Device, x: &[f32], clock: &mut impl Clock) -> Result<(u64, u64), LayerError> {
         let (ne, nf, k, n) = (self.n_embd, self.n_ff, self.cfg.top_k, self.cfg.n_expert);
         let nt = x.len() / ne;
@@ -735,13 +737,14 @@ impl<'a> MoeLayer<'a> {
                 ..
             } = self;
             let span = |i: usize| (counts[batch[i]] as usize, counts[batch[i] + 1] as usize);
-            let mut rows = 0;
+            // Each expert's rows (its tokens), and those gathered for its own gate/up input.
+            let (mut tokens, mut gathered) = ([0usize; GROUP], [0usize; GROUP]);
             // Experts routed every token (their tokens in order: the counting sort keeps them
             // ascending) take the whole input, quantized once.
             let mut whole = [false; GROUP];
-            for (i, ag) in acts_gate.iter_mut().enumerate().take(b) {
+            for i in 0..b {
                 let (a, c) = span(i);
-                rows += c - a;
+                tokens[i] = c - a;
                 if c - a == nt {
                     debug_assert!(order[a..c].iter().enumerate().all(|(j, &ts)| ts as usize / k == j));
                     whole[i] = true;
@@ -754,20 +757,32 @@ impl<'a> MoeLayer<'a> {
                         }
                         all_quantized = true;
                     }
-                    continue;
+                } else {
+                    gathered[i] = c - a;
                 }
-                let xg = &mut xg[..(c - a) * ne];
+            }
+            let rows: usize = tokens[..b].iter().sum();
+            let grows: usize = gathered[..b].iter().sum();
+            if grows > 0 {
+                // The other experts' tokens gathered one expert after another, all quantized by
+                // one grouped call (the whole-input experts' buffers get 0 tokens: untouched).
+                let xg = &mut xg[..grows * ne];
                 clock.run(Stage::Gather, || {
-                    for (j, &ts) in order[a..c].iter().enumerate() {
-                        let tok = ts as usize / k;
-                        xg[j * ne..(j + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
+                    let mut r = 0;
+                    for i in (0..b).filter(|&i| !whole[i]) {
+                        let (a, c) = span(i);
+                        for &ts in &order[a..c] {
+                            let tok = ts as usize / k;
+                            xg[r * ne..(r + 1) * ne].copy_from_slice(&x[tok * ne..(tok + 1) * ne]);
+                            r += 1;
+                        }
                     }
                     Ok::<(), LayerError>(())
                 })?;
-                clock.run(Stage::Quantize, || dev.quantize(xg, ag))?;
+                clock.run(Stage::Quantize, || dev.quantize_grouped(xg, &gathered[..b], &mut acts_gate[..b]))?;
                 quantizes += 1;
                 if let Some(au) = acts_up {
-                    clock.run(Stage::Quantize, || dev.quantize(xg, &mut au[i]))?;
+                    clock.run(Stage::Quantize, || dev.quantize_grouped(xg, &gathered[..b], &mut au[..b]))?;
                     quantizes += 1;
                 }
             }
@@ -799,14 +814,8 @@ impl<'a> MoeLayer<'a> {
                 silu_mul(g, u);
                 Ok::<(), LayerError>(())
             })?;
-            let mut off = 0;
-            for (i, ad) in acts_down.iter_mut().enumerate().take(b) {
-                let (a, c) = span(i);
-                let g = &g[off * nf..(off + c - a) * nf];
-                clock.run(Stage::Quantize, || dev.quantize(g, ad))?;
-                quantizes += 1;
-                off += c - a;
-            }
+            clock.run(Stage::Quantize, || dev.quantize_grouped(g, &tokens[..b], &mut acts_down[..b]))?;
+            quantizes += 1;
             let jobs: [_; GROUP] =
                 std::array::from_fn(|i| (&experts[batch[i.min(b - 1)]].down, &acts_down[i.min(b - 1)]));
             let yd = &mut yd[..rows * ne];

@@ -1519,27 +1519,65 @@ impl WgpuBackend {
     /// Quantize `x` (`tokens x cols` f32) into `a` on the device, as ggml-cpu's x86
     /// `from_float`.
     pub fn quantize(&self, x: &[f32], a: &mut WgpuActs) -> Result<()> {
-        let _op = self.lock_op()?;
-        self.check_acts(a)?;
         if x.is_empty() || !x.len().is_multiple_of(a.cols) || x.len() / a.cols > a.capacity {
             return Err(
                 ShapeError::Length { what: "activations ([tokens][cols])", expected: a.cols, got: x.len() }.into()
             );
         }
-        let nblocks = (x.len() / a.format.block_elems()) as u32;
+        let nt = x.len() / a.cols;
+        self.quantize_grouped(x, &mut [(a, nt)])
+    }
+
+    /// Quantize into several buffers in one submission: `x` holds each job's `tokens` rows
+    /// (`[tokens][cols]`, every buffer `cols` wide), one job after the other; a job of 0
+    /// tokens leaves its buffer as it is. The bits are those of one [`WgpuBackend::quantize`]
+    /// a job.
+    pub fn quantize_grouped(&self, x: &[f32], jobs: &mut [(&mut WgpuActs, usize)]) -> Result<()> {
+        let _op = self.lock_op()?;
+        let mut elems = 0usize;
+        for (a, nt) in jobs.iter() {
+            self.check_acts(a)?;
+            let cols = jobs[0].0.cols;
+            if a.cols != cols {
+                return Err(WgpuError::Unsupported(format!(
+                    "grouped quantize: buffers of {} and {cols} columns in one call",
+                    a.cols
+                )));
+            }
+            if *nt > a.capacity {
+                return Err(WgpuError::Unsupported(format!(
+                    "{nt} tokens exceed the activation buffer's capacity of {}",
+                    a.capacity
+                )));
+            }
+            elems = elems.checked_add(nt * cols).ok_or(ShapeError::Overflow)?;
+        }
+        if x.len() != elems {
+            return Err(ShapeError::Length { what: "grouped quantize input", expected: elems, got: x.len() }.into());
+        }
+        if elems == 0 {
+            return Ok(());
+        }
         let t = self.tuning();
-        let pipe = self.pipeline(Kernel::Quant(a.format, t.native_fma, t.checks))?;
-        let (gx, gy) = grid(nblocks.div_ceil(64));
-        let nbr = (a.cols / a.format.block_elems()) as u32;
-        let p = [nblocks, gx, 0, nbr, a.row_words as u32];
-        self.queue.write_buffer(&a.qparams, 0, bytemuck::cast_slice(&p));
-        self.queue.write_buffer(&a.xin, 0, bytemuck::cast_slice(x));
         let mut enc = self.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipe);
-            pass.set_bind_group(0, &a.qgroup, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
+            let mut off = 0;
+            for (a, nt) in jobs.iter().filter(|j| j.1 > 0) {
+                let n = nt * a.cols;
+                let nblocks = (n / a.format.block_elems()) as u32;
+                let pipe = self.pipeline(Kernel::Quant(a.format, t.native_fma, t.checks))?;
+                let (gx, gy) = grid(nblocks.div_ceil(64));
+                let nbr = (a.cols / a.format.block_elems()) as u32;
+                let p = [nblocks, gx, 0, nbr, a.row_words as u32];
+                // (staged by the queue, applied before the submission below; each job's own buffers)
+                self.queue.write_buffer(&a.qparams, 0, bytemuck::cast_slice(&p));
+                self.queue.write_buffer(&a.xin, 0, bytemuck::cast_slice(&x[off..off + n]));
+                pass.set_pipeline(&pipe);
+                pass.set_bind_group(0, &a.qgroup, &[]);
+                pass.dispatch_workgroups(gx, gy, 1);
+                off += n;
+            }
         }
         self.queue.submit([enc.finish()]);
         self.check_errors()

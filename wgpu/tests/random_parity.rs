@@ -440,3 +440,45 @@ fn coop_native_needs_the_tiles() {
         }
     }
 }
+
+/// One grouped quantize (one submission) gives each buffer the reference's bytes, leaves a
+/// buffer of 0 tokens as it was, and refuses mixed widths and a wrong input length.
+#[test]
+fn grouped_quantize_is_the_reference() {
+    let Some(be) = common::backend() else { return };
+    let mut rng = Rng::new(0x960);
+    for act in [Format::Q8_0, Format::Q8_1, Format::Q8_K] {
+        let cols = 2 * act.block_elems();
+        let arb = act.row_bytes(cols).unwrap();
+        let tokens = [2usize, 0, 3, 1];
+        let x = floats(&mut rng, Dist::ALL[act as usize % Dist::ALL.len()], tokens.iter().sum::<usize>() * cols);
+        let mut bufs: Vec<_> = (0..tokens.len()).map(|_| be.alloc_acts(act, cols, 4).unwrap()).collect();
+        // the 0-token buffer holds one earlier token
+        let earlier = floats(&mut rng, Dist::ALL[0], cols);
+        be.quantize(&earlier, &mut bufs[1]).unwrap();
+        let mut jobs: Vec<_> = bufs.iter_mut().zip(tokens).collect();
+        be.quantize_grouped(&x, &mut jobs).unwrap();
+        let mut off = 0;
+        for (i, &nt) in tokens.iter().enumerate() {
+            let (src, n) = if nt == 0 { (&earlier[..], 1) } else { (&x[off * cols..(off + nt) * cols], nt) };
+            let mut want = vec![0u8; n * arb];
+            for (xr, qr) in src.chunks_exact(cols).zip(want.chunks_exact_mut(arb)) {
+                reference::quantize_row(act, xr, qr).unwrap();
+            }
+            let mut got = vec![0u8; n * arb];
+            be.read_acts(&bufs[i], n, &mut got).unwrap();
+            if let Err(m) = bytes_equal(&format!("grouped quantize {act} job {i}"), act.block_bytes(), &want, &got) {
+                panic!("{m}");
+            }
+            off += nt;
+        }
+        let mut narrow = be.alloc_acts(act, cols / 2, 4).unwrap();
+        let (a, b) = bufs.split_at_mut(1);
+        let mut jobs = [(&mut a[0], 1), (&mut narrow, 1)];
+        assert!(be.quantize_grouped(&x[..cols + cols / 2], &mut jobs).is_err());
+        let mut jobs = [(&mut a[0], 1), (&mut b[0], 1)];
+        assert!(be.quantize_grouped(&x[..cols], &mut jobs).is_err());
+        let mut jobs = [(&mut a[0], 5)];
+        assert!(be.quantize_grouped(&x[..5 * cols], &mut jobs).is_err());
+    }
+}
