@@ -170,6 +170,9 @@ const SLOT: u64 = 256;
 
 /// Parameter slots in the ring (dispatches per submission).
 const SLOTS: u64 = 256;
+/// The most jobs a grouped run writes into a readback buffer each (with direct output): more
+/// share one output buffer, as without direct output.
+const APART_JOBS: usize = 32;
 
 /// Everything that can go wrong in this backend.
 #[derive(Debug, thiserror::Error)]
@@ -1767,6 +1770,9 @@ impl WgpuBackend {
     ) -> Result<()> {
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
+        if self.direct_out && (2..=APART_JOBS).contains(&jobs.len()) {
+            return self.grouped_run_apart(&mut sc, jobs, plan, out);
+        }
         let mut pipes = Vec::with_capacity(jobs.len());
         sc.staging.clear();
         let mut off = 0usize;
@@ -1795,6 +1801,71 @@ impl WgpuBackend {
         self.queue.submit([enc.finish()]);
         let src = if self.direct_out { &sc.out } else { &sc.read };
         self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
+    }
+
+    /// [`WgpuBackend::grouped_run`] with direct output (runs of up to [`APART_JOBS`] jobs):
+    /// each job writes its own readback buffer (`sc.reads[k]`), so that no two jobs'
+    /// dispatches write one buffer. wgpu puts a barrier between two dispatches that write the
+    /// same storage buffer, which on Vulkan waits for all earlier dispatches: into one output,
+    /// a group's small matmuls run one at a time.
+    fn grouped_run_apart(
+        &self,
+        sc: &mut Scratch,
+        jobs: &[(&WgpuWeights, &WgpuActs, usize)],
+        plan: &[(Vec<Job>, Tuning)],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let need = jobs.iter().map(|&(w, _, t)| (t * w.rows * 4) as u64).max().unwrap_or(0);
+        self.ensure_reads(sc, jobs.len(), need)?;
+        let mut pipes = Vec::with_capacity(jobs.len());
+        sc.staging.clear();
+        for (&(w, a, _), (djobs, tune)) in jobs.iter().zip(plan) {
+            let wr = wg_rows(w.format, *tune);
+            push_params(&mut sc.staging, w, a, djobs, wr, 0);
+            pipes.push((self.matmul_pipes(w.format, djobs, *tune)?, wr));
+        }
+        self.queue.write_buffer(&sc.params, 0, &sc.staging);
+        sc.written.clear();
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            let mut slot0 = 0;
+            for (k, ((&(w, a, _), (djobs, _)), (jp, wr))) in jobs.iter().zip(plan).zip(&pipes).enumerate() {
+                let group = sc.reads[k].1.as_ref().expect("direct output: a bind group a buffer");
+                pass.set_bind_group(1, &a.group, &[]);
+                self.dispatch_jobs(&mut pass, group, w, djobs, slot0, jp, *wr);
+                slot0 += djobs.len();
+            }
+        }
+        self.queue.submit([enc.finish()]);
+        let lens: Vec<u64> = jobs.iter().map(|&(w, _, t)| (t * w.rows * 4) as u64).collect();
+        let done: Vec<_> = sc.reads.iter().zip(&lens).map(|((read, _), &n)| map_read(read, 0..n)).collect();
+        // Every job's buffer is unmapped before returning, whatever fails.
+        let mut result = Ok(());
+        let mut off = 0;
+        for (k, &n) in lens.iter().enumerate() {
+            let read = &sc.reads[k].0;
+            if result.is_ok() {
+                result = self.wait_done(&done[k]);
+            }
+            if !map_ok(&done[k]).unwrap_or(false) {
+                if result.is_ok() {
+                    result = Err(WgpuError::Gpu("mapping a grouped job's output failed".into()));
+                }
+                continue;
+            }
+            let m = n as usize / 4;
+            if result.is_ok() {
+                match read.get_mapped_range(0..n) {
+                    Ok(view) => self.copy_out(&mut [(&view[..], &mut out[off..off + m])]),
+                    Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
+                }
+            }
+            read.unmap();
+            off += m;
+        }
+        self.check_errors()?;
+        result
     }
 
     /// What a matmul of `tokens` tokens of `a` with `w` into `out_len` floats needs: both of
@@ -1991,29 +2062,7 @@ impl WgpuBackend {
             return Ok(None);
         }
         let pipes = self.matmul_pipes(w.format, &all, tune)?;
-        let need = (tokens * per * 4) as u64;
-        if sc.reads.len() < ranges.len() || sc.read_cap < need {
-            let cap = need.max(sc.read_cap);
-            let usage = if direct {
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE
-            } else {
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST
-            };
-            sc.reads = (0..ranges.len().max(sc.reads.len()))
-                .map(|_| {
-                    let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("qkern readback chunk"),
-                        size: cap + PAD,
-                        usage,
-                        mapped_at_creation: false,
-                    });
-                    let group = direct.then(|| out_group(&self.device, &self.layouts, &buf, &sc.params));
-                    (buf, group)
-                })
-                .collect();
-            sc.read_cap = cap;
-            self.check_errors()?;
-        }
+        self.ensure_reads(sc, ranges.len(), (tokens * per * 4) as u64)?;
         self.stage_params(sc, w, a, &all, wr, true);
         let mut done: Vec<Arc<Mutex<Option<bool>>>> = Vec::with_capacity(ranges.len());
         let mut slot0 = 0;
@@ -2068,6 +2117,35 @@ impl WgpuBackend {
         }
         self.check_errors()?;
         result
+    }
+
+    /// At least `count` readback buffers of `need` bytes or more in `sc.reads` (with direct
+    /// output, each with its bind group as an output).
+    fn ensure_reads(&self, sc: &mut Scratch, count: usize, need: u64) -> Result<()> {
+        if sc.reads.len() >= count && sc.read_cap >= need {
+            return Ok(());
+        }
+        let direct = self.direct_out;
+        let cap = need.max(sc.read_cap);
+        let usage = if direct {
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE
+        } else {
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST
+        };
+        sc.reads = (0..count.max(sc.reads.len()))
+            .map(|_| {
+                let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("qkern readback chunk"),
+                    size: cap + PAD,
+                    usage,
+                    mapped_at_creation: false,
+                });
+                let group = direct.then(|| out_group(&self.device, &self.layouts, &buf, &sc.params));
+                (buf, group)
+            })
+            .collect();
+        sc.read_cap = cap;
+        self.check_errors()
     }
 
     /// The copy-out call path of [`WgpuBackend::matmul`] run one phase at a time, each waited

@@ -121,7 +121,16 @@ fn grouped_bits() {
         (Format::Q5_1, 5, 64, 11),
         (Format::Q8_0, 64, 96, 2),
     ];
-    for b in [common::backend(), common::backend_fallback_split()].into_iter().flatten() {
+    let backends: Vec<_> = [common::backend(), common::backend_fallback_split(), common::backend_chunked_direct()]
+        .into_iter()
+        .flatten()
+        .collect();
+    // Both grouped paths: one output buffer (copy-out backends), a buffer a job (direct output).
+    if !backends.is_empty() {
+        assert!(backends.iter().any(|b| b.name().contains("direct out")), "no backend with direct output");
+    }
+    for b in backends {
+        eprintln!("grouped bits on {}", b.name());
         grouped_matches_matmul(b, 1, &mixed);
         grouped_matches_matmul(b, 2, &[(Format::Q8_0, 16, 64, 20); 40]);
         grouped_matches_matmul(b, 3, &[(Format::IQ4_NL, 8, 64, 64); 40]);
