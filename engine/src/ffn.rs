@@ -368,27 +368,84 @@ pub fn exp_f32(x: f32) -> f32 {
     f32::from_bits((p.to_bits() as i32).wrapping_add(ni.wrapping_shl(23)) as u32)
 }
 
-/// SiLU(g) * u in place into `g`: `g / (1 + exp_f32(-g)) * u`.
+/// SiLU(g) * u in place into `g`: `g / (1 + exp_f32(-g)) * u`. Where the CPU has AVX2
+/// (detected at run time, cached by std) the same loop compiled for it: element by element the
+/// same operations, so the same bits, 8 lanes at a time.
 pub fn silu_mul(g: &mut [f32], u: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected just above.
+        return unsafe { silu_mul_avx2(g, u) };
+    }
+    silu_mul_body(g, u);
+}
+
+#[inline(always)]
+fn silu_mul_body(g: &mut [f32], u: &[f32]) {
     for (x, &y) in g.iter_mut().zip(u) {
         *x = *x / (1.0 + exp_f32(-*x)) * y;
     }
 }
 
-/// The `k` largest of `score` (ties to the lower index; NaN ranks lowest) into `sel`.
+/// [`silu_mul`] 8 elements at a time in AVX2 registers: [`exp_f32`]'s operations in its order
+/// (a multiply then an add, never fused; the clamp as `max(lo, x)` then `min(hi, x)`, which
+/// keep a NaN `x` as the scalar clamp does), then the scalar loop for the tail.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn silu_mul_avx2(g: &mut [f32], u: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = g.len().min(u.len());
+    let c = |v: f32| _mm256_set1_ps(v);
+    let (lo, hi, log2e, magic) = (c(-86.0), c(88.0), c(std::f32::consts::LOG2_E), c(12_582_912.0));
+    let (ln2_hi, ln2_lo, one) = (c(0.693_145_75), c(1.428_606_8e-6), c(1.0));
+    let k = [c(1.0 / 720.0), c(1.0 / 120.0), c(1.0 / 24.0), c(1.0 / 6.0), c(0.5), one, one];
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY (the loads and the store): i + 8 <= n <= both slices' lengths.
+        let (gv, uv) = unsafe { (_mm256_loadu_ps(g.as_ptr().add(i)), _mm256_loadu_ps(u.as_ptr().add(i))) };
+        // -g (a sign flip, as the scalar negation), clamped
+        let x = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_xor_ps(gv, c(-0.0))));
+        let z = _mm256_add_ps(_mm256_mul_ps(x, log2e), magic);
+        let nn = _mm256_sub_ps(z, magic);
+        let r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(nn, ln2_hi)), _mm256_mul_ps(nn, ln2_lo));
+        // 1 + r * (1 + r * (0.5 + r * (1/6 + r * (1/24 + r * (1/120 + r * (1/720))))))
+        let mut p = k[0];
+        for kk in &k[1..] {
+            p = _mm256_add_ps(*kk, _mm256_mul_ps(r, p));
+        }
+        let ni = _mm256_sub_epi32(_mm256_castps_si256(z), _mm256_castps_si256(magic));
+        let e = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32::<23>(ni)));
+        let y = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), uv);
+        unsafe { _mm256_storeu_ps(g.as_mut_ptr().add(i), y) };
+        i += 8;
+    }
+    silu_mul_body(&mut g[i..n], &u[i..n]);
+}
+
+/// The `k` largest of `score` (ties to the lower index; NaN ranks lowest) into `sel`, largest
+/// first. One pass: each score goes into the sorted list kept in `sel` after every entry it
+/// does not beat (the entries before it have lower indices), if it makes the first `k`.
 pub fn top_k(score: &[f32], sel: &mut [u32]) {
     let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
-    for s in 0..sel.len() {
-        let mut best = usize::MAX;
-        for (e, &v) in score.iter().enumerate() {
-            if sel[..s].contains(&(e as u32)) {
-                continue;
-            }
-            if best == usize::MAX || key(v) > key(score[best]) {
-                best = e;
-            }
+    let k = sel.len().min(score.len());
+    let mut len = 0;
+    for (e, &v) in score.iter().enumerate() {
+        let kv = key(v);
+        // The place of `e`: after every kept entry whose key is >= its own.
+        let mut at = len;
+        while at > 0 && key(score[sel[at - 1] as usize]) < kv {
+            at -= 1;
         }
-        sel[s] = best as u32;
+        if at >= k {
+            continue;
+        }
+        let end = (len + 1).min(k);
+        sel.copy_within(at..end - 1, at + 1);
+        sel[at] = e as u32;
+        len = end;
     }
 }
 
@@ -1276,6 +1333,67 @@ mod tests {
         assert_eq!(sel, [1, 2, 4]);
         top_k(&[f32::NAN, f32::NAN, 1.0], &mut sel);
         assert_eq!(sel[0], 2);
+    }
+
+    /// The one-pass top-k against the plain definition (for each slot, the lowest-index
+    /// maximum not yet taken), on scores with many ties, NaNs and infinities.
+    #[test]
+    fn top_k_is_the_definition() {
+        let plain = |score: &[f32], sel: &mut [u32]| {
+            let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+            for s in 0..sel.len() {
+                let mut best = usize::MAX;
+                for (e, &v) in score.iter().enumerate() {
+                    if !sel[..s].contains(&(e as u32)) && (best == usize::MAX || key(v) > key(score[best])) {
+                        best = e;
+                    }
+                }
+                sel[s] = best as u32;
+            }
+        };
+        let vals = [0.0f32, -0.0, 0.5, 0.25, 1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -3.0];
+        let mut st = 0x9E37_79B9_7F4A_7C15u64;
+        for trial in 0..3000 {
+            let n = 1 + trial % 40;
+            let score: Vec<f32> = (0..n)
+                .map(|_| {
+                    st = st.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    vals[(st >> 33) as usize % if trial % 2 == 0 { vals.len() } else { 3 }]
+                })
+                .collect();
+            let k = 1 + (trial / 40) % n;
+            let (mut a, mut b) = (vec![0u32; k], vec![0u32; k]);
+            plain(&score, &mut a);
+            top_k(&score, &mut b);
+            assert_eq!(a, b, "{score:?} k {k}");
+        }
+    }
+
+    /// `silu_mul` (AVX2 where the CPU has it) gives the scalar formula's bits for every
+    /// element, at every length (the 8-lane body and the tail), on specials and random bits.
+    #[test]
+    fn silu_mul_is_the_scalar_formula() {
+        let mut st = 7u64;
+        let mut g: Vec<f32> = (0..4099)
+            .map(|i| {
+                st = st.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                if i % 3 == 0 { f32::from_bits((st >> 32) as u32) } else { ((st >> 40) as f32 - 8e6) / 1e5 }
+            })
+            .collect();
+        let specials =
+            [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e-40, -1e-40, 86.0, -86.5, 88.5, 1e30];
+        for (i, v) in specials.into_iter().enumerate() {
+            g[5 * i] = v;
+        }
+        let u: Vec<f32> = (0..g.len()).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        for len in [0usize, 1, 7, 8, 9, 64, 1000, 4099] {
+            let want: Vec<f32> = g[..len].iter().zip(&u).map(|(&x, &y)| x / (1.0 + exp_f32(-x)) * y).collect();
+            let mut got = g[..len].to_vec();
+            silu_mul(&mut got, &u[..len]);
+            for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                assert!(a.to_bits() == b.to_bits(), "len {len} element {i} ({:e}): {a:e} vs {b:e}", g[i]);
+            }
+        }
     }
 
     #[test]
