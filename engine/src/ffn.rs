@@ -526,9 +526,10 @@ pub struct MoeLayer<'a> {
     xg: Vec<f32>,
     /// A group's gate results, then its up results (`[rows][n_ff]` each, experts in order).
     gu: Vec<f32>,
-    /// A group's down results (`[rows][n_embd]`, experts in order).
+    /// Every group's down results (`[rows][n_embd]`, a group after the one before, experts in
+    /// order within a group); `slot_row[token * k + s]`: the row of token's slot s.
     yd: Vec<f32>,
-    yslot: Vec<f32>,
+    slot_row: Vec<u32>,
     /// Experts per grouped call ([`MoeLayer::group`]), and the experts of the current group.
     group: usize,
     batch: [usize; GROUP],
@@ -658,8 +659,8 @@ impl<'a> MoeLayer<'a> {
             order: vec![0; max_tokens * k],
             xg: vec![0.0; group_rows * ne],
             gu: vec![0.0; 2 * group_rows * nf],
-            yd: vec![0.0; group_rows * ne],
-            yslot: vec![0.0; max_tokens * k * ne],
+            yd: vec![0.0; max_tokens * k * ne],
+            slot_row: vec![0; max_tokens * k],
             group,
             batch: [0; GROUP],
             acts_gate,
@@ -751,11 +752,11 @@ impl<'a> MoeLayer<'a> {
         self.group
     }
 
-    /// Every routed expert's FFN, into `yslot`, a group of experts at a time: the experts'
+    /// Every routed expert's FFN, into `yd`, a group of experts at a time: the experts'
     /// tokens gathered and quantized by one grouped call (two where the gate and up inputs'
     /// formats differ), one grouped call for the group's gate and up matmuls (two where their
     /// formats differ), SiLU(gate) * up on the host, the down inputs quantized by one grouped
-    /// call, one grouped call for the downs, the results scattered to their token slots. The
+    /// call, one grouped call for the downs, each result's row noted in its token slot. The
     /// bits are those of one call per expert (every kernel is exact).
     fn experts_pass(&mut self, dev: &Device, x: &[f32], clock: &mut impl Clock) -> Result<(u64, u64), LayerError> {
         let (ne, nf, k, n) = (self.n_embd, self.n_ff, self.cfg.top_k, self.cfg.n_expert);
@@ -763,7 +764,7 @@ impl<'a> MoeLayer<'a> {
         let fused = self.formats[1] == self.formats[2];
         let (mut matmuls, mut quantizes) = (0u64, 0u64);
         let mut all_quantized = false;
-        let mut next = 0;
+        let (mut next, mut row0) = (0, 0);
         loop {
             // The group: the next experts with tokens, in expert order.
             let mut b = 0;
@@ -784,7 +785,7 @@ impl<'a> MoeLayer<'a> {
                 xg,
                 gu,
                 yd,
-                yslot,
+                slot_row,
                 batch,
                 acts_gate,
                 acts_up,
@@ -875,21 +876,21 @@ impl<'a> MoeLayer<'a> {
             quantizes += 1;
             let jobs: [_; GROUP] =
                 std::array::from_fn(|i| (&experts[batch[i.min(b - 1)]].down, &acts_down[i.min(b - 1)]));
-            let yd = &mut yd[..rows * ne];
+            let yd = &mut yd[row0 * ne..(row0 + rows) * ne];
             clock.run(Stage::Down, || dev.matmul_grouped(&jobs[..b], yd))?;
             matmuls += b as u64;
             clock.run(Stage::Combine, || {
-                let mut off = 0;
+                let mut r = row0;
                 for i in 0..b {
                     let (a, c) = span(i);
-                    for (j, &ts) in order[a..c].iter().enumerate() {
-                        let (ts, r) = (ts as usize, off + j);
-                        yslot[ts * ne..(ts + 1) * ne].copy_from_slice(&yd[r * ne..(r + 1) * ne]);
+                    for &ts in &order[a..c] {
+                        slot_row[ts as usize] = r as u32;
+                        r += 1;
                     }
-                    off += c - a;
                 }
                 Ok::<(), LayerError>(())
             })?;
+            row0 += rows;
         }
     }
 
@@ -911,13 +912,15 @@ impl<'a> MoeLayer<'a> {
         let t = Instant::now();
         for (tok, o) in out.chunks_exact_mut(ne).enumerate() {
             let w = &self.w[tok * k..(tok + 1) * k];
-            let y0 = &self.yslot[tok * k * ne..(tok * k + 1) * ne];
-            for (oi, &yi) in o.iter_mut().zip(y0) {
+            let row = |s: usize| {
+                let r = self.slot_row[tok * k + s] as usize;
+                &self.yd[r * ne..(r + 1) * ne]
+            };
+            for (oi, &yi) in o.iter_mut().zip(row(0)) {
                 *oi = yi * w[0];
             }
             for (s, &ws) in w.iter().enumerate().skip(1) {
-                let ys = &self.yslot[(tok * k + s) * ne..(tok * k + s + 1) * ne];
-                for (oi, &yi) in o.iter_mut().zip(ys) {
+                for (oi, &yi) in o.iter_mut().zip(row(s)) {
                     *oi += yi * ws;
                 }
             }
