@@ -568,28 +568,20 @@ impl Device {
         match &self.inner {
             #[cfg(feature = "cuda")]
             Inner::Cuda(c) => {
-                let mut v = acts
-                    .iter_mut()
-                    .zip(tokens)
-                    .map(|(a, &nt)| match &mut a.storage {
-                        ActStorage::Cuda(ab) => Ok((ab, nt)),
-                        #[allow(unreachable_patterns)]
-                        _ => Err(self.mixed()),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let mut v = self.backend_acts(acts, tokens, |a| match a {
+                    ActStorage::Cuda(ab) => Some(ab),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                })?;
                 c.quantize_grouped(x, &mut v).map_err(gpu_err!("cuda"))?;
             }
             #[cfg(feature = "wgpu")]
             Inner::Wgpu(c) => {
-                let mut v = acts
-                    .iter_mut()
-                    .zip(tokens)
-                    .map(|(a, &nt)| match &mut a.storage {
-                        ActStorage::Wgpu(ab) => Ok((ab, nt)),
-                        #[allow(unreachable_patterns)]
-                        _ => Err(self.mixed()),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let mut v = self.backend_acts(acts, tokens, |a| match a {
+                    ActStorage::Wgpu(ab) => Some(ab),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                })?;
                 c.quantize_grouped(x, &mut v).map_err(gpu_err!("wgpu"))?;
             }
             Inner::Cpu(_) => {
@@ -771,6 +763,21 @@ impl Device {
     ) -> Result<Vec<(&'j W, &'j A, usize)>> {
         jobs.iter()
             .map(|(w, a)| pick(&w.storage, &a.storage).map(|(wb, ab)| (wb, ab, a.tokens)).ok_or_else(|| self.mixed()))
+            .collect()
+    }
+
+    /// The backend's buffer of each activation buffer, with its token count (`pick`: `None`
+    /// where a buffer is another backend's, a mixed-device error).
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    fn backend_acts<'j, A>(
+        &self,
+        acts: &'j mut [Activations],
+        tokens: &[usize],
+        pick: impl Fn(&'j mut ActStorage) -> Option<&'j mut A>,
+    ) -> Result<Vec<(&'j mut A, usize)>> {
+        acts.iter_mut()
+            .zip(tokens)
+            .map(|(a, &nt)| pick(&mut a.storage).map(|ab| (ab, nt)).ok_or_else(|| self.mixed()))
             .collect()
     }
 
