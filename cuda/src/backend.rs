@@ -913,9 +913,9 @@ impl CudaBackend {
     pub fn quantize_grouped(&self, x: &[f32], jobs: &mut [(&mut CudaActs, usize)]) -> Result<()> {
         // Validate everything before anything is queued.
         let mut elems = 0usize;
+        let cols = jobs.first().map_or(0, |j| j.0.layout.cols);
         for (a, t) in jobs.iter() {
             self.check("activation buffer", &**a)?;
-            let cols = jobs[0].0.layout.cols;
             if a.layout.cols != cols {
                 return Err(invalid(format!(
                     "grouped quantize: buffers of {} and {cols} columns in one call",

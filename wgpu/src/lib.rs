@@ -1538,9 +1538,9 @@ impl WgpuBackend {
     pub fn quantize_grouped(&self, x: &[f32], jobs: &mut [(&mut WgpuActs, usize)]) -> Result<()> {
         let _op = self.lock_op()?;
         let mut elems = 0usize;
+        let cols = jobs.first().map_or(0, |j| j.0.cols);
         for (a, nt) in jobs.iter() {
             self.check_acts(a)?;
-            let cols = jobs[0].0.cols;
             if a.cols != cols {
                 return Err(WgpuError::Unsupported(format!(
                     "grouped quantize: buffers of {} and {cols} columns in one call",
