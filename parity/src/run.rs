@@ -12,7 +12,9 @@
 //!   cannot hide or cause a dot mismatch), `matmul`, compare with ggml's `vec_dot`
 //!   (counted per output value); the same into a device output (`matmul_into`), and, per
 //!   file, every case of one width again in one `matmul_grouped` call (a value counts as equal
-//!   only where it is equal every way).
+//!   only where it is equal every way); likewise every case's activations of one width
+//!   quantized again by one `quantize_grouped` call (a block counts as equal only where both
+//!   quantizes give ggml's bytes).
 //!
 //! Nothing here catches a panic: a kernel that panics on valid input is a bug, and the test
 //! that runs it should fail loudly. API errors are returned as `qkern::Error`.
@@ -291,6 +293,13 @@ pub fn run_file(dev: &Device, file: &VectorFile) -> qkern::Result<Report> {
             }
         }
     }
+    for (i, m) in grouped_quants(dev, file)? {
+        let l = lines.iter_mut().find(|l| l.nt == file.cases[i].nt).expect("a line for every case's NT");
+        l.quant.equal = l.quant.equal.saturating_sub(m.differing);
+        if !l.first.iter().any(|(o, _, _)| *o == Op::Quant) {
+            l.first.push((Op::Quant, i, m));
+        }
+    }
     for (i, m) in grouped_dots(dev, file)? {
         let l = lines.iter_mut().find(|l| l.nt == file.cases[i].nt).expect("a line for every case's NT");
         l.dot.equal = l.dot.equal.saturating_sub(m.differing);
@@ -303,6 +312,39 @@ pub fn run_file(dev: &Device, file: &VectorFile) -> qkern::Result<Report> {
         l.first.sort_by_key(|(op, _, _)| *op);
     }
     Ok(Report { lines })
+}
+
+/// Every case's activations of `file` quantized again, all cases of one width by one
+/// `quantize_grouped` call (on CUDA one copy and one launch per 16 buffers): the mismatches of
+/// each case's buffer against ggml's bytes.
+fn grouped_quants(dev: &Device, file: &VectorFile) -> qkern::Result<Vec<(usize, Mismatch)>> {
+    let (fmt, act) = (file.header.format, file.header.act);
+    let mut widths: Vec<usize> = file.cases.iter().map(|c| c.cols).collect();
+    widths.sort_unstable();
+    widths.dedup();
+    let mut bad = Vec::new();
+    for cols in widths {
+        let idx: Vec<usize> = (0..file.cases.len()).filter(|&i| file.cases[i].cols == cols).collect();
+        let mut acts =
+            idx.iter().map(|&i| dev.activations(act, cols, file.cases[i].nt)).collect::<qkern::Result<Vec<_>>>()?;
+        let tokens: Vec<usize> = idx.iter().map(|&i| file.cases[i].nt).collect();
+        let x: Vec<f32> = idx.iter().flat_map(|&i| file.cases[i].act_f32.iter().copied()).collect();
+        dev.quantize_grouped(&x, &tokens, &mut acts)?;
+        for (&i, a) in idx.iter().zip(&acts) {
+            let c = &file.cases[i];
+            let mut q = vec![0u8; c.act_q.len()];
+            dev.read_activations(a, &mut q)?;
+            let what = format!(
+                "quantize {act} in a grouped call of {} cases, for {fmt} case {i} ({})",
+                idx.len(),
+                c.describe()
+            );
+            if let (_, Some(m)) = compare_blocks(&what, act, c, &q) {
+                bad.push((i, m));
+            }
+        }
+    }
+    Ok(bad)
 }
 
 /// Every case of `file` again, all cases of one width in one `matmul_grouped` call (jobs of
