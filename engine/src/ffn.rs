@@ -795,17 +795,15 @@ impl<'a> MoeLayer<'a> {
                 ..
             } = self;
             let span = |i: usize| (counts[batch[i]] as usize, counts[batch[i] + 1] as usize);
-            // Each expert's rows (its tokens), and those gathered for its own gate/up input.
+            // Each expert's rows (its tokens), and those gathered for its own gate/up input: none
+            // for the experts routed every token (their tokens in order: the counting sort keeps
+            // them ascending), which take the whole input, quantized once.
             let (mut tokens, mut gathered) = ([0usize; GROUP], [0usize; GROUP]);
-            // Experts routed every token (their tokens in order: the counting sort keeps them
-            // ascending) take the whole input, quantized once.
-            let mut whole = [false; GROUP];
             for i in 0..b {
                 let (a, c) = span(i);
                 tokens[i] = c - a;
                 if c - a == nt {
                     debug_assert!(order[a..c].iter().enumerate().all(|(j, &ts)| ts as usize / k == j));
-                    whole[i] = true;
                     if !all_quantized {
                         clock.run(Stage::Quantize, || dev.quantize(x, acts_all))?;
                         quantizes += 1;
@@ -819,6 +817,7 @@ impl<'a> MoeLayer<'a> {
                     gathered[i] = c - a;
                 }
             }
+            let whole = |i: usize| gathered[i] == 0;
             let rows: usize = tokens[..b].iter().sum();
             let grows: usize = gathered[..b].iter().sum();
             if grows > 0 {
@@ -827,7 +826,7 @@ impl<'a> MoeLayer<'a> {
                 let xg = &mut xg[..grows * ne];
                 clock.run(Stage::Gather, || {
                     let mut r = 0;
-                    for i in (0..b).filter(|&i| !whole[i]) {
+                    for i in (0..b).filter(|&i| !whole(i)) {
                         let (a, c) = span(i);
                         for &ts in &order[a..c] {
                             let tok = ts as usize / k;
@@ -850,11 +849,11 @@ impl<'a> MoeLayer<'a> {
             // The jobs in fixed arrays (no allocation), entries past the group's unused.
             let gate = |i: usize| {
                 let i = i.min(b - 1);
-                (&experts[batch[i]].gate, if whole[i] { &*acts_all } else { &ag[i] })
+                (&experts[batch[i]].gate, if whole(i) { &*acts_all } else { &ag[i] })
             };
             let up = |i: usize| {
                 let i = i.min(b - 1);
-                (&experts[batch[i]].up, if whole[i] { all_up } else { &au[i] })
+                (&experts[batch[i]].up, if whole(i) { all_up } else { &au[i] })
             };
             if fused {
                 let jobs: [_; 2 * GROUP] = std::array::from_fn(|j| if j < b { gate(j) } else { up(j - b) });

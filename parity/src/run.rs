@@ -293,18 +293,13 @@ pub fn run_file(dev: &Device, file: &VectorFile) -> qkern::Result<Report> {
             }
         }
     }
-    for (i, m) in grouped_quants(dev, file)? {
+    let quants = grouped_quants(dev, file)?.into_iter().map(|(i, m)| (Op::Quant, i, m));
+    for (op, i, m) in quants.chain(grouped_dots(dev, file)?.into_iter().map(|(i, m)| (Op::Dot, i, m))) {
         let l = lines.iter_mut().find(|l| l.nt == file.cases[i].nt).expect("a line for every case's NT");
-        l.quant.equal = l.quant.equal.saturating_sub(m.differing);
-        if !l.first.iter().any(|(o, _, _)| *o == Op::Quant) {
-            l.first.push((Op::Quant, i, m));
-        }
-    }
-    for (i, m) in grouped_dots(dev, file)? {
-        let l = lines.iter_mut().find(|l| l.nt == file.cases[i].nt).expect("a line for every case's NT");
-        l.dot.equal = l.dot.equal.saturating_sub(m.differing);
-        if !l.first.iter().any(|(o, _, _)| *o == Op::Dot) {
-            l.first.push((Op::Dot, i, m));
+        let t = if op == Op::Quant { &mut l.quant } else { &mut l.dot };
+        t.equal = t.equal.saturating_sub(m.differing);
+        if !l.first.iter().any(|(o, _, _)| *o == op) {
+            l.first.push((op, i, m));
         }
     }
     lines.sort_by_key(|l| l.nt);
@@ -314,17 +309,24 @@ pub fn run_file(dev: &Device, file: &VectorFile) -> qkern::Result<Report> {
     Ok(Report { lines })
 }
 
+/// The case indices of `file` of each width (widths ascending).
+fn cases_by_width(file: &VectorFile) -> Vec<(usize, Vec<usize>)> {
+    let mut widths: Vec<usize> = file.cases.iter().map(|c| c.cols).collect();
+    widths.sort_unstable();
+    widths.dedup();
+    widths
+        .into_iter()
+        .map(|cols| (cols, (0..file.cases.len()).filter(|&i| file.cases[i].cols == cols).collect()))
+        .collect()
+}
+
 /// Every case's activations of `file` quantized again, all cases of one width by one
 /// `quantize_grouped` call (on CUDA one copy and one launch per 16 buffers): the mismatches of
 /// each case's buffer against ggml's bytes.
 fn grouped_quants(dev: &Device, file: &VectorFile) -> qkern::Result<Vec<(usize, Mismatch)>> {
     let (fmt, act) = (file.header.format, file.header.act);
-    let mut widths: Vec<usize> = file.cases.iter().map(|c| c.cols).collect();
-    widths.sort_unstable();
-    widths.dedup();
     let mut bad = Vec::new();
-    for cols in widths {
-        let idx: Vec<usize> = (0..file.cases.len()).filter(|&i| file.cases[i].cols == cols).collect();
+    for (cols, idx) in cases_by_width(file) {
         let mut acts =
             idx.iter().map(|&i| dev.activations(act, cols, file.cases[i].nt)).collect::<qkern::Result<Vec<_>>>()?;
         let tokens: Vec<usize> = idx.iter().map(|&i| file.cases[i].nt).collect();
@@ -352,12 +354,8 @@ fn grouped_quants(dev: &Device, file: &VectorFile) -> qkern::Result<Vec<(usize, 
 /// case's slice of the result against its dots.
 fn grouped_dots(dev: &Device, file: &VectorFile) -> qkern::Result<Vec<(usize, Mismatch)>> {
     let (fmt, act) = (file.header.format, file.header.act);
-    let mut widths: Vec<usize> = file.cases.iter().map(|c| c.cols).collect();
-    widths.sort_unstable();
-    widths.dedup();
     let mut bad = Vec::new();
-    for cols in widths {
-        let idx: Vec<usize> = (0..file.cases.len()).filter(|&i| file.cases[i].cols == cols).collect();
+    for (_, idx) in cases_by_width(file) {
         let mut ws = Vec::with_capacity(idx.len());
         let mut acts = Vec::with_capacity(idx.len());
         for &i in &idx {

@@ -1760,8 +1760,13 @@ impl WgpuBackend {
         Ok(())
     }
 
-    /// One submission of `jobs` (their dispatches `plan`, at most [`SLOTS`] in all) into the
-    /// scratch output, then one read-back into `out`.
+    /// One submission of `jobs` (their dispatches `plan`, at most [`SLOTS`] in all), then
+    /// the read-back into `out`. With direct output, runs of up to [`APART_JOBS`] jobs write
+    /// each job's results into its own readback buffer (`sc.reads[k]`), so that no two jobs'
+    /// dispatches write one buffer: wgpu puts a barrier between two dispatches that write the
+    /// same storage buffer, which on Vulkan waits for all earlier dispatches, so that into one
+    /// output a group's small matmuls run one at a time. Otherwise every job writes its place
+    /// in the scratch output, read back at once.
     fn grouped_run(
         &self,
         jobs: &[(&WgpuWeights, &WgpuActs, usize)],
@@ -1770,15 +1775,17 @@ impl WgpuBackend {
     ) -> Result<()> {
         let n = (out.len() * 4) as u64;
         let mut sc = self.scratch(n)?;
-        if self.direct_out && (2..=APART_JOBS).contains(&jobs.len()) {
-            return self.grouped_run_apart(&mut sc, jobs, plan, out);
+        let apart = self.direct_out && (2..=APART_JOBS).contains(&jobs.len());
+        let lens: Vec<u64> = jobs.iter().map(|&(w, _, t)| (t * w.rows * 4) as u64).collect();
+        if apart {
+            self.ensure_reads(&mut sc, jobs.len(), lens.iter().copied().max().unwrap_or(0))?;
         }
         let mut pipes = Vec::with_capacity(jobs.len());
         sc.staging.clear();
         let mut off = 0usize;
         for (&(w, a, t), (djobs, tune)) in jobs.iter().zip(plan) {
             let wr = wg_rows(w.format, *tune);
-            push_params(&mut sc.staging, w, a, djobs, wr, off);
+            push_params(&mut sc.staging, w, a, djobs, wr, if apart { 0 } else { off });
             pipes.push((self.matmul_pipes(w.format, djobs, *tune)?, wr));
             off += t * w.rows;
         }
@@ -1789,9 +1796,14 @@ impl WgpuBackend {
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
             let mut slot0 = 0;
-            for ((&(w, a, _), (djobs, _)), (jp, wr)) in jobs.iter().zip(plan).zip(&pipes) {
+            for (k, ((&(w, a, _), (djobs, _)), (jp, wr))) in jobs.iter().zip(plan).zip(&pipes).enumerate() {
+                let group = if apart {
+                    sc.reads[k].1.as_ref().expect("direct output: a bind group a buffer")
+                } else {
+                    &sc.group
+                };
                 pass.set_bind_group(1, &a.group, &[]);
-                self.dispatch_jobs(&mut pass, &sc.group, w, djobs, slot0, jp, *wr);
+                self.dispatch_jobs(&mut pass, group, w, djobs, slot0, jp, *wr);
                 slot0 += djobs.len();
             }
         }
@@ -1799,70 +1811,53 @@ impl WgpuBackend {
             enc.copy_buffer_to_buffer(&sc.out, 0, &sc.read, 0, n);
         }
         self.queue.submit([enc.finish()]);
-        let src = if self.direct_out { &sc.out } else { &sc.read };
-        self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]))
+        if !apart {
+            let src = if self.direct_out { &sc.out } else { &sc.read };
+            return self.read_back(src, n, |b| self.copy_out(&mut [(&b[..out.len() * 4], out)]));
+        }
+        let done: Vec<_> = sc.reads.iter().zip(&lens).map(|((read, _), &n)| map_read(read, 0..n)).collect();
+        let mut offs = Vec::with_capacity(lens.len());
+        let mut off = 0;
+        for &n in &lens {
+            offs.push(off);
+            off += n as usize / 4;
+        }
+        self.read_mapped(&sc.reads, &done, &lens, "a grouped job's output", |k, view| {
+            let o = offs[k];
+            self.copy_out(&mut [(view, &mut out[o..o + view.len() / 4])]);
+        })
     }
 
-    /// [`WgpuBackend::grouped_run`] with direct output (runs of up to [`APART_JOBS`] jobs):
-    /// each job writes its own readback buffer (`sc.reads[k]`), so that no two jobs'
-    /// dispatches write one buffer. wgpu puts a barrier between two dispatches that write the
-    /// same storage buffer, which on Vulkan waits for all earlier dispatches: into one output,
-    /// a group's small matmuls run one at a time.
-    fn grouped_run_apart(
+    /// Wait for the mappings `done[k]` of `reads[k]`'s first `lens[k]` bytes in turn, hand each
+    /// mapped range to `f(k, bytes)`, and unmap every buffer whatever fails (the first error
+    /// is returned; `what` names the buffers in it).
+    fn read_mapped(
         &self,
-        sc: &mut Scratch,
-        jobs: &[(&WgpuWeights, &WgpuActs, usize)],
-        plan: &[(Vec<Job>, Tuning)],
-        out: &mut [f32],
+        reads: &[(wgpu::Buffer, Option<wgpu::BindGroup>)],
+        done: &[Arc<Mutex<Option<bool>>>],
+        lens: &[u64],
+        what: &str,
+        mut f: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
-        let need = jobs.iter().map(|&(w, _, t)| (t * w.rows * 4) as u64).max().unwrap_or(0);
-        self.ensure_reads(sc, jobs.len(), need)?;
-        let mut pipes = Vec::with_capacity(jobs.len());
-        sc.staging.clear();
-        for (&(w, a, _), (djobs, tune)) in jobs.iter().zip(plan) {
-            let wr = wg_rows(w.format, *tune);
-            push_params(&mut sc.staging, w, a, djobs, wr, 0);
-            pipes.push((self.matmul_pipes(w.format, djobs, *tune)?, wr));
-        }
-        self.queue.write_buffer(&sc.params, 0, &sc.staging);
-        sc.written.clear();
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            let mut slot0 = 0;
-            for (k, ((&(w, a, _), (djobs, _)), (jp, wr))) in jobs.iter().zip(plan).zip(&pipes).enumerate() {
-                let group = sc.reads[k].1.as_ref().expect("direct output: a bind group a buffer");
-                pass.set_bind_group(1, &a.group, &[]);
-                self.dispatch_jobs(&mut pass, group, w, djobs, slot0, jp, *wr);
-                slot0 += djobs.len();
-            }
-        }
-        self.queue.submit([enc.finish()]);
-        let lens: Vec<u64> = jobs.iter().map(|&(w, _, t)| (t * w.rows * 4) as u64).collect();
-        let done: Vec<_> = sc.reads.iter().zip(&lens).map(|((read, _), &n)| map_read(read, 0..n)).collect();
-        // Every job's buffer is unmapped before returning, whatever fails.
         let mut result = Ok(());
-        let mut off = 0;
         for (k, &n) in lens.iter().enumerate() {
-            let read = &sc.reads[k].0;
+            let read = &reads[k].0;
             if result.is_ok() {
                 result = self.wait_done(&done[k]);
             }
             if !map_ok(&done[k]).unwrap_or(false) {
                 if result.is_ok() {
-                    result = Err(WgpuError::Gpu("mapping a grouped job's output failed".into()));
+                    result = Err(WgpuError::Gpu(format!("mapping {what} failed")));
                 }
                 continue;
             }
-            let m = n as usize / 4;
             if result.is_ok() {
                 match read.get_mapped_range(0..n) {
-                    Ok(view) => self.copy_out(&mut [(&view[..], &mut out[off..off + m])]),
+                    Ok(view) => f(k, &view),
                     Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
                 }
             }
             read.unmap();
-            off += m;
         }
         self.check_errors()?;
         result
@@ -2085,38 +2080,18 @@ impl WgpuBackend {
             done.push(map_read(read, 0..tokens as u64 * cr * 4));
         }
         // Every chunk's buffer is unmapped before returning, whatever fails.
-        let mut result = Ok(Some(()));
-        for (c, &(ra, rb)) in ranges.iter().enumerate() {
-            let read = &sc.reads[c].0;
-            if result.is_ok() {
-                result = self.wait_done(&done[c]).map(|_| Some(()));
-            }
-            let mapped = map_ok(&done[c]).unwrap_or(false);
-            if !mapped {
-                if result.is_ok() {
-                    result = Err(WgpuError::Gpu("mapping a readback chunk failed".into()));
-                }
-                continue;
-            }
-            if result.is_ok() {
-                let cr = rb - ra;
-                match read.get_mapped_range(0..(tokens * cr * 4) as u64) {
-                    Ok(view) => {
-                        let mut pairs: Vec<(&[u8], &mut [f32])> = view
-                            .chunks_exact(cr * 4)
-                            .zip(out.chunks_mut(w.rows))
-                            .take(tokens)
-                            .map(|(b, o)| (b, &mut o[ra..rb]))
-                            .collect();
-                        self.copy_out(&mut pairs);
-                    }
-                    Err(e) => result = Err(WgpuError::Gpu(e.to_string())),
-                }
-            }
-            read.unmap();
-        }
-        self.check_errors()?;
-        result
+        let lens: Vec<u64> = ranges.iter().map(|&(ra, rb)| (tokens * (rb - ra) * 4) as u64).collect();
+        self.read_mapped(&sc.reads, &done, &lens, "a readback chunk", |c, view| {
+            let (ra, rb) = ranges[c];
+            let mut pairs: Vec<(&[u8], &mut [f32])> = view
+                .chunks_exact((rb - ra) * 4)
+                .zip(out.chunks_mut(w.rows))
+                .take(tokens)
+                .map(|(b, o)| (b, &mut o[ra..rb]))
+                .collect();
+            self.copy_out(&mut pairs);
+        })
+        .map(|()| Some(()))
     }
 
     /// At least `count` readback buffers of `need` bytes or more in `sc.reads` (with direct
