@@ -13,6 +13,7 @@ struct QParams {
     zero: u32,     // always 0
     nbr: u32,      // activation blocks per token
     stride: u32,   // u32 words per token (device layout: src/layout.rs, lib.rs act_row_words)
+    xoff: u32,     // the job's first element in the shared input XF
 }
 
 @group(0) @binding(0) var<storage, read> XF: array<u32>;
@@ -29,7 +30,7 @@ fn q8_d_word(h: u32) -> u32 {
 }
 
 fn quant_q8_01(g: u32, with_s: bool) {
-    let x0 = g * 32u;
+    let x0 = QP.xoff + g * 32u;
     // amax: 4 x 8 lanes folded with max_ps in ggml's order, then hi/lo, movehl, movehdup.
     var m: array<u32, 8>;
     for (var l = 0u; l < 8u; l++) {
@@ -107,7 +108,7 @@ fn quant_q8_k(g: u32) {
 
 // Block g into the words at `o` (q8k_offsets).
 fn quant_q8_k_at(g: u32, o: vec3<u32>) {
-    let x0 = g * 256u;
+    let x0 = QP.xoff + g * 256u;
     let qo = o.x;
     // max = the first element of largest |x| (strict >, so NaN never wins)
     var amax = 0u;
