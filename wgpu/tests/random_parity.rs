@@ -517,7 +517,7 @@ fn grouped_quantize_splits_its_runs() {
     let x = floats(&mut rng, Dist::ALL[0], tokens.iter().sum::<usize>() * cols);
     let mut jobs: Vec<_> = bufs.iter_mut().zip(tokens.iter().copied()).collect();
     be.quantize_grouped(&x, &mut jobs).unwrap();
-    check(&be, &x, &bufs, &tokens, "150 jobs");
+    check(be, &x, &bufs, &tokens, "150 jobs");
 
     let limit = be.limits().max_storage_buffer_binding_size.min(be.limits().max_buffer_size);
     if limit > 256 << 20 {
@@ -531,11 +531,11 @@ fn grouped_quantize_splits_its_runs() {
     let xb = floats(&mut rng, Dist::ALL[1], 2 * nt * cols);
     let mut jobs: Vec<_> = big.iter_mut().map(|a| (a, nt)).collect();
     be.quantize_grouped(&xb, &mut jobs).unwrap();
-    check(&be, &xb, &big, &[nt, nt], "two jobs over one binding");
+    check(be, &xb, &big, &[nt, nt], "two jobs over one binding");
     drop(big);
     // The small buffers again, their bind groups made anew for the grown input.
     let x = floats(&mut rng, Dist::ALL[2], x.len());
     let mut jobs: Vec<_> = bufs.iter_mut().zip(tokens.iter().copied()).collect();
     be.quantize_grouped(&x, &mut jobs).unwrap();
-    check(&be, &x, &bufs, &tokens, "150 jobs after the input grew");
+    check(be, &x, &bufs, &tokens, "150 jobs after the input grew");
 }
