@@ -143,25 +143,10 @@ impl Machine {
     }
 }
 
-/// The git commit of the working tree the benchmark was built from, if git is at hand.
+/// The git commit the benchmark was built from (build.rs; "unknown" without git), marked
+/// where tracked files differed from it.
 fn git_head() -> String {
-    let dir = env!("CARGO_MANIFEST_DIR");
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match run(&["rev-parse", "--short", "HEAD"]) {
-        Some(h) => {
-            let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-            if dirty { format!("{h}, with uncommitted changes") } else { h }
-        }
-        None => "unknown".into(),
-    }
+    env!("QKERN_GIT_HEAD").to_string()
 }
 
 /// Now as `YYYY-MM-DD HH:MM:SS UTC`.
