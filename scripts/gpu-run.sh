@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [auto]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [qknobs] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -268,6 +268,17 @@ stream) timeout ${STREAM_TIMEOUT:-120} $C/wgpu_bench --stream --gib ${STREAM_GIB
 cudabench) timeout ${CUDA_BENCH_TIMEOUT:-130} $C/cuda_bench --gib 1 --iters 20 ${CUDA_BENCH_ARGS:-} > "$R/cuda_bench.md" 2>&1; cat "$R/cuda_bench.md" ;;
 wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --variants ${WGPU_VARIANTS:-default,emul,u2,rows} ${WGPU_BENCH_ARGS:-} --csv "$R/wgpu_bench.csv" > "$R/wgpu_bench.log" 2>&1
   grep -E 'default|adapter' "$R/wgpu_bench.log" | head -40 ;;
+# CUDA knobs measured the way the issues' table is (`qkern bench`, device out, NT 1 and 8): one
+# `qkern bench --backends cuda` per QKNOBS variant (';'-separated NVRTC defines, "" the
+# defaults), the variants interleaved QKNOBS_ROUNDS times, formats QKNOBS_FORMATS; the device
+# out rows of each into qknobs.txt.
+qknobs) IFS=';' read -ra vs <<< "${QKNOBS:-;-DQK_MINB_W1=3;-DQK_MINB_R1=2;-DQK_MINB_R1=3}"
+  for i in $(seq ${QKNOBS_ROUNDS:-2}); do k=0; for o in "${vs[@]}"; do k=$((k + 1))
+      echo "## round $i, QKERN_CUDA_NVRTC_OPTS='$o'"
+      QKERN_CUDA_NVRTC_OPTS="$o" timeout ${QKNOBS_TIMEOUT:-90} $C/qkern_gpu bench --backends cuda --tokens 1,8 --threads 1 \
+        --shape out-of-cache --weights-mib 1024 --ops matmul --seconds 0.1 --formats ${QKNOBS_FORMATS:-iq4_xs,nvfp4,q8_0,iq4_nl} \
+        --quiet --note "$card, QKERN_CUDA_NVRTC_OPTS='$o'" --out-dir "$R/qknobs_r${i}_v$k" > "$R/qknobs_r${i}_v$k.log" 2>&1
+      grep -E 'device out|rror' "$R/qknobs_r${i}_v$k.log"; done; done 2>&1 | tee "$R/qknobs.txt" ;;
 # `qkern bench` of every format on CUDA and wgpu, NT 1 and 8 (QBENCH_ARGS: more options, e.g.
 # "--formats iq2_xxs,iq4_nl" for a short run).
 qbench) timeout ${QBENCH_TIMEOUT:-330} $C/qkern_gpu bench --backends cuda,wgpu --tokens 1,8 --threads 1 --shape out-of-cache --weights-mib 1024 \
