@@ -263,18 +263,27 @@ pub fn router_logits(x: &[f32], w: &[f32], ne: usize, logits: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if avx {
             let mut t = 0;
-            while t < nt {
-                // Tokens t and t + 1 (t twice where t is the last: the same value written twice).
-                let t1 = (t + 1).min(nt - 1);
-                let (a0, a1) = (&x[t * ne..(t + 1) * ne], &x[t1 * ne..(t1 + 1) * ne]);
+            while t + 1 < nt {
+                // Tokens t and t + 1.
+                let (a0, a1) = (&x[t * ne..(t + 1) * ne], &x[(t + 1) * ne..(t + 2) * ne]);
                 // SAFETY: AVX was detected above; a0, a1 and every row hold `ne` floats, the
                 // lengths the function reads within.
                 let l = unsafe { router_quad_avx(a0, a1, rows, ne) };
                 for (e, row) in rows.iter().enumerate() {
                     logits[t * n + 4 * q + e] = lanes_sum(&l[0][e], a0, row);
-                    logits[t1 * n + 4 * q + e] = lanes_sum(&l[1][e], a1, row);
+                    logits[(t + 1) * n + 4 * q + e] = lanes_sum(&l[1][e], a1, row);
                 }
                 t += 2;
+            }
+            if t < nt {
+                // The last of an odd count (the only one at one token) alone: half the work of
+                // a pair.
+                let a0 = &x[t * ne..(t + 1) * ne];
+                // SAFETY: as above.
+                let l = unsafe { router_one_avx(a0, rows, ne) };
+                for (e, row) in rows.iter().enumerate() {
+                    logits[t * n + 4 * q + e] = lanes_sum(&l[e], a0, row);
+                }
             }
             continue;
         }
@@ -382,6 +391,33 @@ unsafe fn router_quad_avx(a0: &[f32], a1: &[f32], b: [&[f32]; 4], ne: usize) -> 
             // SAFETY: `out[t][e]` is 8 writable floats.
             unsafe { _mm256_storeu_ps(out[t][e].as_mut_ptr(), acc[t][e]) };
         }
+    }
+    out
+}
+
+/// [`router_quad_avx`] for one token: the same lanes, in the same order.
+///
+/// # Safety
+/// The CPU must have AVX, and `a` and every row must hold at least `ne` floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn router_one_avx(a: &[f32], b: [&[f32]; 4], ne: usize) -> [[f32; 8]; 4] {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 8 <= ne {
+        // SAFETY (the loads): i + 8 <= ne <= every slice's length (the caller's contract).
+        let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i)) };
+        for e in 0..4 {
+            let w = unsafe { _mm256_loadu_ps(b[e].as_ptr().add(i)) };
+            acc[e] = _mm256_add_ps(acc[e], _mm256_mul_ps(x, w));
+        }
+        i += 8;
+    }
+    let mut out = [[0f32; 8]; 4];
+    for e in 0..4 {
+        // SAFETY: `out[e]` is 8 writable floats.
+        unsafe { _mm256_storeu_ps(out[e].as_mut_ptr(), acc[e]) };
     }
     out
 }
