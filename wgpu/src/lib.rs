@@ -1589,6 +1589,13 @@ impl WgpuBackend {
                 slots += u64::from(m > 0);
                 end += 1;
             }
+            if end == first {
+                // (`alloc_acts` keeps a buffer's whole input within the limit: not reached)
+                return Err(WgpuError::Unsupported(format!(
+                    "a quantize job of {} bytes exceeds this adapter's storage binding limit ({limit} bytes)",
+                    jobs[first].1 * cols * 4
+                )));
+            }
             self.quantize_run(&mut qin, &x[off..off + n], &mut jobs[first..end], t)?;
             (first, off) = (end, off + n);
         }
