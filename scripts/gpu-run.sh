@@ -271,12 +271,13 @@ wgpubench) timeout ${WGPU_BENCH_TIMEOUT:-100} $C/wgpu_bench --gib 1 --reps 8 --v
 # CUDA knobs measured the way the issues' table is (`qkern bench`, device out, NT 1 and 8): one
 # `qkern bench --backends cuda` per QKNOBS variant (';'-separated NVRTC defines, "" the
 # defaults), the variants interleaved QKNOBS_ROUNDS times, formats QKNOBS_FORMATS; the device
-# out rows of each into qknobs.txt.
+# out rows of each into qknobs.txt. (Session 37, H100: about 50 s a variant of 4 formats with both
+# outputs; now device out alone.)
 qknobs) IFS=';' read -ra vs <<< "${QKNOBS:-;-DQK_MINB_W1=3;-DQK_MINB_R1=2;-DQK_MINB_R1=3}"
   for i in $(seq ${QKNOBS_ROUNDS:-2}); do k=0; for o in "${vs[@]}"; do k=$((k + 1))
       echo "## round $i, QKERN_CUDA_NVRTC_OPTS='$o'"
       QKERN_CUDA_NVRTC_OPTS="$o" timeout ${QKNOBS_TIMEOUT:-90} $C/qkern_gpu bench --backends cuda --tokens 1,8 --threads 1 \
-        --shape out-of-cache --weights-mib 1024 --ops matmul --seconds 0.1 --formats ${QKNOBS_FORMATS:-iq4_xs,nvfp4,q8_0,iq4_nl} \
+        --shape out-of-cache --weights-mib 1024 --ops matmul --gpu-out device --seconds 0.1 --formats ${QKNOBS_FORMATS:-iq4_xs,nvfp4,q8_0,iq4_nl} \
         --quiet --note "$card, QKERN_CUDA_NVRTC_OPTS='$o'" --out-dir "$R/qknobs_r${i}_v$k" > "$R/qknobs_r${i}_v$k.log" 2>&1
       grep -E 'device out|rror' "$R/qknobs_r${i}_v$k.log"; done; done 2>&1 | tee "$R/qknobs.txt" ;;
 # `qkern bench` of every format on CUDA and wgpu, NT 1 and 8 (QBENCH_ARGS: more options, e.g.
