@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [qknobs] [auto]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [groups] [qknobs] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -298,6 +298,15 @@ layer) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
     done; done; done >> "$R/layer.txt"
   for t in ${LAYER_TOKENS:-1 4 16}; do echo "## cpu, $t tokens"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend cpu 2>&1 | grep -E "hash|rror"; done >> "$R/layer.txt"
   grep -E "^##|total|hash|kernel calls|rror" "$R/layer.txt" ;;
+# `qkern layer` (as `layer`) with each of GROUPS experts per grouped call (`--group`, default "8
+# 32": session 37 made it an option; 8 is the default), interleaved GROUPS_ROUNDS times, on
+# LAYER_BACKENDS at GROUPS_TOKENS tokens; every hash must agree.
+groups) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
+  [ -e /tmp/moe.gguf ] || $Q gguf-synth --out /tmp/moe.gguf --experts 128 --top-k 8 --hidden 2048 --ffn 768 --format q4_K --down-format q5_1 > /dev/null 2>&1
+  for be in ${LAYER_BACKENDS:-cuda wgpu}; do for t in ${GROUPS_TOKENS:-4 16}; do for i in $(seq ${GROUPS_ROUNDS:-2}); do for g in ${GROUPS:-8 32}; do
+      echo "## group $g, $be, $t tokens, round $i"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend "$be" --group "$g" --report --load-rounds 1 --reps 21 2>&1
+    done; done; done; done > "$R/groups.txt"
+  grep -E "^##|^  (quantize|gate|down|total)|hash|vs its|rror" "$R/groups.txt" ;;
 engine) timeout ${ENGINE_TIMEOUT:-120} $C/t_engine_layer --nocapture > "$R/engine.log" 2>&1; grep -E "test result|FAILED|hash|cuda|wgpu" "$R/engine.log" | head -30 ;;
 # The engine layer test's SIGSEGV of session 5 (benches/results/2026-12-03-h200-session5/NOTES.md):
 # run it first on a fresh machine, with wgpu's direct output off and on, in parallel and serially.

@@ -70,6 +70,9 @@ pub struct MoeConfig {
     /// `<arch>.expert_weights_scale` (1: none).
     pub weights_scale: f32,
     pub gating: Gating,
+    /// Experts per grouped call (`None`: [`GROUP`]; 1..=[`MAX_GROUP`]), fewer where the layer
+    /// has fewer experts or is made for many tokens (see [`MoeLayer::group`]).
+    pub group: Option<usize>,
 }
 
 /// `n_expert` matrices of `rows x cols` stacked in one tensor (expert-major).
@@ -622,7 +625,7 @@ pub struct MoeLayer<'a> {
     slot_row: Vec<u32>,
     /// Experts per grouped call ([`MoeLayer::group`]), and the experts of the current group.
     group: usize,
-    batch: [usize; GROUP],
+    batch: [usize; MAX_GROUP],
     /// One activation buffer per expert of a group (gate input, up input where its format
     /// differs, down input).
     acts_gate: Vec<Activations>,
@@ -634,11 +637,14 @@ pub struct MoeLayer<'a> {
     acts_all_up: Option<Activations>,
 }
 
-/// The most experts one grouped call takes ([`Device::matmul_grouped`]): a layer's routed
+/// The experts one grouped call takes by default ([`Device::matmul_grouped`]): a layer's routed
 /// experts at one token for a top-k of 8 or fewer. On CUDA a group of one format runs in one
 /// launch (per 16 jobs), on wgpu in one submission; on the CPU its matmuls run one after the
-/// other.
+/// other. [`MoeConfig::group`] sets another size.
 pub const GROUP: usize = 8;
+/// The most experts a group may have ([`MoeConfig::group`]; the calls' job lists are arrays of
+/// this size, so that `forward` allocates nothing).
+pub const MAX_GROUP: usize = 64;
 /// A group's activation buffers hold at most this many tokens (`group * max_tokens`; a group of
 /// one past it), so that a layer made for long prompts keeps few of them: there each expert's
 /// call has many tokens, and grouping saves little.
@@ -722,7 +728,12 @@ impl<'a> MoeLayer<'a> {
             experts.push(Expert { gate: dev.upload(gate[e])?, up: dev.upload(up[e])?, down: dev.upload(down[e])? });
         }
         let k = cfg.top_k;
-        let group = GROUP.min(n).min((GROUP_TOKENS / max_tokens).max(1));
+        let group = match cfg.group {
+            None => GROUP,
+            Some(g @ 1..=MAX_GROUP) => g,
+            Some(g) => return Err(LayerError::Shape(format!("a group of {g} experts (1 to {MAX_GROUP})"))),
+        };
+        let group = group.min(n).min((GROUP_TOKENS / max_tokens).max(1));
         let acts =
             |w: &Weights<'_>| (0..group).map(|_| dev.activations_for(w, max_tokens)).collect::<Result<Vec<_>, _>>();
         let acts_gate = acts(&experts[0].gate)?;
@@ -755,7 +766,7 @@ impl<'a> MoeLayer<'a> {
             yd: vec![0.0; max_tokens * k * ne],
             slot_row: vec![0; max_tokens * k],
             group,
-            batch: [0; GROUP],
+            batch: [0; MAX_GROUP],
             acts_gate,
             acts_up,
             acts_down,
@@ -839,8 +850,9 @@ impl<'a> MoeLayer<'a> {
         Ok(())
     }
 
-    /// Experts per grouped call: [`GROUP`], fewer where the layer has fewer experts or is made
-    /// for many tokens.
+    /// Experts per grouped call: [`MoeConfig::group`] (by default [`GROUP`]), fewer where the
+    /// layer has fewer experts or is made for many tokens (a group's buffers hold at most 512
+    /// tokens).
     pub fn group(&self) -> usize {
         self.group
     }
@@ -891,7 +903,7 @@ impl<'a> MoeLayer<'a> {
             // Each expert's rows (its tokens), and those gathered for its own gate/up input: none
             // for the experts routed every token (their tokens in order: the counting sort keeps
             // them ascending), which take the whole input, quantized once.
-            let (mut tokens, mut gathered) = ([0usize; GROUP], [0usize; GROUP]);
+            let (mut tokens, mut gathered) = ([0usize; MAX_GROUP], [0usize; MAX_GROUP]);
             for i in 0..b {
                 let (a, c) = span(i);
                 tokens[i] = c - a;
@@ -949,13 +961,13 @@ impl<'a> MoeLayer<'a> {
                 (&experts[batch[i]].up, if whole(i) { all_up } else { &au[i] })
             };
             if fused {
-                let jobs: [_; 2 * GROUP] = std::array::from_fn(|j| if j < b { gate(j) } else { up(j - b) });
+                let jobs: [_; 2 * MAX_GROUP] = std::array::from_fn(|j| if j < b { gate(j) } else { up(j - b) });
                 clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..2 * b], gu))?;
             } else {
                 let (g, u) = gu.split_at_mut(rows * nf);
-                let jobs: [_; GROUP] = std::array::from_fn(gate);
+                let jobs: [_; MAX_GROUP] = std::array::from_fn(gate);
                 clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..b], g))?;
-                let jobs: [_; GROUP] = std::array::from_fn(up);
+                let jobs: [_; MAX_GROUP] = std::array::from_fn(up);
                 clock.run(Stage::GateUp, || dev.matmul_grouped(&jobs[..b], u))?;
             }
             matmuls += 2 * b as u64;
@@ -966,7 +978,7 @@ impl<'a> MoeLayer<'a> {
             })?;
             clock.run(Stage::Quantize, || dev.quantize_grouped(g, &tokens[..b], &mut acts_down[..b]))?;
             quantizes += 1;
-            let jobs: [_; GROUP] =
+            let jobs: [_; MAX_GROUP] =
                 std::array::from_fn(|i| (&experts[batch[i.min(b - 1)]].down, &acts_down[i.min(b - 1)]));
             let yd = &mut yd[row0 * ne..(row0 + rows) * ne];
             clock.run(Stage::Down, || dev.matmul_grouped(&jobs[..b], yd))?;
@@ -1224,6 +1236,8 @@ pub struct LayerOptions {
     pub n_expert: Option<usize>,
     pub norm_topk: Option<bool>,
     pub gating: Option<Gating>,
+    /// Experts per grouped call ([`MoeConfig::group`]).
+    pub group: Option<usize>,
 }
 
 /// A layer's FFN: MoE or dense.
@@ -1325,7 +1339,7 @@ impl<'a> FfnLayer<'a> {
                 }
             };
             let w = MoeWeights { n_embd: ne, n_ff: nf, router, gate, up, down, probs_bias };
-            let cfg = MoeConfig { n_expert: n, top_k, norm_topk, weights_scale, gating };
+            let cfg = MoeConfig { n_expert: n, top_k, norm_topk, weights_scale, gating, group: opts.group };
             return Ok(FfnLayer::Moe(Box::new(MoeLayer::new(dev, &w, cfg, max_tokens)?)));
         }
         if let Some((gt, gate)) = get("ffn_gate.weight")? {

@@ -250,7 +250,7 @@ fn routing_options_and_errors() {
     let mut hashes = std::collections::HashSet::new();
     for (k, gating, norm) in [(2, None, None), (3, None, None), (2, Some(Gating::Sigmoid), None), (2, None, Some(true))]
     {
-        let o = LayerOptions { top_k: Some(k), gating, norm_topk: norm, n_expert: None };
+        let o = LayerOptions { top_k: Some(k), gating, norm_topk: norm, n_expert: None, group: None };
         let mut l = FfnLayer::from_model(dev, &m, 0, &o, 40).unwrap();
         l.forward(dev, &x, &mut out, &mut StageTimes::default()).unwrap();
         if let FfnLayer::Moe(moe) = &l {
@@ -266,6 +266,42 @@ fn routing_options_and_errors() {
     assert!(FfnLayer::from_model(dev, &m, 0, &LayerOptions { top_k: Some(9), ..Default::default() }, 8).is_err());
     assert!(FfnLayer::from_model(dev, &m, 5, &LayerOptions::default(), 8).is_err());
     assert!(FfnLayer::from_model(dev, &m, 0, &LayerOptions { n_expert: Some(4), ..Default::default() }, 8).is_err());
+}
+
+/// A group size set through [`LayerOptions::group`] (bigger than the default, 1, and past the
+/// layer's expert count) gives the same bits on every device, with one grouped quantize call
+/// for each group's down inputs; 0 and more than `MAX_GROUP` experts are refused.
+#[test]
+fn group_option_keeps_the_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.gguf");
+    let spec = SynthSpec { n_expert: 40, top_k: 6, seed: 11, ..SynthSpec::default() };
+    synth::write(&path, &spec).unwrap();
+    let m = load::load(&path, &|_| true, &LoadOptions::default()).unwrap();
+    let nt = 12;
+    let x = ffn::seeded_inputs(5, nt * spec.n_embd);
+    let mut want = None;
+    for dev in &devices() {
+        for (opt, group) in [(None, ffn::GROUP), (Some(1), 1), (Some(16), 16), (Some(32), 32), (Some(64), 40)] {
+            let o = LayerOptions { group: opt, ..Default::default() };
+            let mut l = FfnLayer::from_model(dev, &m, 0, &o, nt).unwrap();
+            let FfnLayer::Moe(moe) = &mut l else { panic!("not an MoE layer") };
+            assert_eq!(moe.group(), group, "{opt:?}");
+            let mut out = vec![0f32; x.len()];
+            let mut t = StageTimes::default();
+            moe.forward(dev, &x, &mut out, &mut t).unwrap();
+            let used = moe.routed().iter().filter(|&&n| n > 0).count();
+            assert!(used > 16, "{used} experts routed to: too few for two groups of 16");
+            let groups = used.div_ceil(group) as u64;
+            // each group: its gathered inputs (no expert here takes all 12 tokens) and its down inputs
+            assert_eq!(t.quantizes, 2 * groups, "group {group}, {used} experts");
+            assert_bits(&out, want.get_or_insert_with(|| out.clone()), &format!("group {group} on {}", dev.name()));
+        }
+        for bad in [0, ffn::MAX_GROUP + 1] {
+            let o = LayerOptions { group: Some(bad), ..Default::default() };
+            assert!(FfnLayer::from_model(dev, &m, 0, &o, nt).is_err(), "a group of {bad}");
+        }
+    }
 }
 
 /// The expert pass's groups (up to `ffn::GROUP` experts a grouped call, fewer in a layer made for

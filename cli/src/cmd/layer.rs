@@ -43,6 +43,10 @@ pub struct Args {
     /// softmax or sigmoid (default: <arch>.expert_gating_func, else softmax).
     #[arg(long, value_name = "G", value_parser = parse_gating)]
     pub gating: Option<Gating>,
+    /// Experts per grouped call of an MoE layer (default 8; at most 64, and at most
+    /// 512 / --tokens).
+    #[arg(long, value_name = "N")]
+    pub group: Option<usize>,
     /// Print the load report (ours vs sequential reads, cold and warm) and the layer time
     /// against the sum of its kernels measured alone.
     #[arg(long)]
@@ -90,7 +94,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     let select = ffn::layer_tensors(a.layer);
     let m = load::load(&a.gguf, &select, &opts).map_err(|e| CliError::new(format_args!("{file}: {e}")))?;
     let dev = a.device.open()?;
-    let lopts = LayerOptions { top_k: a.top_k, n_expert: a.experts, norm_topk: a.norm_topk, gating: a.gating };
+    let lopts =
+        LayerOptions { top_k: a.top_k, n_expert: a.experts, norm_topk: a.norm_topk, gating: a.gating, group: a.group };
     let t0 = Instant::now();
     let mut layer = FfnLayer::from_model(&dev, &m, a.layer, &lopts, a.tokens)
         .map_err(|e| CliError::new(format_args!("{file}: {e}")))?;
