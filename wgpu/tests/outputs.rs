@@ -113,7 +113,9 @@ fn grouped_matches_matmul(b: &WgpuBackend, seed: u64, jobs: &[(Format, usize, us
 fn grouped_bits() {
     // Formats, widths and token counts mixed in one call; then 40 jobs of 20 tokens (3
     // dispatches each, 120 in all) and 40 of 64 tokens (8 each: 320, past the 256-slot ring,
-    // so two submissions); then a single job of 2100 tokens (263 dispatches: alone past the ring).
+    // so two submissions); 70 jobs of one token (more than a run writes apart with direct
+    // output: one shared output); then a single job of 2100 tokens (263 dispatches: alone past
+    // the ring).
     let mixed = [
         (Format::Q8_0, 37, 96, 1),
         (Format::Q4_K, 19, 512, 3),
@@ -135,6 +137,7 @@ fn grouped_bits() {
         grouped_matches_matmul(b, 2, &[(Format::Q8_0, 16, 64, 20); 40]);
         grouped_matches_matmul(b, 3, &[(Format::IQ4_NL, 8, 64, 64); 40]);
         grouped_matches_matmul(b, 4, &[(Format::Q8_0, 3, 32, 2); 1]);
+        grouped_matches_matmul(b, 6, &[(Format::Q5_1, 5, 64, 1); 70]);
     }
     if let Some(b) = common::backend() {
         grouped_matches_matmul(
