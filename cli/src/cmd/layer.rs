@@ -120,6 +120,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<ExitCode> {
     s.push_str(&format!("tokens: {}, seed {}\n", a.tokens, a.seed));
     if let FfnLayer::Moe(l) = &layer {
         s.push_str(&format!("routed tokens per expert: {:?}\n", l.routed()));
+        s.push_str(&format!("experts per grouped call: {}\n", l.group()));
     }
     s.push_str(&format!("stages (first run):\n{times}\n"));
     s.push_str(&format!("output: {} x {} f32\n", a.tokens, ne));
