@@ -330,8 +330,9 @@ pub fn router_logits_threaded(
     // Part j: experts bound(j)..bound(j + 1), whole quads (the last part to n).
     let bound = |j: usize| if j == parts { n } else { 4 * (quads * j / parts) };
     let x = &x[..nt * ne];
-    std::thread::scope(|s| {
+    let spawned = std::thread::scope(|s| {
         let mut rest = &mut scratch[..nt * n];
+        let mut spawned = true;
         for j in 0..parts {
             let (e0, e1) = (bound(j), bound(j + 1));
             let (mine, r) = std::mem::take(&mut rest).split_at_mut(nt * (e1 - e0));
@@ -340,10 +341,16 @@ pub fn router_logits_threaded(
             if j + 1 == parts {
                 router_logits(x, wj, ne, mine);
             } else {
-                s.spawn(move || router_logits(x, wj, ne, mine));
+                let job = move || router_logits(x, wj, ne, mine);
+                spawned &= std::thread::Builder::new().spawn_scoped(s, job).is_ok();
             }
         }
+        spawned
     });
+    if !spawned {
+        // The system refused a thread: the whole router on this one.
+        return router_logits(x, w, ne, logits);
+    }
     let mut off = 0;
     for j in 0..parts {
         let (e0, e1) = (bound(j), bound(j + 1));
