@@ -265,28 +265,26 @@ pub fn router_logits(x: &[f32], w: &[f32], ne: usize, logits: &mut [f32]) {
         let rows = [r(0), r(1), r(2), r(3)];
         #[cfg(target_arch = "x86_64")]
         if avx {
+            let a = |t: usize| &x[t * ne..(t + 1) * ne];
+            let mut put = |t: usize, l: &[[f32; 8]; 4]| {
+                for (e, row) in rows.iter().enumerate() {
+                    logits[t * n + 4 * q + e] = lanes_sum(&l[e], a(t), row);
+                }
+            };
             let mut t = 0;
             while t + 1 < nt {
-                // Tokens t and t + 1.
-                let (a0, a1) = (&x[t * ne..(t + 1) * ne], &x[(t + 1) * ne..(t + 2) * ne]);
-                // SAFETY: AVX was detected above; a0, a1 and every row hold `ne` floats, the
-                // lengths the function reads within.
-                let l = unsafe { router_quad_avx(a0, a1, rows, ne) };
-                for (e, row) in rows.iter().enumerate() {
-                    logits[t * n + 4 * q + e] = lanes_sum(&l[0][e], a0, row);
-                    logits[(t + 1) * n + 4 * q + e] = lanes_sum(&l[1][e], a1, row);
-                }
+                // SAFETY: AVX was detected above; both tokens and every row hold `ne` floats,
+                // the lengths the function reads within.
+                let [l0, l1] = unsafe { router_quad_avx([a(t), a(t + 1)], rows, ne) };
+                put(t, &l0);
+                put(t + 1, &l1);
                 t += 2;
             }
             if t < nt {
                 // The last of an odd count (the only one at one token) alone: half the work of
-                // a pair.
-                let a0 = &x[t * ne..(t + 1) * ne];
-                // SAFETY: as above.
-                let l = unsafe { router_one_avx(a0, rows, ne) };
-                for (e, row) in rows.iter().enumerate() {
-                    logits[t * n + 4 * q + e] = lanes_sum(&l[e], a0, row);
-                }
+                // a pair. SAFETY: as above.
+                let [l0] = unsafe { router_quad_avx([a(t)], rows, ne) };
+                put(t, &l0);
             }
             continue;
         }
@@ -373,61 +371,38 @@ fn lanes_sum(l: &[f32; 8], a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-/// The 8 lanes of [`dot_f32`] for tokens `a0`, `a1` and four rows, over the first
+/// The 8 lanes of [`dot_f32`] for the `T` tokens `a` (1 or 2) and four rows, over the first
 /// `ne / 8 * 8` elements: lane `j` adds `a[i] * b[i]` for `i = j, j + 8, ...` in order, a
 /// multiply then an add (no fma), as the scalar loop does, so the same bits.
 ///
 /// # Safety
-/// The CPU must have AVX, and `a0`, `a1` and every row must hold at least `ne` floats.
+/// The CPU must have AVX, and every token and row must hold at least `ne` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn router_quad_avx(a0: &[f32], a1: &[f32], b: [&[f32]; 4], ne: usize) -> [[[f32; 8]; 4]; 2] {
+unsafe fn router_quad_avx<const T: usize>(a: [&[f32]; T], b: [&[f32]; 4], ne: usize) -> [[[f32; 8]; 4]; T] {
     use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+    let mut acc = [[_mm256_setzero_ps(); 4]; T];
     let mut i = 0;
     while i + 8 <= ne {
         // SAFETY (the loads): i + 8 <= ne <= every slice's length (the caller's contract).
-        let (x0, x1) = unsafe { (_mm256_loadu_ps(a0.as_ptr().add(i)), _mm256_loadu_ps(a1.as_ptr().add(i))) };
+        let mut x = [_mm256_setzero_ps(); T];
+        for t in 0..T {
+            x[t] = unsafe { _mm256_loadu_ps(a[t].as_ptr().add(i)) };
+        }
         for e in 0..4 {
             let w = unsafe { _mm256_loadu_ps(b[e].as_ptr().add(i)) };
-            acc[0][e] = _mm256_add_ps(acc[0][e], _mm256_mul_ps(x0, w));
-            acc[1][e] = _mm256_add_ps(acc[1][e], _mm256_mul_ps(x1, w));
+            for t in 0..T {
+                acc[t][e] = _mm256_add_ps(acc[t][e], _mm256_mul_ps(x[t], w));
+            }
         }
         i += 8;
     }
-    let mut out = [[[0f32; 8]; 4]; 2];
-    for t in 0..2 {
+    let mut out = [[[0f32; 8]; 4]; T];
+    for t in 0..T {
         for e in 0..4 {
             // SAFETY: `out[t][e]` is 8 writable floats.
             unsafe { _mm256_storeu_ps(out[t][e].as_mut_ptr(), acc[t][e]) };
         }
-    }
-    out
-}
-
-/// [`router_quad_avx`] for one token: the same lanes, in the same order.
-///
-/// # Safety
-/// The CPU must have AVX, and `a` and every row must hold at least `ne` floats.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn router_one_avx(a: &[f32], b: [&[f32]; 4], ne: usize) -> [[f32; 8]; 4] {
-    use std::arch::x86_64::*;
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 8 <= ne {
-        // SAFETY (the loads): i + 8 <= ne <= every slice's length (the caller's contract).
-        let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i)) };
-        for e in 0..4 {
-            let w = unsafe { _mm256_loadu_ps(b[e].as_ptr().add(i)) };
-            acc[e] = _mm256_add_ps(acc[e], _mm256_mul_ps(x, w));
-        }
-        i += 8;
-    }
-    let mut out = [[0f32; 8]; 4];
-    for e in 0..4 {
-        // SAFETY: `out[e]` is 8 writable floats.
-        unsafe { _mm256_storeu_ps(out[e].as_mut_ptr(), acc[e]) };
     }
     out
 }
