@@ -1643,14 +1643,7 @@ impl WgpuBackend {
                         entries: &[
                             wgpu::BindGroupEntry { binding: 0, resource: input.as_entire_binding() },
                             wgpu::BindGroupEntry { binding: 1, resource: a.buf.as_entire_binding() },
-                            wgpu::BindGroupEntry {
-                                binding: 2,
-                                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                    buffer: &qin.ring,
-                                    offset: 0,
-                                    size: wgpu::BufferSize::new(SLOT),
-                                }),
-                            },
+                            wgpu::BindGroupEntry { binding: 2, resource: ring_slot(&qin.ring) },
                         ],
                     });
                     a.qgroup = Some((qin.generation, group));
@@ -3029,6 +3022,12 @@ fn make_layouts(device: &wgpu::Device) -> Layouts {
     Layouts { weights, acts, out, quant, matmul, dequant, quant_pl, quant_ring, quant_ring_pl }
 }
 
+/// One SLOT of the parameter ring `ring`, bound at a dynamic offset (the matmul kernels' and
+/// the quantizer's parameters).
+fn ring_slot(ring: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: ring, offset: 0, size: wgpu::BufferSize::new(SLOT) })
+}
+
 /// `direct`: the output buffer is itself mappable (`Features::MAPPABLE_PRIMARY_BUFFERS`): the
 /// kernels write their results straight to host-visible memory and no copy pass runs.
 /// The matmul kernels' output bind group: `out` and a slot of the parameter ring.
@@ -3038,14 +3037,7 @@ fn out_group(device: &wgpu::Device, layouts: &Layouts, out: &wgpu::Buffer, param
         layout: &layouts.out,
         entries: &[
             wgpu::BindGroupEntry { binding: 0, resource: out.as_entire_binding() },
-            wgpu::BindGroupEntry {
-                binding: 1,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: params,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(SLOT),
-                }),
-            },
+            wgpu::BindGroupEntry { binding: 1, resource: ring_slot(params) },
         ],
     })
 }
