@@ -33,6 +33,12 @@ ntsweep_run() {
       --formats "$f" 2>&1 | grep -E 'NT 1..8|^\| (q|iq|nv)|regs|rror' >> "$R/ntsweep.md"
   done
 }
+# `layer` and `groups`: $Q, the qkern to run, and the Qwen3-30B-A3B-shaped layer in /tmp/moe.gguf
+# (written once a run).
+moe_gguf() {
+  Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
+  [ -e /tmp/moe.gguf ] || $Q gguf-synth --out /tmp/moe.gguf --experts 128 --top-k 8 --hidden 2048 --ffn 768 --format q4_K --down-format q5_1
+}
 for s in $steps; do case $s in
 parity)
   { QKERN_RESULTS_DIR=$R timeout 100 $C/t_cuda_gpu --nocapture --test-threads 1
@@ -290,8 +296,7 @@ qbench) timeout ${QBENCH_TIMEOUT:-330} $C/qkern_gpu bench --backends cuda,wgpu -
 # on each of LAYER_BACKENDS (cuda wgpu) at LAYER_TOKENS tokens, this build and .carry/qkern_old
 # (OLD_REV in gpu-bundle.sh; session 35: one call per expert before, grouped calls after),
 # interleaved; every output hash must agree, the CPU's too.
-layer) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
-  $Q gguf-synth --out /tmp/moe.gguf --experts 128 --top-k 8 --hidden 2048 --ffn 768 --format q4_K --down-format q5_1 > "$R/layer.txt" 2>&1
+layer) moe_gguf > "$R/layer.txt" 2>&1
   for be in ${LAYER_BACKENDS:-cuda wgpu}; do for t in ${LAYER_TOKENS:-1 4 16}; do for b in old new; do x=$Q; [ $b = old ] && x=$C/qkern_old
       [ -x "$x" ] || continue
       echo "## $b, $be, $t tokens"; timeout 150 $x layer --gguf /tmp/moe.gguf --tokens "$t" --backend "$be" --report --load-rounds 1 --reps 21 2>&1
@@ -301,8 +306,7 @@ layer) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
 # `qkern layer` (as `layer`) with each of GROUPS experts per grouped call (`--group`, default "8
 # 32": session 37 made it an option; 8 is the default), interleaved GROUPS_ROUNDS times, on
 # LAYER_BACKENDS at GROUPS_TOKENS tokens; every hash must agree.
-groups) Q=$C/qkern_gpu; [ -x "$Q" ] || Q=$C/qkern
-  [ -e /tmp/moe.gguf ] || $Q gguf-synth --out /tmp/moe.gguf --experts 128 --top-k 8 --hidden 2048 --ffn 768 --format q4_K --down-format q5_1 > /dev/null 2>&1
+groups) moe_gguf > /dev/null 2>&1
   for be in ${LAYER_BACKENDS:-cuda wgpu}; do for t in ${GROUPS_TOKENS:-4 16}; do for i in $(seq ${GROUPS_ROUNDS:-2}); do for g in ${GROUPS:-8 32}; do
       echo "## group $g, $be, $t tokens, round $i"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend "$be" --group "$g" --report --load-rounds 1 --reps 21 2>&1
     done; done; done; done > "$R/groups.txt"
