@@ -133,13 +133,16 @@ fn with_iq8_tail(body: &str) -> String {
 
 /// The thread-pair body of an IQ2/IQ3 format: its `sub` and `res` (kpi_*.wgsl), then the
 /// shared `step` and `finish` (kp_iq_sub.wgsl, kp_iq.wgsl).
-fn iq_pair_body(f: Format) -> Option<String> {
-    Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kp_iq.wgsl")))
+fn iq_pair_body(f: Format, vec4: bool) -> Option<String> {
+    Some(format!("{}{}", iq_sub(f, vec4)?, include_str!("wgsl/kp_iq.wgsl")))
 }
 
-/// An IQ2/IQ3 format's sub-block decoder for the thread pairs (kpi_*.wgsl, kp_iq_sub.wgsl).
-fn iq_sub(f: Format) -> Option<String> {
+/// An IQ2/IQ3 format's sub-block decoder for the thread pairs (kpi_*.wgsl, kp_iq_sub.wgsl);
+/// `vec4`: the decoder that reads 16-byte elements ([`iq_vec4`]).
+fn iq_sub(f: Format, vec4: bool) -> Option<String> {
     let sub = match f {
+        Format::IQ2_XXS if vec4 => include_str!("wgsl/kpi_iq2_xxs_v4.wgsl"),
+        Format::IQ3_XXS if vec4 => include_str!("wgsl/kpi_iq3_xxs_v4.wgsl"),
         Format::IQ2_XXS => include_str!("wgsl/kpi_iq2_xxs.wgsl"),
         Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
         Format::IQ2_S => include_str!("wgsl/kpi_iq2_s.wgsl"),
@@ -148,6 +151,15 @@ fn iq_sub(f: Format) -> Option<String> {
         _ => return None,
     };
     Some(format!("{sub}{}", include_str!("wgsl/kp_iq_sub.wgsl")))
+}
+
+/// Whether the thread-pair kernel of IQ2/IQ3 format `f` under `c` reads its weights as
+/// 16-byte elements (`kpi_*_v4.wgsl`, `WV = vec4<u32>`): iq2_xxs and iq3_xxs tiled and split
+/// ([`MmSrc::ktile`]), whose bodies (64 and 96 bytes) are 16-byte aligned, so that a block's
+/// words take 4 and 6 loads instead of 16. The other formats' bodies (72, 80, 108 bytes) are
+/// not, and untiled blocks are only 2-byte aligned.
+fn iq_vec4(f: Format, c: &MmSrc) -> bool {
+    c.ktile && matches!(f, Format::IQ2_XXS | Format::IQ3_XXS)
 }
 
 /// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
@@ -310,7 +322,7 @@ fn block_loop_from(start: &str, bound: &str, unroll: u32, call: impl Fn(&str) ->
 /// 8 invocations each; 2 for the pair formats and the thread pairs).
 pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     if on_kpair(f, o.iq_pairs) {
-        let body = if f.is_iq_grid() { iq_pair_body(f)? } else { matmul_body(f)?.to_string() };
+        let body = if f.is_iq_grid() { iq_pair_body(f, iq_vec4(f, o))? } else { matmul_body(f)?.to_string() };
         return Some(kpair_source(f, &body, o));
     }
     let body = &ktile_blocks(f, o, &with_iq8_tail(matmul_body(f)?));
@@ -330,7 +342,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(COMMON);
     if tiled_rows(f, o) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
-        s.push_str(&iq_split_src(f, o.ktile, "P.rows", "P.nb"));
+        s.push_str(&iq_split_src(f, o.ktile, "P.rows", "P.nb", false));
     }
     s.push_str(&fma_src(o.native_fma));
     s.push_str(if o.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
@@ -515,7 +527,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let body = &ktile_blocks(f, c, body);
     if two_rows(c) {
         // Two rows per pair: ROWS invocations a workgroup; q4_K and q5_K with their own body.
-        kpair_prelude(&mut s, f, c, 1);
+        kpair_prelude(&mut s, f, c, 1, iq_vec4(f, c));
         let (state, call, finish) = match kpair2_body(f, c) {
             Some(body2) => {
                 c.tail(&mut s, KPAIR2_HEAD);
@@ -542,7 +554,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         return s;
     }
     let wg = 2 * c.rows;
-    kpair_prelude(&mut s, f, c, 2);
+    kpair_prelude(&mut s, f, c, 2, iq_vec4(f, c));
     c.tail(&mut s, body);
     let lp = kpair_loop(c, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(
@@ -652,12 +664,26 @@ fn ktile_blocks(f: Format, c: &MmSrc, text: &str) -> String {
 /// The helpers of the IQ2/IQ3 formats' split tiled layout (iq_split.wgsl) for format `f` where
 /// `ktile` asks for it ([`MmSrc::ktile`]); empty otherwise. `rows`: the part's rows (`P.rows`;
 /// the dequantize kernel's `DP.part_rows`), `nb` its blocks per row.
-fn iq_split_src(f: Format, ktile: bool, rows: &str, nb: &str) -> String {
+///
+/// `vec4`: the weights are 16-byte elements (`W: array<vec4<u32>>`, [`iq_vec4`]): `wa32` picks
+/// its word from an element, and `w16` (the `d` region's halves) is defined here.
+fn iq_split_src(f: Format, ktile: bool, rows: &str, nb: &str, vec4: bool) -> String {
     match crate::layout::iq_body_bytes(f) {
-        Some(body) if ktile => include_str!("wgsl/iq_split.wgsl")
-            .replace("BODY_BYTES", &body.to_string())
-            .replace("PART_ROWS", rows)
-            .replace("PART_NB", nb),
+        Some(body) if ktile => {
+            let s = include_str!("wgsl/iq_split.wgsl")
+                .replace("BODY_BYTES", &body.to_string())
+                .replace("PART_ROWS", rows)
+                .replace("PART_NB", nb);
+            if !vec4 {
+                return s;
+            }
+            let word = "return W[byte >> 2u];";
+            debug_assert!(s.contains(word));
+            s.replace(word, "return W[byte >> 4u][(byte >> 2u) & 3u];")
+                + "// The u16 at an even byte offset of the 16-byte elements.\n\
+                   fn w16(byte: u32) -> u32 {\n    \
+                   return (W[byte >> 4u][(byte >> 2u) & 3u] >> (8u * (byte & 2u))) & 0xffffu;\n}\n"
+        }
         _ => String::new(),
     }
 }
@@ -679,10 +705,11 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
 /// What the thread-pair kernels (and the cooperative-matrix ones, which keep their layout) put
 /// before their body: constants, bindings (kpair_head.wgsl), the q8_K accessors, the format's
 /// table and the common helpers.
-fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
+fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32, vec4_iq: bool) {
     let wg = per_row * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K | Format::IQ4_XS | Format::Q6_K => "vec4<u32>",
+        _ if vec4_iq => "vec4<u32>",
         _ => "u32",
     };
     s.push_str(&c.head(per_row));
@@ -692,7 +719,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32) {
     s.push_str(KPAIR_HEAD);
     if tiled_rows(f, c) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
-        s.push_str(&iq_split_src(f, c.ktile, "P.rows", "P.nb"));
+        s.push_str(&iq_split_src(f, c.ktile, "P.rows", "P.nb", vec4_iq));
     }
     if c.stage > 0 {
         s.push_str(&staged_act_q8k(f, c));
@@ -719,7 +746,7 @@ fn coop_body(f: Format) -> Option<String> {
     match f {
         Format::Q4_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q4_k.wgsl"))),
         Format::Q5_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q5_k.wgsl"))),
-        f if f.is_iq_grid() => Some(format!("{}{}", iq_sub(f)?, include_str!("wgsl/kc_iq.wgsl"))),
+        f if f.is_iq_grid() => Some(format!("{}{}", iq_sub(f, false)?, include_str!("wgsl/kc_iq.wgsl"))),
         _ => None,
     }
 }
@@ -751,7 +778,7 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     if native {
         s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     }
-    kpair_prelude(&mut s, f, &o, 2);
+    kpair_prelude(&mut s, f, &o, 2, false);
     s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
     o.tail(&mut s, &body);
     s.push_str(KC_COMMON);
@@ -804,7 +831,7 @@ pub(crate) fn dequant_source(f: Format, ktile: bool) -> Option<String> {
         let own = text[at..end].replace("f16f(w16(B))", "f16f(w16(iq_d(B)))");
         debug_assert!(own.contains("iq_d(B)"), "{f}: no d to move");
         text.replace_range(at..end, &own);
-        s.push_str(&iq_split_src(f, true, "DP.part_rows", "DP.nb"));
+        s.push_str(&iq_split_src(f, true, "DP.part_rows", "DP.nb", false));
     }
     s.push_str(&text);
     s.push_str(COMMON);
@@ -1161,15 +1188,27 @@ mod tests {
                     let k = MmSrc { ktile: true, iq_pairs, ..o };
                     let coop = coop_source(f, &k, CoopTiles::Emulated).unwrap();
                     let mm = matmul_source(f, &k).unwrap();
+                    // iq2_xxs's and iq3_xxs's thread pairs read 16-byte elements of their
+                    // 16-byte aligned bodies (`iq_vec4`), their `d` through the elements too;
+                    // the others' (and these formats' untiled) words.
+                    let v4 = iq_pairs && iq_vec4(f, &k);
+                    assert_eq!(v4, iq_pairs && matches!(f, Format::IQ2_XXS | Format::IQ3_XXS), "{f}");
+                    assert!(!iq_vec4(f, &MmSrc { ktile: false, ..k }), "{f}");
+                    assert_eq!(mm.contains("alias WV = vec4<u32>;"), v4, "{f}");
+                    assert_eq!(
+                        mm.contains("W[((B + 2u) >> 4u) + (ib >> 1u)]") || mm.contains("let e = (B + 2u) >> 4u;"),
+                        v4
+                    );
                     // (iq2_s's thread pairs read half-words and bytes only)
-                    assert!(mm.contains("wa32(B + ") || (iq_pairs && f == Format::IQ2_S), "{f}");
+                    assert!(mm.contains("wa32(B + ") || (iq_pairs && f == Format::IQ2_S) || v4, "{f}");
                     for src in [mm, coop] {
                         assert!(!src.contains("1u) * P.row_bytes"), "{f} pair_rows {pair_rows}");
                         assert!(src.contains("= tiled_base(min(") && src.contains("tiled_block(base, b)"), "{f}");
                         assert!(!src.contains(&format!("b * {bb}u")) && !src.contains("b * BB"), "{f}");
                         assert!(src.contains("f16f(w16(iq_d(B)))") && !src.contains("f16f(w16(B))"), "{f}");
                         let calls = rename_calls(&src, "w32", "W32_CALL").matches("W32_CALL(").count();
-                        assert_eq!(calls, 1, "{f}: a call of w32 left (besides its definition)");
+                        let defined = usize::from(src.contains("fn w32("));
+                        assert_eq!(calls, defined, "{f}: a call of w32 left (besides its definition)");
                         assert_wa32_aligned(&src, f);
                     }
                 }
