@@ -244,10 +244,13 @@ abc) for i in 1 2; do for b in old new; do x=$C/cuda_bench; [ $b = old ] && x=$C
       timeout ${ABC_TIMEOUT:-120} $x --gib 1 --iters 20 --kernels-only --formats ${ABC_FORMATS:-q4_K,q5_K,q6_K,iq4_xs} > "$R/abc_${b}$i.md" 2>&1
       echo "## $b$i"; grep -E '^\| (q|iq)' "$R/abc_${b}$i.md"; done; done ;;
 # A/B of two wgpu_bench builds in one process order (old, new, old, new): .carry/wgpu_bench_old
-# (`OLD_REV=<commit> bash scripts/gpu-bundle.sh`) against this one, kernel-only and call GB/s.
-ab) for i in 1 2; do for b in old new; do x=$C/wgpu_bench; [ $b = old ] && x=$C/wgpu_bench_old
-      timeout ${AB_TIMEOUT:-120} $x --gib 1 --reps 8 --formats ${AB_FORMATS:-q6_K,iq4_xs} --nt ${AB_NT:-1,8} > "$R/ab_${b}$i.log" 2>&1
-      sed "s/ default / $b$i /" "$R/ab_${b}$i.log" | grep -E " $b$i "; done; done ;;
+# (`OLD_REV=<commit> bash scripts/gpu-bundle.sh`) against this one, kernel-only and call GB/s,
+# under each of AB_VARIANTS (wgpu_bench --variants), the fastest of AB_ROUNDS rounds.
+ab) av=${AB_VARIANTS:-default}
+  for i in 1 2; do for b in old new; do x=$C/wgpu_bench; [ $b = old ] && x=$C/wgpu_bench_old
+      timeout ${AB_TIMEOUT:-120} $x --gib 1 --reps 8 --formats ${AB_FORMATS:-q6_K,iq4_xs} --nt ${AB_NT:-1,8} --variants "$av" \
+        --rounds ${AB_ROUNDS:-1} > "$R/ab_${b}$i.log" 2>&1
+      grep -E " (${av//,/|}) " "$R/ab_${b}$i.log" | sed "s/^/$b$i /"; done; done ;;
 # wgpu_bench with copy-out (its default) and with direct output (as `qkern bench` runs the
 # backend): session 18 measured q5_K NT 8 at 315 GB/s in wgpu_bench, 952 in qkern bench.
 dout) for v in "" --direct-out; do timeout ${DOUT_TIMEOUT:-90} $C/wgpu_bench --gib 1 --reps 8 --formats ${DOUT_FORMATS:-q5_K,q4_K} --nt ${DOUT_NT:-8} $v \
@@ -303,11 +306,11 @@ layer) moe_gguf > "$R/layer.txt" 2>&1
     done; done; done >> "$R/layer.txt"
   for t in ${LAYER_TOKENS:-1 4 16}; do echo "## cpu, $t tokens"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend cpu 2>&1 | grep -E "hash|rror"; done >> "$R/layer.txt"
   grep -E "^##|total|hash|kernel calls|rror" "$R/layer.txt" ;;
-# `qkern layer` (as `layer`) with each of GROUPS experts per grouped call (`--group`, default "8
+# `qkern layer` (as `layer`) with each of GROUP_SIZES experts per grouped call (`--group`, default "8
 # 32": session 37 made it an option; 8 is the default), interleaved GROUPS_ROUNDS times, on
 # LAYER_BACKENDS at GROUPS_TOKENS tokens; every hash must agree.
 groups) moe_gguf > /dev/null 2>&1
-  for be in ${LAYER_BACKENDS:-cuda wgpu}; do for t in ${GROUPS_TOKENS:-4 16}; do for i in $(seq ${GROUPS_ROUNDS:-2}); do for g in ${GROUPS:-8 32}; do
+  for be in ${LAYER_BACKENDS:-cuda wgpu}; do for t in ${GROUPS_TOKENS:-4 16}; do for i in $(seq ${GROUPS_ROUNDS:-2}); do for g in ${GROUP_SIZES:-8 32}; do
       echo "## group $g, $be, $t tokens, round $i"; timeout 150 $Q layer --gguf /tmp/moe.gguf --tokens "$t" --backend "$be" --group "$g" --report --load-rounds 1 --reps 21 2>&1
     done; done; done; done > "$R/groups.txt"
   grep -E "^##|^  (quantize|gate|down|total)|hash|vs its|rror" "$R/groups.txt" ;;

@@ -620,10 +620,14 @@ pub struct MoeLayer<'a> {
 }
 
 /// The experts one grouped call takes by default ([`Device::matmul_grouped`]): a layer's routed
-/// experts at one token for a top-k of 8 or fewer. On CUDA a group of one format runs in one
-/// launch (per 16 jobs), on wgpu in one submission; on the CPU its matmuls run one after the
-/// other. [`MoeConfig::group`] sets another size.
-pub const GROUP: usize = 8;
+/// experts at up to 4 tokens for a top-k of 8. On CUDA a group of one format runs in one
+/// launch per 16 jobs, on wgpu in one submission; on the CPU its matmuls run one after the
+/// other. [`MoeConfig::group`] sets another size. 32 since session 38: a Qwen3-30B-A3B-shaped
+/// layer (`qkern layer`, H100, engine/RESULTS.md), best of 21 runs, twice, groups of 8 / 32:
+/// CUDA at 16 tokens 1.498, 1.564 / 1.254, 1.152 ms (at 4 tokens 0.377, 0.385 / 0.416, 0.328),
+/// wgpu at 4 tokens 1.538, 1.406 / 1.055, 0.763 ms and at 16 tokens 4.730, 4.455 / 3.338,
+/// 3.266 ms; at one token a top-8 layer has one group either way.
+pub const GROUP: usize = 32;
 /// The most experts a group may have ([`MoeConfig::group`]; the calls' job lists are arrays of
 /// this size, so that `forward` allocates nothing).
 pub const MAX_GROUP: usize = 64;

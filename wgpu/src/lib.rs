@@ -448,10 +448,11 @@ pub struct Tuning {
     /// invocations a row, thread pairs, cooperative matrices, dequantize) keep ggml's byte
     /// offsets within a block (shaders.rs `ktile_blocks`); the matmul kernels read each word
     /// with one load (the dequantize kernel keeps its any-offset reads). With it the thread
-    /// pairs run from one token (iq2_xxs from 2, [`iq_pairs_from`]): H100, kernel-only one-token
+    /// pairs run from one token ([`iq_pairs_from`]): H100, kernel-only one-token
     /// GB/s, row order -> tiled, each on its default kernel (benches/results/2026-12-06-session29
     /// run4): iq2_xxs 1107 -> 1177, iq2_xs 1108 -> 1684, iq2_s 1183 -> 1365, iq3_xxs 1360 ->
-    /// 1849, iq3_s 1415 -> 1877, and faster at 2, 4 and 8 tokens too.
+    /// 1849, iq3_s 1415 -> 1877, and faster at 2, 4 and 8 tokens too; iq2_xxs (on 8 invocations
+    /// at one token until session 38's 16-byte loads) 1177 -> 1596 (session 38 run1).
     pub ktile: bool,
     /// Rows per pair of invocations of the pair-layout kernels (q8_0, q5_1, iq4_nl, nvfp4) and
     /// the thread-pair kernels (the K-quants, iq4_xs, the IQ2/IQ3 formats on pairs): 1, or 2:
@@ -2493,7 +2494,10 @@ pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
 /// layouts, its weights tiled and split ([`Tuning::ktile`], the default: `tiled`) or in ggml's
 /// row order.
 ///
-/// Tiled and split: the thread pairs from one token, but iq2_xxs's from 2. H100 (driver
+/// Tiled and split: the thread pairs from one token (iq2_xxs's from 2 until its pairs read
+/// 16-byte elements, session 38, `shaders::iq_vec4`: then NT 1 1184 / 1596 and 1183 / 1586
+/// kernel-only GB/s, 8 invocations / pairs, H100, benches/results/2026-12-07-session38 run1).
+/// Before that, H100 (driver
 /// 580.159.04), benches/results/2026-12-06-session29 run4, kernel-only GB/s, fastest of 3
 /// interleaved rounds, 8 invocations / pairs: NT 1 iq2_xxs 1177 / 1032, iq2_xs 1229 / 1684,
 /// iq2_s 1332 / 1365, iq3_xxs 1550 / 1849, iq3_s 1593 / 1877; NT 2 iq2_xxs 843 / 982, iq2_xs 893
@@ -2521,7 +2525,6 @@ pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
 /// interleaved rounds filters.)
 pub fn iq_pairs_from(f: Format, tiled: bool) -> u8 {
     match (f, tiled) {
-        (Format::IQ2_XXS, true) => 2,
         (_, true) => 1,
         (Format::IQ2_XXS, false) => 1,
         (Format::IQ2_S, false) => 4,
@@ -3430,10 +3433,9 @@ mod tests {
         assert!(!iq_pairs_at(by_format, Format::IQ3_XXS, 1) && iq_pairs_at(by_format, Format::IQ3_XXS, 2));
         assert!(!iq_pairs_at(by_format, Format::IQ3_S, 1) && iq_pairs_at(by_format, Format::IQ3_S, 2));
         assert!(!iq_pairs_at(by_format, Format::IQ2_XS, 1) && iq_pairs_at(by_format, Format::IQ2_XS, 2));
-        // ... and tiled and split (the default layout): from one token, iq2_xxs from 2.
+        // ... and tiled and split (the default layout): from one token.
         let tiled = Tuning { ktile: true, ..by_format };
-        assert!(!iq_pairs_at(tiled, Format::IQ2_XXS, 1) && iq_pairs_at(tiled, Format::IQ2_XXS, 2));
-        for g in [Format::IQ2_XS, Format::IQ2_S, Format::IQ3_XXS, Format::IQ3_S] {
+        for g in [Format::IQ2_XXS, Format::IQ2_XS, Format::IQ2_S, Format::IQ3_XXS, Format::IQ3_S] {
             assert!(iq_pairs_at(tiled, g, 1), "{g}");
         }
         assert_eq!(parse_iq_pairs("2"), Some(2));

@@ -142,7 +142,6 @@ fn iq_pair_body(f: Format, vec4: bool) -> Option<String> {
 fn iq_sub(f: Format, vec4: bool) -> Option<String> {
     let sub = match f {
         Format::IQ2_XXS if vec4 => include_str!("wgsl/kpi_iq2_xxs_v4.wgsl"),
-        Format::IQ3_XXS if vec4 => include_str!("wgsl/kpi_iq3_xxs_v4.wgsl"),
         Format::IQ2_XXS => include_str!("wgsl/kpi_iq2_xxs.wgsl"),
         Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
         Format::IQ2_S => include_str!("wgsl/kpi_iq2_s.wgsl"),
@@ -154,12 +153,18 @@ fn iq_sub(f: Format, vec4: bool) -> Option<String> {
 }
 
 /// Whether the thread-pair kernel of IQ2/IQ3 format `f` under `c` reads its weights as
-/// 16-byte elements (`kpi_*_v4.wgsl`, `WV = vec4<u32>`): iq2_xxs and iq3_xxs tiled and split
-/// ([`MmSrc::ktile`]), whose bodies (64 and 96 bytes) are 16-byte aligned, so that a block's
-/// words take 4 and 6 loads instead of 16. The other formats' bodies (72, 80, 108 bytes) are
-/// not, and untiled blocks are only 2-byte aligned.
+/// 16-byte elements (`kpi_iq2_xxs_v4.wgsl`, `WV = vec4<u32>`): iq2_xxs tiled and split
+/// ([`MmSrc::ktile`]), whose 64-byte bodies are 16-byte aligned, so that a block's words take
+/// 4 loads instead of 16 (both invocations of a pair read all of them). H100 (driver
+/// 580.159.04), benches/results/2026-12-07-session38 run1, kernel-only GB/s, fastest of 2
+/// rounds, twice, words / elements: NT 1 1038, 1039 / 1596, 1586; NT 2 989, 990 / 1247, 1245;
+/// NT 4 799, 800 / 916, 918; NT 8 572, 572 / 623, 620. iq3_xxs's 96-byte bodies in 6 elements
+/// (an invocation reads one grid word a sub-block, the pair the same scale word) lost 3-5 % at
+/// every NT there (NT 1 1831, 1832 / 1754, 1761; NT 8 865, 872 / 840, 842) and keep their
+/// words. The other bodies (72, 80, 108 bytes) are not 16-byte aligned, and untiled blocks
+/// only 2-byte aligned.
 fn iq_vec4(f: Format, c: &MmSrc) -> bool {
-    c.ktile && matches!(f, Format::IQ2_XXS | Format::IQ3_XXS)
+    c.ktile && f == Format::IQ2_XXS
 }
 
 /// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
@@ -1188,17 +1193,14 @@ mod tests {
                     let k = MmSrc { ktile: true, iq_pairs, ..o };
                     let coop = coop_source(f, &k, CoopTiles::Emulated).unwrap();
                     let mm = matmul_source(f, &k).unwrap();
-                    // iq2_xxs's and iq3_xxs's thread pairs read 16-byte elements of their
-                    // 16-byte aligned bodies (`iq_vec4`), their `d` through the elements too;
-                    // the others' (and these formats' untiled) words.
+                    // iq2_xxs's thread pairs read 16-byte elements of its 16-byte aligned
+                    // bodies (`iq_vec4`), its `d` through the elements too; the others' (and
+                    // its untiled) words.
                     let v4 = iq_pairs && iq_vec4(f, &k);
-                    assert_eq!(v4, iq_pairs && matches!(f, Format::IQ2_XXS | Format::IQ3_XXS), "{f}");
+                    assert_eq!(v4, iq_pairs && f == Format::IQ2_XXS, "{f}");
                     assert!(!iq_vec4(f, &MmSrc { ktile: false, ..k }), "{f}");
                     assert_eq!(mm.contains("alias WV = vec4<u32>;"), v4, "{f}");
-                    assert_eq!(
-                        mm.contains("W[((B + 2u) >> 4u) + (ib >> 1u)]") || mm.contains("let e = (B + 2u) >> 4u;"),
-                        v4
-                    );
+                    assert_eq!(mm.contains("W[((B + 2u) >> 4u) + (ib >> 1u)]"), v4);
                     // (iq2_s's thread pairs read half-words and bytes only)
                     assert!(mm.contains("wa32(B + ") || (iq_pairs && f == Format::IQ2_S) || v4, "{f}");
                     for src in [mm, coop] {

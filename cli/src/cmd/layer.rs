@@ -43,7 +43,7 @@ pub struct Args {
     /// softmax or sigmoid (default: <arch>.expert_gating_func, else softmax).
     #[arg(long, value_name = "G", value_parser = parse_gating)]
     pub gating: Option<Gating>,
-    /// Experts per grouped call of an MoE layer (default 8; at most 64, and at most
+    /// Experts per grouped call of an MoE layer (default 32; at most 64, and at most
     /// 512 / --tokens).
     #[arg(long, value_name = "N")]
     pub group: Option<usize>,
