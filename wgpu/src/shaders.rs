@@ -133,15 +133,17 @@ fn with_iq8_tail(body: &str) -> String {
 
 /// The thread-pair body of an IQ2/IQ3 format: its `sub` and `res` (kpi_*.wgsl), then the
 /// shared `step` and `finish` (kp_iq_sub.wgsl, kp_iq.wgsl).
-fn iq_pair_body(f: Format, vec4: bool) -> Option<String> {
-    Some(format!("{}{}", iq_sub(f, vec4)?, include_str!("wgsl/kp_iq.wgsl")))
+fn iq_pair_body(f: Format, elem: u32) -> Option<String> {
+    Some(format!("{}{}", iq_sub(f, elem)?, include_str!("wgsl/kp_iq.wgsl")))
 }
 
 /// An IQ2/IQ3 format's sub-block decoder for the thread pairs (kpi_*.wgsl, kp_iq_sub.wgsl);
-/// `vec4`: the decoder that reads 16-byte elements ([`iq_vec4`]).
-fn iq_sub(f: Format, vec4: bool) -> Option<String> {
+/// `elem`: the words of the weights' elements the decoder reads ([`iq_elem`]; 1: words).
+fn iq_sub(f: Format, elem: u32) -> Option<String> {
     let sub = match f {
-        Format::IQ2_XXS if vec4 => include_str!("wgsl/kpi_iq2_xxs_v4.wgsl"),
+        Format::IQ2_XXS if elem == 4 => include_str!("wgsl/kpi_iq2_xxs_v4.wgsl"),
+        Format::IQ2_S if elem == 4 => include_str!("wgsl/kpi_iq2_s_v4.wgsl"),
+        Format::IQ2_XS if elem == 2 => include_str!("wgsl/kpi_iq2_xs_v2.wgsl"),
         Format::IQ2_XXS => include_str!("wgsl/kpi_iq2_xxs.wgsl"),
         Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
         Format::IQ2_S => include_str!("wgsl/kpi_iq2_s.wgsl"),
@@ -152,19 +154,26 @@ fn iq_sub(f: Format, vec4: bool) -> Option<String> {
     Some(format!("{sub}{}", include_str!("wgsl/kp_iq_sub.wgsl")))
 }
 
-/// Whether the thread-pair kernel of IQ2/IQ3 format `f` under `c` reads its weights as
-/// 16-byte elements (`kpi_iq2_xxs_v4.wgsl`, `WV = vec4<u32>`): iq2_xxs tiled and split
-/// ([`MmSrc::ktile`]), whose 64-byte bodies are 16-byte aligned, so that a block's words take
-/// 4 loads instead of 16 (both invocations of a pair read all of them). H100 (driver
+/// The words of the elements (1, 2 or 4) in which the thread-pair kernel of IQ2/IQ3 format `f`
+/// under `c` reads its weights: 16-byte elements (`kpi_*_v4.wgsl`, `WV = vec4<u32>`) for
+/// iq2_xxs and iq2_s tiled and split
+/// ([`MmSrc::ktile`]), whose 64- and 80-byte bodies are 16-byte aligned, so that a block's
+/// words take 4 and 5 loads instead of 16 and 32 (both invocations of a pair read all of
+/// them). iq2_xxs on an H100 (driver
 /// 580.159.04), benches/results/2026-12-07-session38 run1, kernel-only GB/s, fastest of 2
 /// rounds, twice, words / elements: NT 1 1038, 1039 / 1596, 1586; NT 2 989, 990 / 1247, 1245;
 /// NT 4 799, 800 / 916, 918; NT 8 572, 572 / 623, 620. iq3_xxs's 96-byte bodies in 6 elements
 /// (an invocation reads one grid word a sub-block, the pair the same scale word) lost 3-5 % at
 /// every NT there (NT 1 1831, 1832 / 1754, 1761; NT 8 865, 872 / 840, 842) and keep their
-/// words. The other bodies (72, 80, 108 bytes) are not 16-byte aligned, and untiled blocks
-/// only 2-byte aligned.
-fn iq_vec4(f: Format, c: &MmSrc) -> bool {
-    c.ktile && f == Format::IQ2_XXS
+/// words. iq2_xs's 72-byte bodies are 8-byte aligned: 8-byte elements (`kpi_iq2_xs_v2.wgsl`,
+/// `WV = vec2<u32>`), 9 loads a block instead of 16. iq3_s's 108-byte bodies are only 4-byte
+/// aligned, and untiled blocks only 2-byte aligned: words.
+fn iq_elem(f: Format, c: &MmSrc) -> u32 {
+    match f {
+        Format::IQ2_XXS | Format::IQ2_S if c.ktile => 4,
+        Format::IQ2_XS if c.ktile => 2,
+        _ => 1,
+    }
 }
 
 /// Whether `f` is a K-quant or iq4_xs, run by the thread-pair kernels (`kpair_head.wgsl`: 2
@@ -327,7 +336,7 @@ fn block_loop_from(start: &str, bound: &str, unroll: u32, call: impl Fn(&str) ->
 /// 8 invocations each; 2 for the pair formats and the thread pairs).
 pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     if on_kpair(f, o.iq_pairs) {
-        let body = if f.is_iq_grid() { iq_pair_body(f, iq_vec4(f, o))? } else { matmul_body(f)?.to_string() };
+        let body = if f.is_iq_grid() { iq_pair_body(f, iq_elem(f, o))? } else { matmul_body(f)?.to_string() };
         return Some(kpair_source(f, &body, o));
     }
     let body = &ktile_blocks(f, o, &with_iq8_tail(matmul_body(f)?));
@@ -347,7 +356,7 @@ pub(crate) fn matmul_source(f: Format, o: &MmSrc) -> Option<String> {
     s.push_str(COMMON);
     if tiled_rows(f, o) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
-        s.push_str(&iq_split_src(f, o.ktile, "P.rows", "P.nb", false));
+        s.push_str(&iq_split_src(f, o.ktile, "P.rows", "P.nb", 1));
     }
     s.push_str(&fma_src(o.native_fma));
     s.push_str(if o.subgroups { REDUCE_SUBGROUP } else { REDUCE_SHARED });
@@ -532,7 +541,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
     let body = &ktile_blocks(f, c, body);
     if two_rows(c) {
         // Two rows per pair: ROWS invocations a workgroup; q4_K and q5_K with their own body.
-        kpair_prelude(&mut s, f, c, 1, iq_vec4(f, c));
+        kpair_prelude(&mut s, f, c, 1, iq_elem(f, c));
         let (state, call, finish) = match kpair2_body(f, c) {
             Some(body2) => {
                 c.tail(&mut s, KPAIR2_HEAD);
@@ -559,7 +568,7 @@ fn kpair_source(f: Format, body: &str, c: &MmSrc) -> String {
         return s;
     }
     let wg = 2 * c.rows;
-    kpair_prelude(&mut s, f, c, 2, iq_vec4(f, c));
+    kpair_prelude(&mut s, f, c, 2, iq_elem(f, c));
     c.tail(&mut s, body);
     let lp = kpair_loop(c, |b| format!("step(base, {b}, h, &st);"));
     s.push_str(
@@ -670,24 +679,28 @@ fn ktile_blocks(f: Format, c: &MmSrc, text: &str) -> String {
 /// `ktile` asks for it ([`MmSrc::ktile`]); empty otherwise. `rows`: the part's rows (`P.rows`;
 /// the dequantize kernel's `DP.part_rows`), `nb` its blocks per row.
 ///
-/// `vec4`: the weights are 16-byte elements (`W: array<vec4<u32>>`, [`iq_vec4`]): `wa32` picks
-/// its word from an element, and `w16` (the `d` region's halves) is defined here.
-fn iq_split_src(f: Format, ktile: bool, rows: &str, nb: &str, vec4: bool) -> String {
+/// `elem`: the words of the weights' elements ([`iq_elem`]); above 1 (`W: array<vec2<u32>>` or
+/// `array<vec4<u32>>`) `wa32` picks its word from an element, and `w16` (the `d` region's
+/// halves) is defined here.
+fn iq_split_src(f: Format, ktile: bool, rows: &str, nb: &str, elem: u32) -> String {
     match crate::layout::iq_body_bytes(f) {
         Some(body) if ktile => {
             let s = include_str!("wgsl/iq_split.wgsl")
                 .replace("BODY_BYTES", &body.to_string())
                 .replace("PART_ROWS", rows)
                 .replace("PART_NB", nb);
-            if !vec4 {
-                return s;
-            }
+            let word_at = match elem {
+                4 => "W[byte >> 4u][(byte >> 2u) & 3u]",
+                2 => "W[byte >> 3u][(byte >> 2u) & 1u]",
+                _ => return s,
+            };
             let word = "return W[byte >> 2u];";
             debug_assert!(s.contains(word));
-            s.replace(word, "return W[byte >> 4u][(byte >> 2u) & 3u];")
-                + "// The u16 at an even byte offset of the 16-byte elements.\n\
-                   fn w16(byte: u32) -> u32 {\n    \
-                   return (W[byte >> 4u][(byte >> 2u) & 3u] >> (8u * (byte & 2u))) & 0xffffu;\n}\n"
+            s.replace(word, &format!("return {word_at};"))
+                + &format!(
+                    "// The u16 at an even byte offset of the elements.\n\
+                     fn w16(byte: u32) -> u32 {{\n    return ({word_at} >> (8u * (byte & 2u))) & 0xffffu;\n}}\n"
+                )
         }
         _ => String::new(),
     }
@@ -710,11 +723,12 @@ fn kpair2_body(f: Format, c: &MmSrc) -> Option<&'static str> {
 /// What the thread-pair kernels (and the cooperative-matrix ones, which keep their layout) put
 /// before their body: constants, bindings (kpair_head.wgsl), the q8_K accessors, the format's
 /// table and the common helpers.
-fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32, vec4_iq: bool) {
+fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32, iq_elem: u32) {
     let wg = per_row * c.rows;
     let wv = match f {
         Format::Q4_K | Format::Q5_K | Format::IQ4_XS | Format::Q6_K => "vec4<u32>",
-        _ if vec4_iq => "vec4<u32>",
+        _ if iq_elem == 4 => "vec4<u32>",
+        _ if iq_elem == 2 => "vec2<u32>",
         _ => "u32",
     };
     s.push_str(&c.head(per_row));
@@ -724,7 +738,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32, vec4_iq: bo
     s.push_str(KPAIR_HEAD);
     if tiled_rows(f, c) {
         s.push_str(include_str!("wgsl/tiled_base.wgsl"));
-        s.push_str(&iq_split_src(f, c.ktile, "P.rows", "P.nb", vec4_iq));
+        s.push_str(&iq_split_src(f, c.ktile, "P.rows", "P.nb", iq_elem));
     }
     if c.stage > 0 {
         s.push_str(&staged_act_q8k(f, c));
@@ -751,7 +765,7 @@ fn coop_body(f: Format) -> Option<String> {
     match f {
         Format::Q4_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q4_k.wgsl"))),
         Format::Q5_K => Some(format!("{}{KC_KQUANT}", include_str!("wgsl/kc_q5_k.wgsl"))),
-        f if f.is_iq_grid() => Some(format!("{}{}", iq_sub(f, false)?, include_str!("wgsl/kc_iq.wgsl"))),
+        f if f.is_iq_grid() => Some(format!("{}{}", iq_sub(f, 1)?, include_str!("wgsl/kc_iq.wgsl"))),
         _ => None,
     }
 }
@@ -783,7 +797,7 @@ pub(crate) fn coop_source(f: Format, c: &MmSrc, tiles: CoopTiles) -> Option<Stri
     if native {
         s.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     }
-    kpair_prelude(&mut s, f, &o, 2, false);
+    kpair_prelude(&mut s, f, &o, 2, 1);
     s.push_str(if tiles == CoopTiles::Halves { KC_STAGE_F16 } else { KC_STAGE_U32 });
     o.tail(&mut s, &body);
     s.push_str(KC_COMMON);
@@ -836,7 +850,7 @@ pub(crate) fn dequant_source(f: Format, ktile: bool) -> Option<String> {
         let own = text[at..end].replace("f16f(w16(B))", "f16f(w16(iq_d(B)))");
         debug_assert!(own.contains("iq_d(B)"), "{f}: no d to move");
         text.replace_range(at..end, &own);
-        s.push_str(&iq_split_src(f, true, "DP.part_rows", "DP.nb", false));
+        s.push_str(&iq_split_src(f, true, "DP.part_rows", "DP.nb", 1));
     }
     s.push_str(&text);
     s.push_str(COMMON);
@@ -1193,16 +1207,26 @@ mod tests {
                     let k = MmSrc { ktile: true, iq_pairs, ..o };
                     let coop = coop_source(f, &k, CoopTiles::Emulated).unwrap();
                     let mm = matmul_source(f, &k).unwrap();
-                    // iq2_xxs's thread pairs read 16-byte elements of its 16-byte aligned
-                    // bodies (`iq_vec4`), its `d` through the elements too; the others' (and
-                    // its untiled) words.
-                    let v4 = iq_pairs && iq_vec4(f, &k);
-                    assert_eq!(v4, iq_pairs && f == Format::IQ2_XXS, "{f}");
-                    assert!(!iq_vec4(f, &MmSrc { ktile: false, ..k }), "{f}");
-                    assert_eq!(mm.contains("alias WV = vec4<u32>;"), v4, "{f}");
-                    assert_eq!(mm.contains("W[((B + 2u) >> 4u) + (ib >> 1u)]"), v4);
+                    // iq2_xxs's and iq2_s's thread pairs read 16-byte elements of their
+                    // 16-byte aligned bodies, iq2_xs's 8-byte ones (`iq_elem`), their `d`
+                    // through the elements too; the others' (and their untiled) words.
+                    let elem = if iq_pairs { iq_elem(f, &k) } else { 1 };
+                    let want = match f {
+                        Format::IQ2_XXS | Format::IQ2_S if iq_pairs => 4,
+                        Format::IQ2_XS if iq_pairs => 2,
+                        _ => 1,
+                    };
+                    assert_eq!(elem, want, "{f}");
+                    assert_eq!(iq_elem(f, &MmSrc { ktile: false, ..k }), 1, "{f}");
+                    let wv = ["u32", "vec2<u32>", "", "vec4<u32>"][elem as usize - 1];
+                    assert!(
+                        mm.contains(&format!("alias WV = {wv};")) || (!iq_pairs && !mm.contains("alias WV")),
+                        "{f}"
+                    );
+                    let wide_loads = ["W[((B + 2u) >> 4u) + (ib >> 1u)]", "W[e + 2u + (ib >> 2u)]", "W[e + 8u]"];
+                    assert_eq!(wide_loads.iter().any(|l| mm.contains(l)), elem > 1, "{f}");
                     // (iq2_s's thread pairs read half-words and bytes only)
-                    assert!(mm.contains("wa32(B + ") || (iq_pairs && f == Format::IQ2_S) || v4, "{f}");
+                    assert!(mm.contains("wa32(B + ") || elem > 1, "{f}");
                     for src in [mm, coop] {
                         assert!(!src.contains("1u) * P.row_bytes"), "{f} pair_rows {pair_rows}");
                         assert!(src.contains("= tiled_base(min(") && src.contains("tiled_block(base, b)"), "{f}");
