@@ -2696,8 +2696,11 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
     // Room beside the kernel's other workgroup arrays: the pair formats' 16-entry and
     // byte-pair tables (2 KiB and 16 bytes), the reductions without subgroups (8 bytes an
     // invocation, at most 2 KiB); the thread pairs' grids (table_words) and iq4_xs's byte-pair
-    // tables (2 KiB), the reductions. `staged_kernels_fit_the_workgroup_storage` checks it.
-    let reserve = if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + 4 * shaders::table_words(f) as u32 };
+    // table (8 KiB, `shaders::IQ4XS_LUT_BYTES`, 2 KiB of it in KPAIR_STAGE_RESERVE), the
+    // reductions. `staged_kernels_fit_the_workgroup_storage` checks it.
+    let lut = if f == Format::IQ4_XS { shaders::IQ4XS_LUT_BYTES - 2048 } else { 0 };
+    let reserve =
+        if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + lut + 4 * shaders::table_words(f) as u32 };
     let room = limit.saturating_sub(reserve);
     let most = if pair { 64 } else { 16 };
     let want = if t.stage_steps != 0 { u32::from(t.stage_steps).min(most) } else { most };

@@ -283,13 +283,18 @@ fn tbyte_src(off: usize) -> String {
     format!("fn tbyte(i: u32) -> u32 {{\n    return (T[{off}u + (i >> 2u)] >> (8u * (i & 3u))) & 0xffu;\n}}\n")
 }
 
+/// Workgroup bytes of iq4_xs's byte-pair table ([`iq4xs_table_src`] with `lut2`).
+pub(crate) const IQ4XS_LUT_BYTES: u32 = 8192;
+
 /// iq4_xs's table source: [`table_src`] plus `lute(w)`, the kvalues of the 8 nibbles of `w` in
 /// element order (layout.rs: its nibbles are stored as `nibble_seq` makes them, byte m holding
 /// elements 2m, 2m + 1): `.x` the values of bytes 0, 1 (one AVX2 lane), `.y` of bytes 2, 3. With
-/// `lut2` from two 256-entry workgroup tables, `TE[b]` = (value of b's low nibble, of its high
-/// nibble) in bytes 0, 1 and `TF[b]` = the same in bytes 2, 3: a lane in 2 lookups and one OR.
-/// Else `lut4t` of the nibbles spread to bytes. (Session 22 kept `TE` as up to 32 copies, one
-/// a lane, against bank conflicts: 3-11x slower on the H200, session 23; removed.)
+/// `lut2` from a 256-entry workgroup table, `TE[b]` = (value of b's low nibble, of its high
+/// nibble) in bytes 0, 1: a lane in 2 lookups, a shift and an OR. The table is kept in 8
+/// copies (8 KiB, each invocation reading copy `lid % 8`), so that a subgroup's random lookups
+/// meet fewer bank conflicts (session 38; one copy and a second table shifted to bytes 2, 3
+/// before). Else `lut4t` of the nibbles spread to bytes. (Session 22 kept the two tables as
+/// up to 32 copies, one a lane, 32 KiB a workgroup: 3-11x slower on the H200, session 23.)
 fn iq4xs_table_src(wg: u32, lut2: bool) -> String {
     let (off, _) = table_of(Format::IQ4_XS);
     if !lut2 {
@@ -299,12 +304,20 @@ fn iq4xs_table_src(wg: u32, lut2: bool) -> String {
             table_src(Format::IQ4_XS, wg)
         );
     }
+    const _: () = assert!(IQ4XS_LUT_BYTES == 4 * 2048);
+    // One byte-pair table in 8 copies, entry e of copy c at word 8e + c, each invocation reading
+    // copy `lid % 8`: the 4 invocations of a 32-wide subgroup that share a copy fall in 4
+    // banks (8 (e % 4) + c) instead of the whole subgroup in 32 (e % 32), so that its random
+    // lookups collide less.
     format!(
-        "var<workgroup> TE: array<u32, 256>;\n\
-         var<workgroup> TF: array<u32, 256>;\n\
+        "var<workgroup> TE: array<u32, 2048>;\n\
+         var<private> TC: u32;\n\
          {tb}\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 8u);\n        TE[i] = e;\n        TF[i] = e << 16u;\n    }}\n    workgroupBarrier();\n}}\n\
-         fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(TE[w & 0xffu] | TF[(w >> 8u) & 0xffu], TE[(w >> 16u) & 0xffu] | TF[w >> 24u]);\n}}\n",
+         fn load_tab(lid: u32) {{\n    TC = lid & 7u;\n    for (var i = lid; i < 2048u; i += {wg}u) {{\n        let e = i >> 3u;\n        TE[i] = tbyte(e & 15u) | (tbyte((e >> 4u) & 15u) << 8u);\n    }}\n    workgroupBarrier();\n}}\n\
+         fn lute(w: u32) -> vec2<u32> {{\n    \
+         let a = TE[((w & 0xffu) << 3u) | TC] | (TE[(((w >> 8u) & 0xffu) << 3u) | TC] << 16u);\n    \
+         let b = TE[(((w >> 16u) & 0xffu) << 3u) | TC] | (TE[((w >> 24u) << 3u) | TC] << 16u);\n    \
+         return vec2<u32>(a, b);\n}}\n",
         tb = tbyte_src(off)
     )
 }
