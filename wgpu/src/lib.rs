@@ -2694,13 +2694,18 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
         if pair { shaders::stage_bytes(f, nt, n) } else { shaders::kstage_bytes(f, nt, n) }
     };
     // Room beside the kernel's other workgroup arrays: the pair formats' 16-entry and
-    // byte-pair tables (2 KiB and 16 bytes), the reductions without subgroups (8 bytes an
+    // byte-pair tables (16 bytes and 8 KiB, `shaders::PAIR_LUT_BYTES`, 2 KiB of it in
+    // PAIR_STAGE_RESERVE), the reductions without subgroups (8 bytes an
     // invocation, at most 2 KiB); the thread pairs' grids (table_words) and iq4_xs's byte-pair
     // table (8 KiB, `shaders::IQ4XS_LUT_BYTES`, 2 KiB of it in KPAIR_STAGE_RESERVE), the
     // reductions. `staged_kernels_fit_the_workgroup_storage` checks it.
-    let lut = if f == Format::IQ4_XS { shaders::IQ4XS_LUT_BYTES - 2048 } else { 0 };
+    let lut = match f {
+        Format::IQ4_XS => shaders::IQ4XS_LUT_BYTES - 2048,
+        Format::IQ4_NL | Format::NVFP4 => shaders::PAIR_LUT_BYTES - 2048,
+        _ => 0,
+    };
     let reserve =
-        if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + lut + 4 * shaders::table_words(f) as u32 };
+        lut + if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + 4 * shaders::table_words(f) as u32 };
     let room = limit.saturating_sub(reserve);
     let most = if pair { 64 } else { 16 };
     let want = if t.stage_steps != 0 { u32::from(t.stage_steps).min(most) } else { most };
@@ -3263,8 +3268,10 @@ mod tests {
         let t40 = Tuning { stage_steps: 40, ..t };
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 49152), 40);
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 12);
-        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 600), 1);
-        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 500), 0);
+        // (nvfp4's byte-pair table: 8 KiB, 2 KiB of it in PAIR_STAGE_RESERVE)
+        let nv = PAIR_STAGE_RESERVE + shaders::PAIR_LUT_BYTES - 2048;
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, nv + 600), 1);
+        assert_eq!(stage_steps_of(Format::NVFP4, 8, t, nv + 500), 0);
         // The thread pairs: blocks of 256 elements, 292 bytes a token (q4_K, with its bsums)
         // or 260 (iq4_xs), at most 16; the IQ2/IQ3 formats only on pairs (iq_pairs), and not
         // on the cooperative matrices.

@@ -250,10 +250,13 @@ fn table_src(f: Format, wg: u32) -> String {
 /// The pair kernels' table source: [`table_src`] plus `lut8(w)`, both nibbles of each byte of
 /// `w` through the 16-byte table (`.x`: the low nibbles' values, `.y`: the high nibbles'). With
 /// `lut2` a 256-entry workgroup table of byte -> (value of its low nibble, value of its high
-/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`. The table is
-/// kept twice, `TP` (the values in bytes 0 and 2) and `TQ` (bytes 1 and 3), so that bytes 0, 1
-/// of `w` give `TP | TQ` = (lo0, lo1, hi0, hi1) with one OR and the two halves of the word end
-/// in two more operations each, where placing each looked-up byte took a mask, a shift and an OR.
+/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`. The table
+/// holds the values in bytes 0 and 2 (`TP`), so that bytes 0, 1 of `w` give `TP[b0] | TP[b1]
+/// << 8` = (lo0, lo1, hi0, hi1) and the two halves of the word end in two more operations
+/// each. It is kept in 8 copies ([`PAIR_LUT_BYTES`], entry e of copy c at word 8e + c, each
+/// invocation reading copy `lid % 8`; session 38, one copy and a second one shifted before), so
+/// that the 4 invocations of a 32-wide subgroup that share a copy fall in 4 banks and its
+/// random lookups collide less.
 fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
@@ -267,12 +270,14 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     }
     format!(
         "var<workgroup> TS: array<u32, {n}>;\n\
-         var<workgroup> TP: array<u32, 256>;\n\
-         var<workgroup> TQ: array<u32, 256>;\n\
+         var<workgroup> TP: array<u32, 2048>;\n\
+         var<private> TC: u32;\n\
          {tb}\
-         fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n        TP[i] = e;\n        TQ[i] = e << 8u;\n    }}\n    workgroupBarrier();\n}}\n\
+         fn load_tab(lid: u32) {{\n    TC = lid & 7u;\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 2048u; i += {wg}u) {{\n        let e = i >> 3u;\n        TP[i] = tbyte(e & 15u) | (tbyte((e >> 4u) & 15u) << 16u);\n    }}\n    workgroupBarrier();\n}}\n\
          fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
-         fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n",
+         fn lut8(w: u32) -> vec2<u32> {{\n    \
+         let t01 = TP[((w & 0xffu) << 3u) | TC] | (TP[(((w >> 8u) & 0xffu) << 3u) | TC] << 8u);\n    \
+         let t23 = TP[(((w >> 16u) & 0xffu) << 3u) | TC] | (TP[((w >> 24u) << 3u) | TC] << 8u);\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n",
         tb = tbyte_src(off)
     )
 }
@@ -285,6 +290,8 @@ fn tbyte_src(off: usize) -> String {
 
 /// Workgroup bytes of iq4_xs's byte-pair table ([`iq4xs_table_src`] with `lut2`).
 pub(crate) const IQ4XS_LUT_BYTES: u32 = 8192;
+/// Workgroup bytes of the pair formats' byte-pair table ([`pair_table_src`] with `lut2`).
+pub(crate) const PAIR_LUT_BYTES: u32 = 8192;
 
 /// iq4_xs's table source: [`table_src`] plus `lute(w)`, the kvalues of the 8 nibbles of `w` in
 /// element order (layout.rs: its nibbles are stored as `nibble_seq` makes them, byte m holding
