@@ -11,6 +11,7 @@
 //! loop bounding / all dropped, the default), `u1` / `u2` / `u4` (1 / 2 / 4 blocks per loop iteration), `rows`
 //! (the other rows-per-workgroup default: 8 for the formats with tables, 32 for the others),
 //! `rN` (N rows per workgroup), `lut2` / `lut1` (iq4_nl's and nvfp4's byte-pair / nibble lookup table),
+//! `lutcN` (the byte-pair tables of iq4_xs, iq4_nl and nvfp4 in N = 1, 2, 4 or 8 copies),
 //! `iqpair` / `iqpair2` / `iq8` (the IQ2/IQ3 formats on thread pairs with 1 / 2 blocks per
 //! iteration, or on 8 invocations per row), `cN` (the call's readback in N row chunks), `flat`,
 //! `coop` / `coopwords` / `nocoop` (q4_K, q5_K and the IQ2/IQ3 formats on cooperative matrices from one token, tiles staged
@@ -67,6 +68,10 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Option<Tuning> {
         "flat" => Tuning { flat: true, ..d },
         "lut2" => Tuning { lut2: true, ..d },
         "lut1" => Tuning { lut2: false, ..d },
+        // `lutcN`: the byte-pair tables (iq4_xs, iq4_nl, nvfp4) in N copies (Tuning::lut_copies)
+        c if c.strip_prefix("lutc").and_then(|n| n.parse::<u8>().ok()).is_some_and(|n| matches!(n, 1 | 2 | 4 | 8)) => {
+            Tuning { lut2: true, lut_copies: c[4..].parse().unwrap_or(1), ..d }
+        }
         // the IQ2/IQ3 formats on thread pairs (with their own default unroll), or not
         "iqpair" => Tuning { iq_pairs: 1, ..d },
         "iq8" => Tuning { iq_pairs: 0, ..d },

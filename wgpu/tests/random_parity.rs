@@ -140,6 +140,7 @@ fn run_format(f: Format) {
     // row.
     if let Some(sb) = common::backend_staged() {
         assert!(sb.name().contains("staged activations from NT 1 (2 steps a chunk)"), "{}", sb.name());
+        assert!(sb.name().contains("byte-pair lut in 8 copies"), "{}", sb.name());
         for (i, nt) in (1..=8).chain([11]).enumerate() {
             let rows = [13, 37, 1, 70][i % 4];
             if let Err(m) = case(sb, f, seeds.next_u64(), rows, [1, 3, 2][i % 3], nt, Dist::ALL[i % Dist::ALL.len()]) {
