@@ -155,19 +155,25 @@ fn iq_sub(f: Format, elem: u32) -> Option<String> {
 }
 
 /// The words of the elements (1, 2 or 4) in which the thread-pair kernel of IQ2/IQ3 format `f`
-/// under `c` reads its weights: 16-byte elements (`kpi_*_v4.wgsl`, `WV = vec4<u32>`) for
-/// iq2_xxs and iq2_s tiled and split
-/// ([`MmSrc::ktile`]), whose 64- and 80-byte bodies are 16-byte aligned, so that a block's
-/// words take 4 and 5 loads instead of 16 and 32 (both invocations of a pair read all of
-/// them). iq2_xxs on an H100 (driver
-/// 580.159.04), benches/results/2026-12-07-session38 run1, kernel-only GB/s, fastest of 2
-/// rounds, twice, words / elements: NT 1 1038, 1039 / 1596, 1586; NT 2 989, 990 / 1247, 1245;
-/// NT 4 799, 800 / 916, 918; NT 8 572, 572 / 623, 620. iq3_xxs's 96-byte bodies in 6 elements
-/// (an invocation reads one grid word a sub-block, the pair the same scale word) lost 3-5 % at
-/// every NT there (NT 1 1831, 1832 / 1754, 1761; NT 8 865, 872 / 840, 842) and keep their
-/// words. iq2_xs's 72-byte bodies are 8-byte aligned: 8-byte elements (`kpi_iq2_xs_v2.wgsl`,
-/// `WV = vec2<u32>`), 9 loads a block instead of 16. iq3_s's 108-byte bodies are only 4-byte
-/// aligned, and untiled blocks only 2-byte aligned: words.
+/// under `c` reads its weights, tiled and split ([`MmSrc::ktile`]; untiled blocks are only
+/// 2-byte aligned: words).
+///
+/// - iq2_xxs: 16-byte elements (`kpi_iq2_xxs_v4.wgsl`, `WV = vec4<u32>`): its 64-byte bodies
+///   are 16-byte aligned, and both invocations of a pair read all of a block's words, so 4
+///   loads instead of 16, no more bytes. H100 (driver 580.159.04),
+///   benches/results/2026-12-07-session38 run1, kernel-only GB/s, fastest of 2 rounds, twice,
+///   words / elements: NT 1 1038, 1039 / 1596, 1586; NT 2 989, 990 / 1247, 1245; NT 4 799, 800
+///   / 916, 918; NT 8 572, 572 / 623, 620.
+/// - iq2_s: 16-byte elements too (`kpi_iq2_s_v4.wgsl`: 80-byte bodies, 5 loads instead of 32
+///   word loads, no more bytes: the pair read every word before but its own grid and sign
+///   halves). Bit-equal on lavapipe; not yet timed on a GPU.
+/// - iq2_xs: 8-byte elements (`kpi_iq2_xs_v2.wgsl`, `WV = vec2<u32>`: 72-byte bodies, 8-byte
+///   aligned): its own qs word of each sub-block alone, the 8 scale bytes in one load, 9 loads
+///   instead of 16, no more bytes. Bit-equal on lavapipe; not yet timed on a GPU.
+/// - iq3_xxs keeps its words: its 96-byte bodies as 6 elements (an invocation reads only its
+///   own grid word a sub-block, so the elements doubled its bytes) lost 3-5 % at every NT in
+///   the same run (NT 1 1831, 1832 / 1754, 1761; NT 8 865, 872 / 840, 842); iq3_s's 108-byte
+///   bodies are only 4-byte aligned.
 fn iq_elem(f: Format, c: &MmSrc) -> u32 {
     match f {
         Format::IQ2_XXS | Format::IQ2_S if c.ktile => 4,
