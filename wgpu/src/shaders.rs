@@ -141,10 +141,20 @@ fn iq_pair_body(f: Format, elem: u32) -> Option<String> {
 /// `elem`: the words of the weights' elements the decoder reads ([`iq_elem`]; 1: words).
 fn iq_sub(f: Format, elem: u32) -> Option<String> {
     let sub = match f {
-        Format::IQ2_XXS if elem == 4 => include_str!("wgsl/kpi_iq2_xxs_v4.wgsl"),
+        Format::IQ2_XXS => {
+            let words = if elem == 4 {
+                include_str!("wgsl/kpi_iq2_xxs_v4.wgsl")
+            } else {
+                include_str!("wgsl/kpi_iq2_xxs_words.wgsl")
+            };
+            return Some(format!(
+                "{words}{}{}",
+                include_str!("wgsl/kpi_iq2_xxs.wgsl"),
+                include_str!("wgsl/kp_iq_sub.wgsl")
+            ));
+        }
         Format::IQ2_S if elem == 4 => include_str!("wgsl/kpi_iq2_s_v4.wgsl"),
         Format::IQ2_XS if elem == 2 => include_str!("wgsl/kpi_iq2_xs_v2.wgsl"),
-        Format::IQ2_XXS => include_str!("wgsl/kpi_iq2_xxs.wgsl"),
         Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
         Format::IQ2_S => include_str!("wgsl/kpi_iq2_s.wgsl"),
         Format::IQ3_XXS => include_str!("wgsl/kpi_iq3_xxs.wgsl"),

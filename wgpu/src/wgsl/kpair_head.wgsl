@@ -15,8 +15,9 @@
 // addition commutes exactly, so both get the same bits), then (r0 + r2) + (r1 + r3).
 
 // The weights as 16-byte elements (WV = vec4<u32>: q4_K's and q5_K's blocks are multiples of
-// 16 bytes), 8-byte elements (vec2<u32>: iq4_xs's 136-byte blocks) or words (WV = u32: q6_K's
-// 210-byte blocks are only 2-byte aligned).
+// 16 bytes; q6_K and iq4_xs tiled; iq2_xxs's and iq2_s's split bodies, shaders.rs `iq_elem`),
+// 8-byte elements (vec2<u32>: iq2_xs's split bodies) or words (WV = u32: the other IQ2/IQ3
+// formats, and ggml's row-major IQ blocks, only 2-byte aligned).
 @group(0) @binding(0) var<storage, read> W: array<WV>;
 @group(0) @binding(1) var<storage, read> T: array<u32>;
 @group(2) @binding(0) var<storage, read_write> O: array<f32>;
