@@ -2519,7 +2519,7 @@ pub const IQ_PAIRS_PER_FORMAT: u8 = u8::MAX;
 /// row order.
 ///
 /// Tiled and split: the thread pairs from one token (iq2_xxs's from 2 until its pairs read
-/// 16-byte elements, session 38, `shaders::iq_vec4`: then NT 1 1184 / 1596 and 1183 / 1586
+/// 16-byte elements, session 38, `shaders::iq_elem`: then NT 1 1184 / 1596 and 1183 / 1586
 /// kernel-only GB/s, 8 invocations / pairs, H100, benches/results/2026-12-07-session38 run1).
 /// Before that, H100 (driver
 /// 580.159.04), benches/results/2026-12-06-session29 run4, kernel-only GB/s, fastest of 3
@@ -2718,11 +2718,10 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
         if pair { shaders::stage_bytes(f, nt, n) } else { shaders::kstage_bytes(f, nt, n) }
     };
     // Room beside the kernel's other workgroup arrays: the pair formats' 16-entry and
-    // byte-pair tables (16 bytes and 2 KiB; 1 KiB a copy with `lut_copies`), the reductions
-    // without subgroups (8 bytes an
+    // byte-pair tables (16 bytes and 2 KiB), the reductions without subgroups (8 bytes an
     // invocation, at most 2 KiB); the thread pairs' grids (table_words) and iq4_xs's byte-pair
-    // tables (2 KiB; 1 KiB a copy with `lut_copies`), the
-    // reductions. `staged_kernels_fit_the_workgroup_storage` checks it.
+    // tables (2 KiB), the reductions; beyond those 2 KiB, the byte-pair tables' copies
+    // (`lut_copies`: 1 KiB a copy). `staged_kernels_fit_the_workgroup_storage` checks it.
     let copies = u32::from(t.lut_copies.max(1));
     let lut = match f {
         Format::IQ4_XS | Format::IQ4_NL | Format::NVFP4 if t.lut2 && copies > 1 => 1024 * copies - 2048,

@@ -442,6 +442,24 @@ fn coop_native_needs_the_tiles() {
     }
 }
 
+/// A count of byte-pair table copies other than 1, 2, 4 or 8 is a typed error naming the
+/// option, not a silent fallback; the counts it takes open with them.
+#[test]
+fn lut_copies_are_checked() {
+    let Some(be) = common::backend() else { return };
+    let open = |c| WgpuBackend::with_options(common::index(), Options { lut_copies: Some(c), ..Options::default() });
+    for bad in [0u8, 3, 16] {
+        match open(bad) {
+            Err(WgpuError::Unsupported(m)) => assert!(m.contains("lut_copies") && m.contains("1, 2, 4 or 8"), "{m}"),
+            Err(e) => panic!("lut_copies {bad}: {e}"),
+            Ok(_) => panic!("lut_copies {bad} opened on {}", be.name()),
+        }
+    }
+    for good in [1u8, 8] {
+        assert_eq!(open(good).unwrap().tuning().lut_copies, good);
+    }
+}
+
 /// One grouped quantize (one submission) gives each buffer the reference's bytes, leaves a
 /// buffer of 0 tokens as it was, and refuses mixed widths and a wrong input length.
 #[test]
