@@ -140,28 +140,22 @@ fn iq_pair_body(f: Format, elem: u32) -> Option<String> {
 /// An IQ2/IQ3 format's sub-block decoder for the thread pairs (kpi_*.wgsl, kp_iq_sub.wgsl);
 /// `elem`: the words of the weights' elements the decoder reads ([`iq_elem`]; 1: words).
 fn iq_sub(f: Format, elem: u32) -> Option<String> {
-    let sub = match f {
-        Format::IQ2_XXS => {
-            let words = if elem == 4 {
-                include_str!("wgsl/kpi_iq2_xxs_v4.wgsl")
-            } else {
-                include_str!("wgsl/kpi_iq2_xxs_words.wgsl")
-            };
-            return Some(format!(
-                "{words}{}{}",
-                include_str!("wgsl/kpi_iq2_xxs.wgsl"),
-                include_str!("wgsl/kp_iq_sub.wgsl")
-            ));
+    // iq2_xxs, iq2_xs and iq2_s: the words' loader (from words, or from the wider elements
+    // of `iq_elem`), then the decode.
+    let (load, sub) = match f {
+        Format::IQ2_XXS if elem == 4 => {
+            (include_str!("wgsl/kpi_iq2_xxs_v4.wgsl"), include_str!("wgsl/kpi_iq2_xxs.wgsl"))
         }
-        Format::IQ2_S if elem == 4 => include_str!("wgsl/kpi_iq2_s_v4.wgsl"),
-        Format::IQ2_XS if elem == 2 => include_str!("wgsl/kpi_iq2_xs_v2.wgsl"),
-        Format::IQ2_XS => include_str!("wgsl/kpi_iq2_xs.wgsl"),
-        Format::IQ2_S => include_str!("wgsl/kpi_iq2_s.wgsl"),
-        Format::IQ3_XXS => include_str!("wgsl/kpi_iq3_xxs.wgsl"),
-        Format::IQ3_S => include_str!("wgsl/kpi_iq3_s.wgsl"),
+        Format::IQ2_XXS => (include_str!("wgsl/kpi_iq2_xxs_words.wgsl"), include_str!("wgsl/kpi_iq2_xxs.wgsl")),
+        Format::IQ2_XS if elem == 2 => (include_str!("wgsl/kpi_iq2_xs_v2.wgsl"), include_str!("wgsl/kpi_iq2_xs.wgsl")),
+        Format::IQ2_XS => (include_str!("wgsl/kpi_iq2_xs_words.wgsl"), include_str!("wgsl/kpi_iq2_xs.wgsl")),
+        Format::IQ2_S if elem == 4 => (include_str!("wgsl/kpi_iq2_s_v4.wgsl"), include_str!("wgsl/kpi_iq2_s.wgsl")),
+        Format::IQ2_S => (include_str!("wgsl/kpi_iq2_s_words.wgsl"), include_str!("wgsl/kpi_iq2_s.wgsl")),
+        Format::IQ3_XXS => ("", include_str!("wgsl/kpi_iq3_xxs.wgsl")),
+        Format::IQ3_S => ("", include_str!("wgsl/kpi_iq3_s.wgsl")),
         _ => return None,
     };
-    Some(format!("{sub}{}", include_str!("wgsl/kp_iq_sub.wgsl")))
+    Some(format!("{load}{sub}{}", include_str!("wgsl/kp_iq_sub.wgsl")))
 }
 
 /// The words of the elements (1, 2 or 4) in which the thread-pair kernel of IQ2/IQ3 format `f`

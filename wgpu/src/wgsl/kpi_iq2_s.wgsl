@@ -2,16 +2,18 @@
 // Block (82 bytes): d +0, qs[64] +2 (grid low bytes, then sign bytes), qh[8] +66, scales[8] +74.
 // Grid index of group g (lanes 2g, 2g+1) of sub-block ib: qs[4ib+g] | ((qh[ib] << (8-2g)) &
 // 0x300); signs qs[32+4ib+g]; invocation h: g = 2h, 2h+1. Lanes 0..3 scale
-// 2*(scales[ib] & 15)+1, lanes 4..7 2*(scales[ib] >> 4)+1; result 0.125 * hsum.
+// 2*(scales[ib] & 15)+1, lanes 4..7 2*(scales[ib] >> 4)+1; result 0.125 * hsum. The bytes
+// come from `s_bytes` (kpi_iq2_s_words.wgsl, or kpi_iq2_s_v4.wgsl from 16-byte elements).
 const BB: u32 = 82u;
 fn sub(B: u32, ib: u32, h: u32) -> Sub {
-    let qs = w16(B + 2u + 4u * ib + 2u * h);
-    let sg = w16(B + 34u + 4u * ib + 2u * h);
-    let qh = w8(B + 66u + ib);
+    let q = s_bytes(B, ib, h);
+    let qs = q.x;
+    let sg = q.y;
+    let qh = q.z;
+    let sc = q.w;
     let g = 2u * h;
     let e0 = signed_entry((qs & 0xffu) | ((qh << (8u - 2u * g)) & 0x300u), sgn(sg & 0xffu));
     let e1 = signed_entry((qs >> 8u) | ((qh << (6u - 2u * g)) & 0x300u), sgn(sg >> 8u));
-    let sc = w8(B + 74u + ib);
     return Sub(vec4<u32>(e0, e1), 2i * i32((sc >> (4u * h)) & 15u) + 1i);
 }
 fn res(x: f32) -> f32 {
