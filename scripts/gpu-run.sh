@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the checkout, with .carry (built here by
 # scripts/gpu-bundle.sh) and .gl (the Vulkan loader debs) carried.
-#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [groups] [qknobs] [auto]
+#   bash scripts/gpu-run.sh [enginediag] [parity] [cparity] [rpsplit] [cudasweep] [hmma] [ntsweep] [pipec] [pairs] [ktile] [retune] [mmant] [wparity] [wgpulat] [callpath] [envsweep] [pending] [cudabench] [wgpubench] [qbench] [engine] [enginepar] [avx512] [cpudefault] [cublas] [coop] [ncu] [unmeasured] [cact] [mma2] [prows] [q8k] [cq8k] [iqnt] [ab] [abc] [dout] [wstage] [stream] [ciqtile] [experts] [layer] [groups] [qknobs] [auto]
 #   (default: all)
 # Each step has its own timeout so one hang cannot eat the run.
 set -uo pipefail
@@ -73,10 +73,17 @@ ciqtile) F=${CIQTILE_FORMATS:-iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s}
 cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-threads 1
     timeout 30 $C/qkern parity --backend cuda; } > "$R/cparity.log" 2>&1
   grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/cparity.log" | head -20 ;;
+# wgpu random parity with each test in its own process, all at once (a crash names its test;
+# session 39's run1 had the whole binary die silently): rp/<test>.log and each exit status in
+# rp/rc.txt.
+rpsplit) mkdir -p "$R/rp"; B=$C/t_wgpu_random_parity
+  for t in $($B --list 2>/dev/null | sed -n 's/: test$//p'); do
+    ( timeout ${RPSPLIT_TIMEOUT:-240} $B --exact "$t" --nocapture > "$R/rp/$t.log" 2>&1; echo "$t rc=$?" >> "$R/rp/rc.txt" ) & done; wait
+  sort "$R/rp/rc.txt"; grep -hE "panicked|differ|FAILED" "$R"/rp/*.log | head -20 ;;
 # The wgpu half of `parity` alone.
-wparity) { timeout 150 $C/t_wgpu_random_parity --nocapture; timeout 40 $C/t_wgpu_vectors --nocapture
+wparity) { timeout 150 $C/t_wgpu_random_parity --nocapture; echo "random parity rc=$?"; timeout 40 $C/t_wgpu_vectors --nocapture
     timeout 40 $C/qkern parity --backend wgpu; } > "$R/wparity.log" 2>&1
-  grep -E "test result|FAILED|panicked|adapter|bit-equal|differ" "$R/wparity.log" | head -20 ;;
+  grep -E "test result|FAILED|panicked|adapter|bit-equal|differ|rc=" "$R/wparity.log" | head -20 ;;
 # The wgpu matmul call's cost beside its kernel (fixed and per output byte).
 wgpulat) timeout 60 $C/wgpu_bench --latency > "$R/wgpu_latency.txt" 2>&1; cat "$R/wgpu_latency.txt" ;;
 # Where the call path's time goes: wgpu's call split into phases (`--latency`), then `qkern bench`
