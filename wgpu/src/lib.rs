@@ -868,6 +868,15 @@ impl WgpuBackend {
 
     /// [`WgpuBackend::new`] with [`Options`].
     pub fn with_options(index: Option<usize>, opts: Options) -> Result<WgpuBackend> {
+        // (before any instance or device is made: a bad count costs nothing)
+        let lut_copies = match opts.lut_copies {
+            Some(c @ (1 | 2 | 4 | 8)) => c,
+            Some(c) => return Err(WgpuError::Unsupported(format!("lut_copies {c}: 1, 2, 4 or 8"))),
+            None => env_knob("QKERN_WGPU_LUT_COPIES", "1, 2, 4 or 8", |v| {
+                v.parse::<u8>().ok().filter(|c| matches!(c, 1 | 2 | 4 | 8))
+            })?
+            .unwrap_or(1),
+        };
         let instance = instance();
         let adapter = match index {
             Some(i) => {
@@ -937,14 +946,6 @@ impl WgpuBackend {
                 _ => None,
             })?
             .unwrap_or(true),
-        };
-        let lut_copies = match opts.lut_copies {
-            Some(c @ (1 | 2 | 4 | 8)) => c,
-            Some(c) => return Err(WgpuError::Unsupported(format!("lut_copies {c}: 1, 2, 4 or 8"))),
-            None => env_knob("QKERN_WGPU_LUT_COPIES", "1, 2, 4 or 8", |v| {
-                v.parse::<u8>().ok().filter(|c| matches!(c, 1 | 2 | 4 | 8))
-            })?
-            .unwrap_or(1),
         };
         let q8k = match opts.q8k {
             Some(l) => l,
