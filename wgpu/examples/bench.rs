@@ -68,10 +68,6 @@ fn variant1(name: &str, f: Format, d: Tuning) -> Option<Tuning> {
         "flat" => Tuning { flat: true, ..d },
         "lut2" => Tuning { lut2: true, ..d },
         "lut1" => Tuning { lut2: false, ..d },
-        // `lutcN`: the byte-pair tables (iq4_xs, iq4_nl, nvfp4) in N copies (Tuning::lut_copies)
-        c if c.strip_prefix("lutc").and_then(|n| n.parse::<u8>().ok()).is_some_and(|n| matches!(n, 1 | 2 | 4 | 8)) => {
-            Tuning { lut2: true, lut_copies: c[4..].parse().unwrap_or(1), ..d }
-        }
         // the IQ2/IQ3 formats on thread pairs (with their own default unroll), or not
         "iqpair" => Tuning { iq_pairs: 1, ..d },
         "iq8" => Tuning { iq_pairs: 0, ..d },

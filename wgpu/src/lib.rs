@@ -236,9 +236,6 @@ pub struct Options {
     /// Byte-pair lookup table for iq4_nl and nvfp4 (`None`: `QKERN_WGPU_LUT=nibble|pair`, else
     /// `pair`). See [`Tuning::lut2`].
     pub lut2: Option<bool>,
-    /// Copies of the byte-pair tables (`None`: `QKERN_WGPU_LUT_COPIES` = 1, 2, 4 or 8, else
-    /// 1). See [`Tuning::lut_copies`].
-    pub lut_copies: Option<u8>,
     /// How a call waits for its result: polling the device in a loop (`true`) or blocking in
     /// the driver (`None`: `QKERN_WGPU_WAIT=spin|block`, else spin on discrete and integrated
     /// GPUs, block on CPU adapters such as lavapipe, whose work needs the cores). Spinning,
@@ -418,14 +415,6 @@ pub struct Tuning {
     /// and 630 -> 726 (benches/results/2026-12-03-h200-session6, run1). Off: one nibble per
     /// lookup in a 16-entry table (`QKERN_WGPU_LUT=nibble`).
     pub lut2: bool,
-    /// Copies of the byte-pair tables of iq4_xs, iq4_nl and nvfp4 (with `lut2`) in workgroup
-    /// memory, each invocation reading copy `lid % copies`: 1 (the default), 2, 4 or 8
-    /// (`QKERN_WGPU_LUT_COPIES`). A subgroup's random lookups into one table collide in the
-    /// banks; with c copies only the 32 / c invocations that share a copy can (shaders.rs
-    /// `lut_copies_src`), for 1 KiB of workgroup memory a copy. Opt-in and untimed (session 38:
-    /// bit-equal on lavapipe, no GPU run); session 22's 32 copies of the two 1-KiB tables (32
-    /// KiB a workgroup) were 3-11x slower on the H200.
-    pub lut_copies: u8,
     /// Row chunks of a `matmul` call's result readback, each its own submission and buffer so
     /// that the host copies one chunk's results while the device computes the next (0: by the
     /// result's size with a copy pass, none with direct output, see `readback_chunks`; 1:
@@ -868,15 +857,6 @@ impl WgpuBackend {
 
     /// [`WgpuBackend::new`] with [`Options`].
     pub fn with_options(index: Option<usize>, opts: Options) -> Result<WgpuBackend> {
-        // (before any instance or device is made: a bad count costs nothing)
-        let lut_copies = match opts.lut_copies {
-            Some(c @ (1 | 2 | 4 | 8)) => c,
-            Some(c) => return Err(WgpuError::Unsupported(format!("lut_copies {c}: 1, 2, 4 or 8"))),
-            None => env_knob("QKERN_WGPU_LUT_COPIES", "1, 2, 4 or 8", |v| {
-                v.parse::<u8>().ok().filter(|c| matches!(c, 1 | 2 | 4 | 8))
-            })?
-            .unwrap_or(1),
-        };
         let instance = instance();
         let adapter = match index {
             Some(i) => {
@@ -1112,7 +1092,6 @@ impl WgpuBackend {
                 wg_rows,
                 flat,
                 lut2,
-                lut_copies,
                 chunks,
                 iq_pairs,
                 coop,
@@ -1165,7 +1144,7 @@ impl WgpuBackend {
     pub fn name(&self) -> String {
         let t = self.tuning();
         format!(
-            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
+            "{} ({:?}, {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{})",
             self.adapter.0.name,
             self.adapter.0.backend,
             if t.native_fma { "fma" } else { "emulated fma" },
@@ -1186,7 +1165,6 @@ impl WgpuBackend {
             if t.wg_rows != 0 { format!(", {} rows/wg", t.wg_rows) } else { String::new() },
             if t.flat { ", flat" } else { "" },
             if t.lut2 { ", byte-pair lut" } else { "" },
-            if t.lut2 && t.lut_copies > 1 { format!(" in {} copies", t.lut_copies) } else { String::new() },
             if t.ktile { ", tiled K-quants and IQ2/IQ3" } else { "" },
             match t.iq_pairs {
                 0 => String::new(),
@@ -1226,7 +1204,6 @@ impl WgpuBackend {
             wg_rows: 0,
             flat: false,
             lut2: true,
-            lut_copies: 1,
             chunks: 0,
             iq_pairs: 0,
             coop: Coop::Off,
@@ -1254,8 +1231,6 @@ impl WgpuBackend {
             wg_rows: if t.wg_rows == 0 { 0 } else { t.wg_rows.clamp(1, 128).next_power_of_two().min(128) },
             coop: if t.coop.native() && !self.coop_enabled { Coop::Off } else { t.coop },
             pair_rows: t.pair_rows.min(2),
-            // 1, 2, 4 or 8 (a count in between to the power of two below it)
-            lut_copies: 1 << t.lut_copies.clamp(1, 8).ilog2(),
             stage: if t.stage == STAGE_BY_SIZE { t.stage } else { t.stage.min(8) },
             stage_steps: t.stage_steps.min(64),
             ..t
@@ -2721,15 +2696,8 @@ fn stage_steps_of(f: Format, nt: u32, t: Tuning, limit: u32) -> u32 {
     // Room beside the kernel's other workgroup arrays: the pair formats' 16-entry and
     // byte-pair tables (16 bytes and 2 KiB), the reductions without subgroups (8 bytes an
     // invocation, at most 2 KiB); the thread pairs' grids (table_words) and iq4_xs's byte-pair
-    // tables (2 KiB), the reductions; beyond those 2 KiB, the byte-pair tables' copies
-    // (`lut_copies`: 1 KiB a copy). `staged_kernels_fit_the_workgroup_storage` checks it.
-    let copies = u32::from(t.lut_copies.max(1));
-    let lut = match f {
-        Format::IQ4_XS | Format::IQ4_NL | Format::NVFP4 if t.lut2 && copies > 1 => 1024 * copies - 2048,
-        _ => 0,
-    };
-    let reserve =
-        lut + if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + 4 * shaders::table_words(f) as u32 };
+    // tables (2 KiB), the reductions. `staged_kernels_fit_the_workgroup_storage` checks it.
+    let reserve = if pair { PAIR_STAGE_RESERVE } else { KPAIR_STAGE_RESERVE + 4 * shaders::table_words(f) as u32 };
     let room = limit.saturating_sub(reserve);
     let most = if pair { 64 } else { 16 };
     let want = if t.stage_steps != 0 { u32::from(t.stage_steps).min(most) } else { most };
@@ -2754,7 +2722,6 @@ fn matmul_kernel_source(f: Format, nt: u32, t: Tuning, subgroups: bool, q8k: Q8k
         unroll: unroll_of(f, nt, t),
         rows: wg_rows(f, t),
         lut2: t.lut2,
-        lut_copies: u32::from(t.lut_copies.max(1)),
         iq_pairs,
         q8k_split: q8k.split_for(f, iq_pairs, pair_rows),
         q8k_both: q8k == Q8kLayout::Both,
@@ -3255,7 +3222,6 @@ mod tests {
             wg_rows: 0,
             flat: false,
             lut2: true,
-            lut_copies: 1,
             chunks: 0,
             iq_pairs: 0,
             coop: Coop::Off,
@@ -3296,10 +3262,6 @@ mod tests {
         assert_eq!(stage_steps_of(Format::Q8_0, 8, t40, 8192), 12);
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 600), 1);
         assert_eq!(stage_steps_of(Format::NVFP4, 8, t, PAIR_STAGE_RESERVE + 500), 0);
-        // (8 copies of its byte-pair table: 8 KiB, 2 KiB of it in PAIR_STAGE_RESERVE)
-        let t8 = Tuning { lut_copies: 8, ..t };
-        assert_eq!(stage_steps_of(Format::NVFP4, 8, t8, PAIR_STAGE_RESERVE + 6144 + 600), 1);
-        assert_eq!(stage_steps_of(Format::NVFP4, 8, t8, PAIR_STAGE_RESERVE + 6144 + 500), 0);
         // The thread pairs: blocks of 256 elements, 292 bytes a token (q4_K, with its bsums)
         // or 260 (iq4_xs), at most 16; the IQ2/IQ3 formats only on pairs (iq_pairs), and not
         // on the cooperative matrices.
@@ -3347,8 +3309,6 @@ mod tests {
                                 wg_rows,
                                 pair_rows,
                                 iq_pairs: 1,
-                                // the byte-pair tables' most copies (8 KiB) with the most rows
-                                lut_copies: if wg_rows == 128 { 8 } else { 1 },
                                 ..plain_tuning()
                             };
                             (t, sg)

@@ -260,13 +260,12 @@ fn table_src(f: Format, wg: u32) -> String {
 /// The pair kernels' table source: [`table_src`] plus `lut8(w)`, both nibbles of each byte of
 /// `w` through the 16-byte table (`.x`: the low nibbles' values, `.y`: the high nibbles'). With
 /// `lut2` a 256-entry workgroup table of byte -> (value of its low nibble, value of its high
-/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`. With one copy
-/// (`copies`, [`crate::Tuning::lut_copies`]) the table is kept twice, `TP` (the values in bytes
-/// 0 and 2) and `TQ` (bytes 1 and 3), so that bytes 0, 1 of `w` give `TP | TQ` = (lo0, lo1,
-/// hi0, hi1) with one OR and the two halves of the word end in two more operations each, where
-/// placing each looked-up byte took a mask, a shift and an OR. With more, `TP` alone in that
-/// many copies ([`lut_copies_src`]; `TQ` is `TP << 8`).
-fn pair_table_src(f: Format, wg: u32, lut2: bool, copies: u32) -> String {
+/// nibble) serves a byte per lookup (4 per word instead of 8); else two `lut4t`. The table is
+/// kept twice, `TP` (the values in bytes 0 and 2) and `TQ` (bytes 1 and 3), so that bytes 0, 1
+/// of `w` give `TP | TQ` = (lo0, lo1, hi0, hi1) with one OR and the two halves of the word end
+/// in two more operations each, where placing each looked-up byte took a mask, a shift and an
+/// OR. (Copies of the tables against bank conflicts measured slower: see [`iq4xs_table_src`].)
+fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
     let (off, n) = table_of(f);
     if n == 0 {
         return table_src(f, wg);
@@ -279,21 +278,6 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool, copies: u32) -> String {
     }
     let lut4t = "fn lut4t(n: u32) -> u32 {\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }\n    return r;\n}\n";
     let tail = "    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}\n";
-    if copies > 1 {
-        let (decl, fill, at) = lut_copies_src("TP", copies, 16, wg);
-        return format!(
-            "var<workgroup> TS: array<u32, {n}>;\n{decl}{tb}\
-             fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n{fill}    workgroupBarrier();\n}}\n\
-             {lut4t}\
-             fn lut8(w: u32) -> vec2<u32> {{\n    \
-             let t01 = {} | ({} << 8u);\n    let t23 = {} | ({} << 8u);\n{tail}",
-            at("w & 0xffu"),
-            at("(w >> 8u) & 0xffu"),
-            at("(w >> 16u) & 0xffu"),
-            at("w >> 24u"),
-            tb = tbyte_src(off)
-        );
-    }
     format!(
         "var<workgroup> TS: array<u32, {n}>;\n\
          var<workgroup> TP: array<u32, 256>;\n\
@@ -306,27 +290,6 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool, copies: u32) -> String {
     )
 }
 
-/// A byte-pair table `name` in `copies` copies (2, 4 or 8; [`crate::Tuning::lut_copies`]):
-/// entry e (the values of byte e's low and high nibbles, the high one `hi` bits up) of copy c
-/// at word `copies * e + c`, each invocation reading copy `lid % copies` (`TC`, set by
-/// `load_tab`). In a 32-wide subgroup the 32 / copies invocations that share a copy then fall
-/// in 32 / copies banks, where one table has the whole subgroup's random lookups meet in 32,
-/// so fewer of them collide. Returns the declarations, `load_tab`'s fill loop and the lookup
-/// of a byte expression. (Session 22 kept iq4_xs's, iq4_nl's and nvfp4's two tables as 32
-/// copies, one a lane, 32 KiB a workgroup: 3-11x slower on the H200, session 23.)
-fn lut_copies_src(name: &str, copies: u32, hi: u32, wg: u32) -> (String, String, impl Fn(&str) -> String) {
-    debug_assert!(matches!(copies, 2 | 4 | 8));
-    let words = 256 * copies;
-    let sh = copies.trailing_zeros();
-    let decl = format!("var<workgroup> {name}: array<u32, {words}>;\nvar<private> TC: u32;\n");
-    let fill = format!(
-        "    TC = lid & {}u;\n    for (var i = lid; i < {words}u; i += {wg}u) {{\n        let e = i >> {sh}u;\n        {name}[i] = tbyte(e & 15u) | (tbyte((e >> 4u) & 15u) << {hi}u);\n    }}\n",
-        copies - 1
-    );
-    let name = name.to_string();
-    (decl, fill, move |b: &str| format!("{name}[(({b}) << {sh}u) | TC]"))
-}
-
 /// `tbyte(i)`: byte i of the 16-byte kvalue table at word `off` of `T` (the byte-pair tables'
 /// fill).
 fn tbyte_src(off: usize) -> String {
@@ -337,29 +300,20 @@ fn tbyte_src(off: usize) -> String {
 /// element order (layout.rs: its nibbles are stored as `nibble_seq` makes them, byte m holding
 /// elements 2m, 2m + 1): `.x` the values of bytes 0, 1 (one AVX2 lane), `.y` of bytes 2, 3. With
 /// `lut2` from two 256-entry workgroup tables, `TE[b]` = (value of b's low nibble, of its high
-/// nibble) in bytes 0, 1 and `TF[b]` = the same in bytes 2, 3: a lane in 2 lookups and one OR;
-/// with more than one copy (`copies`, [`lut_copies_src`]) `TE` alone in that many copies, `TF`
-/// being `TE << 16`. Else `lut4t` of the nibbles spread to bytes.
-fn iq4xs_table_src(wg: u32, lut2: bool, copies: u32) -> String {
+/// nibble) in bytes 0, 1 and `TF[b]` = the same in bytes 2, 3: a lane in 2 lookups and one OR.
+/// Else `lut4t` of the nibbles spread to bytes. Copies of the tables against the banks' conflicts
+/// (invocation i reading copy i % N) measured slower: 32 copies of the two tables (32 KiB a
+/// workgroup) 3-11x slower on the H200 (session 23); one table in 2, 4 or 8 copies (1 KiB
+/// each) on an H100 (benches/results/2026-12-07-session39 run1, kernel-only GB/s, default / 2 /
+/// 4 / 8 copies) iq4_xs NT 1 1863 / 1804 / 1829 / 1770, NT 8 1018 / 984 / 975 / 834; iq4_nl
+/// NT 1 2301 / 2210 / 2185 / 1870; nvfp4 NT 1 2356 / 2255 / 2228 / 1906. Both were removed.
+fn iq4xs_table_src(wg: u32, lut2: bool) -> String {
     let (off, _) = table_of(Format::IQ4_XS);
     if !lut2 {
         return format!(
             "{}fn spread_nib(w: u32) -> u32 {{\n    return (w & 0xfu) | ((w & 0xf0u) << 4u) | ((w & 0xf00u) << 8u) | ((w & 0xf000u) << 12u);\n}}\n\
              fn lute(w: u32) -> vec2<u32> {{\n    return vec2<u32>(lut4t(spread_nib(w & 0xffffu)), lut4t(spread_nib(w >> 16u)));\n}}\n",
             table_src(Format::IQ4_XS, wg)
-        );
-    }
-    if copies > 1 {
-        let (decl, fill, at) = lut_copies_src("TE", copies, 8, wg);
-        return format!(
-            "{decl}{tb}fn load_tab(lid: u32) {{\n{fill}    workgroupBarrier();\n}}\n\
-             fn lute(w: u32) -> vec2<u32> {{\n    \
-             return vec2<u32>({} | ({} << 16u), {} | ({} << 16u));\n}}\n",
-            at("w & 0xffu"),
-            at("(w >> 8u) & 0xffu"),
-            at("(w >> 16u) & 0xffu"),
-            at("w >> 24u"),
-            tb = tbyte_src(off)
         );
     }
     format!(
@@ -440,9 +394,6 @@ pub(crate) struct MmSrc {
     pub unroll: u32,
     pub rows: u32,
     pub lut2: bool,
-    /// Copies of the byte-pair tables with `lut2` (iq4_xs, iq4_nl, nvfp4): 1, 2, 4 or 8
-    /// ([`crate::Tuning::lut_copies`]).
-    pub lut_copies: u32,
     /// The IQ2/IQ3 formats on thread pairs.
     pub iq_pairs: bool,
     /// The kernel reads q8_K activations in the split device layout (`act_q8k_split.wgsl`).
@@ -509,7 +460,7 @@ fn pair_source(f: Format, body: &str, c: &MmSrc) -> String {
     s.push_str(&table_consts());
     s.push_str(PARAMS);
     s.push_str(PAIR_HEAD);
-    s.push_str(&pair_table_src(f, wg, c.lut2, c.lut_copies));
+    s.push_str(&pair_table_src(f, wg, c.lut2));
     s.push_str(&common_without_buffers());
     let call = |b: &str| {
         if two {
@@ -812,7 +763,7 @@ fn kpair_prelude(s: &mut String, f: Format, c: &MmSrc, per_row: u32, iq_elem: u3
         s.push_str(&act_q8k(c.q8k_split, c.q8k_both));
     }
     // iq4_xs's kvalues through `lut8`; the grids of the IQ2/IQ3 formats through `tab`.
-    s.push_str(&if f == Format::IQ4_XS { iq4xs_table_src(wg, c.lut2, c.lut_copies) } else { table_src(f, wg) });
+    s.push_str(&if f == Format::IQ4_XS { iq4xs_table_src(wg, c.lut2) } else { table_src(f, wg) });
     // The word-addressed helpers (w32, w16, w8) only where the weights are words.
     if wv == "u32" {
         s.push_str(&common_without(&["fn lut4("]));
@@ -1107,7 +1058,6 @@ mod tests {
             unroll: 1,
             rows: 32,
             lut2: true,
-            lut_copies: 1,
             iq_pairs: false,
             q8k_split: false,
             q8k_both: true,
@@ -1138,8 +1088,6 @@ mod tests {
                             unroll: if nf { 4 } else { 1 },
                             rows,
                             lut2: nf,
-                            // the byte-pair tables in 1, 2, 4 and 8 copies
-                            lut_copies: [1, 2, 4, 8][nt as usize % 4],
                             iq_pairs: nf,
                             q8k_split: nf,
                             q8k_both: nf && nt == 3,
@@ -1180,7 +1128,6 @@ mod tests {
                             unroll: 1,
                             rows: 32,
                             lut2: true,
-                            lut_copies: 1,
                             iq_pairs: false,
                             q8k_split: !native,
                             q8k_both: false,
@@ -1360,7 +1307,6 @@ mod tests {
                 unroll: 2,
                 rows: 32,
                 lut2: true,
-                lut_copies: 1,
                 iq_pairs: false,
                 q8k_split: false,
                 q8k_both: false,

@@ -168,14 +168,12 @@ pub fn backend_chunked_direct() -> Option<&'static WgpuBackend> {
 /// (the K-quants, iq4_xs, the IQ2/IQ3 formats, here on pairs from one token) stage their
 /// activations in workgroup memory from one token (`Options::stage`), in chunks of 2 steps or
 /// blocks (so that rows of several units take several chunks, the last one short), one row
-/// per pair, the workgroup-memory reductions, and the byte-pair tables (iq4_xs, iq4_nl, nvfp4)
-/// in 8 copies (`Options::lut_copies`).
+/// per pair, and the workgroup-memory reductions.
 pub fn backend_staged() -> Option<&'static WgpuBackend> {
     static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
     B.get_or_init(|| {
         open(Options {
             stage: Some((1, 2)),
-            lut_copies: Some(8),
             pair_rows: Some((1, false)),
             subgroups: Some(false),
             iq_pairs: Some(1),
