@@ -75,8 +75,8 @@ cparity) { QKERN_RESULTS_DIR=$R timeout 160 $C/t_cuda_gpu --nocapture --test-thr
   grep -E "test result|FAILED|panicked|bit-equal|differ" "$R/cparity.log" | head -20 ;;
 # wgpu random parity with each test in its own process, all at once (a crash names its test;
 # session 39's run1 had the whole binary die silently): rp/<test>.log and each exit status in
-# rp/rc.txt.
-rpsplit) mkdir -p "$R/rp"; B=$C/t_wgpu_random_parity
+# rp/rc.txt (RPSPLIT_BIN: another test binary of .carry).
+rpsplit) mkdir -p "$R/rp"; B=$C/${RPSPLIT_BIN:-t_wgpu_random_parity}
   for t in $($B --list 2>/dev/null | sed -n 's/: test$//p'); do
     ( timeout ${RPSPLIT_TIMEOUT:-240} $B --exact "$t" --nocapture > "$R/rp/$t.log" 2>&1; echo "$t rc=$?" >> "$R/rp/rc.txt" ) & done; wait
   sort "$R/rp/rc.txt"; grep -hE "panicked|differ|FAILED" "$R"/rp/*.log | head -20 ;;
