@@ -30,9 +30,17 @@ fn step(base: u32, b: u32, h: u32, st: ptr<function, St>) {
         let f = lute(w.w);
         q[2u * j + 1u] = vec4<u32>(e.x, e.y, f.x, f.y);
     }
-    for (var ib = 0u; ib < 8u; ib++) {
-        let lo = (hd.y >> (8u * (ib >> 1u) + 4u * (ib & 1u))) & 15u;
-        ls[ib] = i32(lo | (((sh >> (2u * ib)) & 3u) << 4u)) - 32i;
+    // The 8 scales at once: byte j of `se` holds sub-block 2j's 6 bits (the low nibble of
+    // scales_l[j], bits 4j, 4j + 1 of scales_h), of `so` sub-block 2j + 1's (the high nibble, bits
+    // 4j + 2, 4j + 3), each xor 32, so that a byte's 6 bits read as a signed field are ls (the
+    // scale minus 32).
+    let x0 = (sh & 0xffu) | ((sh & 0xff00u) << 8u);
+    let x = (x0 & 0x000f000fu) | ((x0 & 0x00f000f0u) << 4u);
+    let se = ((hd.y & 0x0f0f0f0fu) | ((x & 0x03030303u) << 4u)) ^ 0x20202020u;
+    let so = (((hd.y >> 4u) & 0x0f0f0f0fu) | ((x & 0x0c0c0c0cu) << 2u)) ^ 0x20202020u;
+    for (var j = 0u; j < 4u; j++) {
+        ls[2u * j] = bitcast<i32>(se << (26u - 8u * j)) >> 26u;
+        ls[2u * j + 1u] = bitcast<i32>(so << (26u - 8u * j)) >> 26u;
     }
     for (var t = 0u; t < NT; t++) {
         var s = vec4<i32>(0);
