@@ -276,16 +276,14 @@ fn pair_table_src(f: Format, wg: u32, lut2: bool) -> String {
             table_src(f, wg)
         );
     }
-    let lut4t = "fn lut4t(n: u32) -> u32 {\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }\n    return r;\n}\n";
-    let tail = "    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}\n";
     format!(
         "var<workgroup> TS: array<u32, {n}>;\n\
          var<workgroup> TP: array<u32, 256>;\n\
          var<workgroup> TQ: array<u32, 256>;\n\
          {tb}\
          fn load_tab(lid: u32) {{\n    for (var i = lid; i < {n}u; i += {wg}u) {{\n        TS[i] = T[{off}u + i];\n    }}\n    for (var i = lid; i < 256u; i += {wg}u) {{\n        let e = tbyte(i & 15u) | (tbyte(i >> 4u) << 16u);\n        TP[i] = e;\n        TQ[i] = e << 8u;\n    }}\n    workgroupBarrier();\n}}\n\
-         {lut4t}\
-         fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n{tail}",
+         fn lut4t(n: u32) -> u32 {{\n    var r = 0u;\n    for (var k = 0u; k < 4u; k++) {{\n        let i = (n >> (8u * k)) & 0xfu;\n        r |= ((TS[i >> 2u] >> (8u * (i & 3u))) & 0xffu) << (8u * k);\n    }}\n    return r;\n}}\n\
+         fn lut8(w: u32) -> vec2<u32> {{\n    let t01 = TP[w & 0xffu] | TQ[(w >> 8u) & 0xffu];\n    let t23 = TP[(w >> 16u) & 0xffu] | TQ[w >> 24u];\n    return vec2<u32>((t01 & 0xffffu) | (t23 << 16u), (t01 >> 16u) | (t23 & 0xffff0000u));\n}}\n",
         tb = tbyte_src(off)
     )
 }
